@@ -1,0 +1,2 @@
+//! The strata server binary.
+fn main() {}

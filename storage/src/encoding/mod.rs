@@ -1,0 +1,1 @@
+//! Sample encodings: see the module docs once written.

@@ -1,0 +1,66 @@
+//! The one error type of the storage crate.
+
+use std::path::PathBuf;
+
+/// Result alias for storage operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in storage. Callers map variants to outcomes: `Io`/`Poisoned`
+/// are transient for a sender (retry later), `InvalidInput`/`OutOfBounds` never succeed on retry,
+/// and `Corruption` names the file and offset so recovery can truncate or refuse.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O failure, with what we were doing.
+    #[error("{context}: {source}")]
+    Io {
+        /// What strata was doing, including the path.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bytes on disk failed a checksum or could not be decoded.
+    #[error("corruption in {path}{}: {reason}", offset.map(|o| format!(" at byte {o}")).unwrap_or_default())]
+    Corruption {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the bad record or block, when known.
+        offset: Option<u64>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A decoder was handed bytes that are not a valid encoding (no file context yet; callers
+    /// wrap it into `Corruption` with the path and offset).
+    #[error("invalid encoding: {0}")]
+    Decode(String),
+    /// The caller passed something storage never accepts (e.g. a series without labels,
+    /// an invalid regex in a matcher).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// A previous fsync or write failed; the WAL refuses further writes until restart, because
+    /// after a failed fsync the kernel may have dropped dirty pages and retrying would ack lost data.
+    #[error("storage refuses writes after an earlier I/O failure: {0}")]
+    Poisoned(String),
+    /// The database is shutting down.
+    #[error("storage is closed")]
+    Closed,
+}
+
+impl Error {
+    /// Wraps an `io::Error` with context.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+
+    /// A corruption error for `path` at `offset`.
+    pub fn corruption(path: impl Into<PathBuf>, offset: Option<u64>, reason: impl Into<String>) -> Self {
+        Error::Corruption { path: path.into(), offset, reason: reason.into() }
+    }
+
+    /// True for failures a retry may fix (I/O, poisoned WAL, shutdown): a remote-write
+    /// receiver answers these with 503, everything else with 4xx.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Io { .. } | Error::Poisoned(_) | Error::Closed)
+    }
+}

@@ -1,0 +1,30 @@
+//! strata's storage engine.
+//!
+//! A sample travels: [`Db::append`] resolves series ids in the [`index`], encodes the batch as
+//! one WAL record ([`batch_codec`]) that the [`wal`] group-commits and fsyncs, then inserts the
+//! samples into the in-memory [`head`]. A flush freezes the head, writes it as immutable
+//! [`partition`] files (Gorilla-style [`encoding`] blocks with per-block statistics), commits
+//! them by atomically replacing the [`manifest`], and deletes WAL segments it no longer needs.
+//! Queries read a [`Snapshot`]: an `Arc` of the file set plus the heads, never blocking writers.
+//!
+//! This crate knows nothing about HTTP, wire formats or PromQL.
+
+pub mod db;
+pub mod encoding;
+pub mod error;
+pub mod failpoint;
+pub mod fsutil;
+pub mod index;
+pub mod matcher;
+pub mod mem;
+pub mod options;
+pub mod query;
+pub mod types;
+pub mod wal;
+
+pub use db::{Db, Health};
+pub use error::{Error, Result};
+pub use matcher::{MatchOp, Matcher};
+pub use options::{Options, WalSync};
+pub use query::{Querier, SeriesRef};
+pub use types::{Batch, Label, Labels, METRIC_NAME, STALE_NAN_BITS, Sample, SeriesId, is_stale, stale_nan};

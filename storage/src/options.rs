@@ -1,0 +1,74 @@
+//! Database configuration. Every limit carries its unit in its name.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// When an appended batch counts as durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalSync {
+    /// fsync before acknowledging every batch (concurrent batches share one fsync). Nothing
+    /// acknowledged is lost on power loss. The default.
+    PerBatch,
+    /// Acknowledge after the write(2) and fsync in the background every interval: a process
+    /// crash loses nothing, a power loss may lose up to the last interval.
+    Interval(Duration),
+}
+
+/// Everything `Db::open` needs to know.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where everything lives.
+    pub data_dir: PathBuf,
+    /// Partitions whose whole time range is older than `newest sample - retention` are removed.
+    pub retention_ms: i64,
+    /// Width of one time partition (one directory of files).
+    pub partition_ms: i64,
+    /// How far behind a series' newest sample an out-of-order sample is still accepted.
+    pub ooo_window_ms: i64,
+    /// Samples that far ahead of the wall clock are rejected as too far in the future.
+    pub future_window_ms: i64,
+    /// WAL durability mode.
+    pub wal_sync: WalSync,
+    /// WAL segment size at which a new segment is started.
+    pub wal_segment_bytes: u64,
+    /// On startup, truncate the WAL at a corrupt record in the middle instead of refusing to start
+    /// (loses every record after it; for operators who accept that to get the server back).
+    pub wal_truncate_corrupt: bool,
+    /// Most samples in one block of a partition file.
+    pub block_samples_max: usize,
+    /// Blocks never cross a multiple of this many milliseconds (a grid that makes block
+    /// statistics line up with common query buckets).
+    pub block_grid_ms: i64,
+    /// The head is flushed to partition files when it holds this many samples ...
+    pub head_samples_max: usize,
+    /// ... or when its oldest append is this old.
+    pub head_flush_interval: Duration,
+    /// How often the background worker checks for flush, compaction and retention work.
+    pub maintenance_interval: Duration,
+    /// A partition with at least this many files gets compacted into one.
+    pub compact_files_min: usize,
+}
+
+impl Options {
+    /// Defaults for a data directory: 15 d retention, 1 d partitions, 1 h out-of-order window,
+    /// fsync per batch.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        const HOUR: i64 = 3_600_000;
+        Options {
+            data_dir: data_dir.into(),
+            retention_ms: 15 * 24 * HOUR,
+            partition_ms: 24 * HOUR,
+            ooo_window_ms: HOUR,
+            future_window_ms: 10 * 60_000,
+            wal_sync: WalSync::PerBatch,
+            wal_segment_bytes: 128 << 20,
+            wal_truncate_corrupt: false,
+            block_samples_max: 1024,
+            block_grid_ms: HOUR,
+            head_samples_max: 50_000_000,
+            head_flush_interval: Duration::from_secs(2 * 3600),
+            maintenance_interval: Duration::from_secs(10),
+            compact_files_min: 4,
+        }
+    }
+}

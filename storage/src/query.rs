@@ -1,0 +1,52 @@
+//! The read interface the layers above see: select series by matchers, read their samples.
+//!
+//! `promql` and the HTTP API only ever talk to storage through [`Querier`], so they can be
+//! tested against [`crate::mem::MemStore`] and cannot reach into the engine's internals.
+
+use crate::error::Result;
+use crate::matcher::Matcher;
+use crate::types::{Labels, Sample, SeriesId};
+
+/// A series picked by [`Querier::select`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesRef {
+    /// Runtime id, valid for the querier that returned it.
+    pub id: SeriesId,
+    /// The series' labels.
+    pub labels: Labels,
+}
+
+/// Read access to a consistent view of the data (a snapshot: later writes are not seen).
+///
+/// Time ranges are closed `[mint, maxt]` in milliseconds; callers that need the left-open
+/// PromQL range ask for `mint + 1`.
+pub trait Querier: Send + Sync {
+    /// Series matching every matcher that have at least one sample (or tombstone-surviving data)
+    /// in `[mint, maxt]`, sorted by labels. At least one matcher must not match the empty
+    /// string, as in Prometheus; otherwise `Error::InvalidInput`.
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>>;
+
+    /// Appends the samples of `series` in `[mint, maxt]` to `out`, ascending by time with one
+    /// sample per timestamp (the last written wins). Stale markers are included.
+    fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()>;
+
+    /// Label names (sorted, unique) of series matching `matchers` (all series if empty) with
+    /// data in `[mint, maxt]`.
+    fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>>;
+
+    /// Values (sorted, unique) of label `name` on series matching `matchers` (all series if
+    /// empty) with data in `[mint, maxt]`.
+    fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>>;
+}
+
+/// Checks the Prometheus rule that a selector must have a matcher that does not match `""`
+/// (otherwise it would select every series in the database).
+pub fn check_selective(matchers: &[Matcher]) -> Result<()> {
+    if matchers.iter().any(|m| !m.matches_empty()) {
+        Ok(())
+    } else {
+        Err(crate::Error::InvalidInput(
+            "vector selector must contain at least one non-empty matcher".to_string(),
+        ))
+    }
+}

@@ -1,0 +1,222 @@
+//! The data model: labels, series ids and samples.
+//!
+//! A series is identified by its sorted label set, which includes `__name__`. Samples are
+//! `(milliseconds since the epoch, f64)`; every f64 bit pattern is stored exactly, including
+//! the Prometheus stale marker [`STALE_NAN_BITS`].
+
+use std::fmt;
+use std::sync::Arc;
+
+/// The bit pattern Prometheus uses to mark a series as stale (a NaN that no arithmetic produces).
+pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+
+/// The label that holds the metric name.
+pub const METRIC_NAME: &str = "__name__";
+
+/// True if `v` is the Prometheus stale marker (compared by bits: other NaNs are ordinary values).
+#[inline]
+pub fn is_stale(v: f64) -> bool {
+    v.to_bits() == STALE_NAN_BITS
+}
+
+/// The stale marker as an `f64`.
+#[inline]
+pub fn stale_nan() -> f64 {
+    f64::from_bits(STALE_NAN_BITS)
+}
+
+/// One sample: a timestamp in milliseconds and a value.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// Milliseconds since the Unix epoch (may be negative).
+    pub t: i64,
+    /// The value; compared bit-exactly by `PartialEq` so NaNs round-trip in tests.
+    pub v: f64,
+}
+
+impl Sample {
+    /// A sample at `t` with value `v`.
+    #[inline]
+    pub fn new(t: i64, v: f64) -> Self {
+        Sample { t, v }
+    }
+}
+
+impl PartialEq for Sample {
+    fn eq(&self, other: &Self) -> bool {
+        self.t == other.t && self.v.to_bits() == other.v.to_bits()
+    }
+}
+impl Eq for Sample {}
+
+/// A series id, dense and assigned at runtime by the series index. It is never persisted in
+/// partition files (they carry label sets), only inside one WAL segment (see `wal` and
+/// `batch_codec`), so the id space can be rebuilt freely on every start.
+pub type SeriesId = u32;
+
+/// One label pair. Names and values are shared `Arc<str>` so the index can intern them.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label {
+    /// Label name, e.g. `__name__` or `instance`.
+    pub name: Arc<str>,
+    /// Label value; never empty in a stored series (an empty value means "label absent").
+    pub value: Arc<str>,
+}
+
+impl Label {
+    /// A label from any string-ish name and value.
+    pub fn new(name: impl Into<Arc<str>>, value: impl Into<Arc<str>>) -> Self {
+        Label { name: name.into(), value: value.into() }
+    }
+}
+
+impl fmt::Debug for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={:?}", self.name, self.value)
+    }
+}
+
+/// A label set sorted by name with unique names: the identity of a series. Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Labels(Arc<[Label]>);
+
+impl Labels {
+    /// Builds a label set: sorts by name, drops pairs with an empty value (Prometheus treats an
+    /// empty value as an absent label) and keeps the last of duplicate names.
+    pub fn new(mut labels: Vec<Label>) -> Self {
+        labels.retain(|l| !l.value.is_empty());
+        // Stable sort keeps input order among equal names, so "last wins" below is the caller's last.
+        labels.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut out: Vec<Label> = Vec::with_capacity(labels.len());
+        for l in labels {
+            match out.last_mut() {
+                Some(prev) if prev.name == l.name => *prev = l,
+                _ => out.push(l),
+            }
+        }
+        Labels(out.into())
+    }
+
+    /// Builds a label set from `(name, value)` string pairs (convenient in tests and decoders).
+    pub fn from_pairs<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> Self {
+        Labels::new(pairs.iter().map(|(n, v)| Label::new(n.as_ref(), v.as_ref())).collect())
+    }
+
+    /// Wraps labels the caller guarantees are sorted by name, unique, and non-empty valued
+    /// (used by decoders of our own files, which wrote them in that order).
+    pub fn from_sorted(labels: Vec<Label>) -> Self {
+        debug_assert!(labels.windows(2).all(|w| w[0].name < w[1].name));
+        Labels(labels.into())
+    }
+
+    /// The value of label `name`, if present.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|l| l.name.as_ref().cmp(name))
+            .ok()
+            .and_then(|i| self.0.get(i))
+            .map(|l| l.value.as_ref())
+    }
+
+    /// The metric name (`__name__`), if present.
+    pub fn metric_name(&self) -> Option<&str> {
+        self.get(METRIC_NAME)
+    }
+
+    /// The pairs in name order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Label> {
+        self.0.iter()
+    }
+
+    /// The pairs as a slice.
+    pub fn as_slice(&self) -> &[Label] {
+        &self.0
+    }
+
+    /// Number of pairs.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True if there are no labels.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Prometheus' notation: `name{a="1", b="2"}`.
+impl fmt::Display for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(n) = self.metric_name() {
+            f.write_str(n)?;
+        }
+        f.write_str("{")?;
+        let mut first = true;
+        for l in self.iter().filter(|l| l.name.as_ref() != METRIC_NAME) {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{}={:?}", l.name, l.value)?;
+        }
+        f.write_str("}")
+    }
+}
+
+impl<'a> IntoIterator for &'a Labels {
+    type Item = &'a Label;
+    type IntoIter = std::slice::Iter<'a, Label>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+/// The unit of ingest: samples for many series, appended and made durable as one WAL record,
+/// so after a crash a batch is either wholly present or wholly absent.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    /// Series and their samples; a series may appear more than once.
+    pub series: Vec<(Labels, Vec<Sample>)>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Batch::default()
+    }
+    /// Adds samples for one series.
+    pub fn push(&mut self, labels: Labels, samples: Vec<Sample>) {
+        self.series.push((labels, samples));
+    }
+    /// Total number of samples.
+    pub fn sample_count(&self) -> usize {
+        self.series.iter().map(|(_, s)| s.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_sorted_deduped_empty_dropped() {
+        let l = Labels::from_pairs(&[("b", "2"), ("a", "1"), ("c", ""), ("b", "3")]);
+        assert_eq!(format!("{l}"), r#"{a="1", b="3"}"#);
+        assert_eq!(l.get("b"), Some("3"));
+        assert_eq!(l.get("c"), None);
+    }
+
+    #[test]
+    fn stale_marker_is_a_specific_nan() {
+        assert!(is_stale(stale_nan()));
+        assert!(!is_stale(f64::NAN));
+        assert_ne!(Sample::new(1, f64::NAN), Sample::new(1, stale_nan()));
+        assert_eq!(Sample::new(1, stale_nan()), Sample::new(1, stale_nan()));
+    }
+}

@@ -1,0 +1,1 @@
+//! The write-ahead log.
