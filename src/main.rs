@@ -1,2 +1,49 @@
-//! The strata server binary.
-fn main() {}
+//! The `strata` binary: parse flags, start logging, run the server until a signal stops it.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use strata::config::Cli;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(err) = init_logging(cli.log_level.as_deref()) {
+        eprintln!("strata: {err}");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!("cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(strata::server::run(cli.server_config()));
+    // Don't wait for blocking tasks: after a second signal a `Db::open` may still be running,
+    // and storage is built to recover from being stopped anywhere.
+    runtime.shutdown_background();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("strata failed: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr: `--log-level` if given, else `RUST_LOG` if set, else `info`.
+fn init_logging(flag: Option<&str>) -> Result<(), String> {
+    let filter = match (flag, std::env::var("RUST_LOG")) {
+        (Some(directives), _) => EnvFilter::try_new(directives).map_err(|e| format!("--log-level: {e}"))?,
+        (None, Ok(directives)) => EnvFilter::try_new(&directives).map_err(|e| format!("RUST_LOG: {e}"))?,
+        (None, Err(_)) => EnvFilter::new("info"),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init()
+        .map_err(|e| format!("cannot start logging: {e}"))
+}

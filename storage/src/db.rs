@@ -1,12 +1,37 @@
-//! The database: ties WAL, index, head and partition files together.
+//! The database: ties the WAL, the series index, the heads and the partition files together.
 //!
-//! (Being built; the signatures below are the contract the server codes against.)
+//! Concurrency model (no global lock around storing and querying):
+//! - `state` is an `Arc<State>` swapped under a short write lock; a query clones the `Arc`
+//!   (a [`Snapshot`]) and never blocks anyone afterwards.
+//! - Appenders hold `appending` for reading from the WAL write to the head insert, so a flush, which
+//!   takes `appending` for writing to rotate the WAL and swap in a fresh head, sees every record of the
+//!   old segments in the head it freezes.
+//! - `maint` serialises maintenance (flush, compaction, retention, deletion) and guards the
+//!   in-memory copy of the manifest; it is never taken on the append or query path.
 
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::batch_codec::{self, IdMap};
 use crate::error::{Error, Result};
+use crate::filenames;
+use crate::fsutil;
+use crate::head::Head;
+use crate::index::Index;
+use crate::manifest::{FileEntry, Manifest, Tombstone};
 use crate::options::Options;
+use crate::partition::PartitionFile;
+use crate::series_table::SeriesTable;
+use crate::snapshot::Snapshot;
+use crate::types::{Batch, Labels, Sample, SeriesId};
+use crate::wal::{Wal, WalOptions};
 
 /// Whether the database can take writes right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,21 +42,293 @@ pub struct Health {
     pub reason: Option<String>,
 }
 
-/// An open database. Cheap to share behind an `Arc`; every method takes `&self`.
-pub struct Db {
-    inner: Arc<Inner>,
+/// What happened to one [`Db::append`] call. Rejected samples are not stored; the rest are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Samples stored (including idempotent repeats of a stored sample).
+    pub appended: u64,
+    /// Series seen for the first time.
+    pub series_created: u64,
+    /// Samples older than the out-of-order window behind their series' newest sample.
+    pub too_old: u64,
+    /// Samples too far ahead of the wall clock.
+    pub too_far_future: u64,
+    /// The first rejected sample, for error messages.
+    pub first_rejected: Option<(Labels, Sample)>,
 }
 
-struct Inner {
-    _opts: Options,
-    closed: AtomicBool,
+impl AppendOutcome {
+    /// Samples rejected for any reason.
+    pub fn rejected(&self) -> u64 {
+        self.too_old + self.too_far_future
+    }
+}
+
+/// A live partition file: its manifest entry and the open file.
+#[derive(Debug)]
+pub(crate) struct LiveFile {
+    pub entry: FileEntry,
+    pub file: PartitionFile,
+}
+
+/// A head that was frozen by a flush, with the WAL segment its successor starts at.
+pub(crate) struct Frozen {
+    pub head: Arc<Head>,
+    pub wal_end_segment: u64,
+}
+
+/// The immutable view readers snapshot.
+pub(crate) struct State {
+    pub head: Arc<Head>,
+    /// Frozen heads, oldest first, still being written to files.
+    pub frozen: Vec<Arc<Frozen>>,
+    /// Partition start -> live files ordered by seq.
+    pub partitions: BTreeMap<i64, Vec<Arc<LiveFile>>>,
+    pub tombstones: Arc<Vec<Tombstone>>,
+}
+
+/// Monotonic counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Samples appended.
+    pub samples_appended: AtomicU64,
+    /// Samples rejected as too old.
+    pub rejected_too_old: AtomicU64,
+    /// Samples rejected as too far in the future.
+    pub rejected_too_far_future: AtomicU64,
+    /// Series created.
+    pub series_created: AtomicU64,
+    /// Flushes completed.
+    pub flushes: AtomicU64,
+    /// Total flush time in microseconds.
+    pub flush_micros: AtomicU64,
+    /// Bytes written by flushes.
+    pub flush_bytes: AtomicU64,
+    /// Compactions completed.
+    pub compactions: AtomicU64,
+    /// Total compaction time in microseconds.
+    pub compaction_micros: AtomicU64,
+    /// Bytes written by compactions.
+    pub compaction_bytes: AtomicU64,
+    /// Partitions removed by retention.
+    pub retention_partitions_removed: AtomicU64,
+    /// Maintenance runs that failed.
+    pub maintenance_errors: AtomicU64,
+}
+
+pub(crate) struct Inner {
+    pub opts: Options,
+    pub dir: PathBuf,
+    pub index: Index,
+    pub series: SeriesTable,
+    pub wal: Wal,
+    pub appending: RwLock<()>,
+    pub state: RwLock<Arc<State>>,
+    pub maint: Mutex<Manifest>,
+    pub counters: Counters,
+    pub closed: AtomicBool,
+    pub wake: (Mutex<bool>, Condvar),
+    _lock: File,
+}
+
+/// An open database. Every method takes `&self`; share it behind an `Arc`.
+pub struct Db {
+    inner: Arc<Inner>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Statistics of opening the database.
+#[derive(Debug, Clone, Default)]
+pub struct OpenStats {
+    /// Partition files opened.
+    pub files: usize,
+    /// WAL records replayed.
+    pub wal_records: u64,
+    /// WAL bytes replayed.
+    pub wal_bytes: u64,
+    /// Samples replayed into the head.
+    pub wal_samples: u64,
+    /// Stray files removed (leftovers of interrupted operations).
+    pub stray_removed: usize,
+    /// Time taken.
+    pub duration: Duration,
 }
 
 impl Db {
-    /// Opens (creating if needed) the database in `opts.data_dir`, replaying the WAL.
+    /// Opens (creating if needed) the database in `opts.data_dir`: loads the manifest, removes
+    /// files it does not list, opens partition files, replays the WAL into the head, and starts
+    /// the background maintenance thread.
     pub fn open(opts: Options) -> Result<Db> {
-        crate::fsutil::create_dir_durable(&opts.data_dir)?;
-        Ok(Db { inner: Arc::new(Inner { _opts: opts, closed: AtomicBool::new(false) }) })
+        Self::open_with_stats(opts).map(|(db, _)| db)
+    }
+
+    /// [`Db::open`], also returning what opening did.
+    pub fn open_with_stats(mut opts: Options) -> Result<(Db, OpenStats)> {
+        let started = Instant::now();
+        let dir = opts.data_dir.clone();
+        fsutil::create_dir_durable(&dir)?;
+        let lock = lock_dir(&dir)?;
+        fsutil::create_dir_durable(&filenames::partitions_dir(&dir))?;
+        let manifest_path = filenames::manifest(&dir);
+        let mut manifest = Manifest::load(&manifest_path)?.unwrap_or_default();
+        if opts.partition_ms <= 0 {
+            return Err(Error::InvalidInput("partition width must be positive".into()));
+        }
+        if manifest.partition_ms == 0 {
+            manifest.partition_ms = opts.partition_ms;
+        } else if manifest.partition_ms != opts.partition_ms {
+            tracing::warn!(
+                configured_ms = opts.partition_ms,
+                kept_ms = manifest.partition_ms,
+                "the database keeps the partition width it was created with"
+            );
+            opts.partition_ms = manifest.partition_ms;
+        }
+        let mut stats = OpenStats { stray_removed: remove_strays(&dir, &manifest)?, ..OpenStats::default() };
+
+        let index = Index::new();
+        let series = SeriesTable::default();
+        let mut partitions: BTreeMap<i64, Vec<Arc<LiveFile>>> = BTreeMap::new();
+        for entry in &manifest.files {
+            let path = filenames::partition_file(&dir, entry.partition, entry.id);
+            let file = PartitionFile::open(&path, |labels, max_t| {
+                let (id, _) = index.get_or_create(labels);
+                series.observe(id, max_t);
+                id
+            })?;
+            partitions
+                .entry(entry.partition)
+                .or_default()
+                .push(Arc::new(LiveFile { entry: entry.clone(), file }));
+            stats.files += 1;
+        }
+        for files in partitions.values_mut() {
+            files.sort_by_key(|f| f.entry.seq);
+        }
+        let max_seq = manifest.files.iter().map(|f| f.seq + 1).max().unwrap_or(0);
+        manifest.next_seq = manifest.next_seq.max(max_seq);
+        let max_id = manifest.files.iter().map(|f| f.id + 1).max().unwrap_or(0);
+        manifest.next_file_id = manifest.next_file_id.max(max_id);
+
+        let head = Head::new();
+        let mut ids = IdMap::default();
+        let wal_opts = WalOptions {
+            dir: filenames::wal_dir(&dir),
+            segment_bytes: opts.wal_segment_bytes,
+            sync: opts.wal_sync,
+            truncate_corrupt: opts.wal_truncate_corrupt,
+        };
+        let mut wal_samples = 0u64;
+        let (wal, replay) = Wal::open(wal_opts, manifest.wal_first_segment, |segment, payload| {
+            ids.enter_segment(segment);
+            let batch = batch_codec::decode(payload).map_err(|e| {
+                Error::corruption(filenames::wal_dir(&dir), None, format!("segment {segment}: {e}"))
+            })?;
+            for (old, labels) in batch.defs {
+                let (new, _) = index.get_or_create(&labels);
+                ids.insert(old, new);
+            }
+            for (old, samples) in batch.series {
+                let id = ids.get(old).ok_or_else(|| {
+                    Error::corruption(
+                        filenames::wal_dir(&dir),
+                        None,
+                        format!("segment {segment}: series {old} used before its definition"),
+                    )
+                })?;
+                if let Some(last) = samples.iter().map(|s| s.t).max() {
+                    series.observe(id, last);
+                }
+                head.append(id, &samples);
+                wal_samples += samples.len() as u64;
+            }
+            Ok(())
+        })?;
+        stats.wal_records = replay.records;
+        stats.wal_bytes = replay.bytes;
+        stats.wal_samples = wal_samples;
+
+        let state = State {
+            head: Arc::new(head),
+            frozen: Vec::new(),
+            partitions,
+            tombstones: Arc::new(manifest.tombstones.clone()),
+        };
+        let inner = Arc::new(Inner {
+            opts,
+            dir,
+            index,
+            series,
+            wal,
+            appending: RwLock::new(()),
+            state: RwLock::new(Arc::new(state)),
+            maint: Mutex::new(manifest),
+            counters: Counters::default(),
+            closed: AtomicBool::new(false),
+            wake: (Mutex::new(false), Condvar::new()),
+            _lock: lock,
+        });
+        let worker = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("strata-maintenance".into())
+                .spawn(move || inner.maintenance_loop())
+                .map_err(|e| Error::io("spawn maintenance thread", e))?
+        };
+        stats.duration = started.elapsed();
+        tracing::info!(
+            files = stats.files,
+            wal_records = stats.wal_records,
+            wal_samples = stats.wal_samples,
+            series = inner.index.len(),
+            ms = stats.duration.as_millis() as u64,
+            "database opened"
+        );
+        Ok((Db { inner, worker: Mutex::new(Some(worker)) }, stats))
+    }
+
+    /// Appends a batch. Returns once the batch is durable (per the WAL sync mode) and visible
+    /// to new snapshots. Samples outside the accepted time window are rejected and counted in the
+    /// outcome; the rest of the batch is stored. A series with an empty label set fails the
+    /// whole batch with `InvalidInput` before anything is written.
+    pub fn append(&self, batch: &Batch) -> Result<AppendOutcome> {
+        self.inner.append(batch)
+    }
+
+    /// A consistent read view. Cheap; take one per query.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(self.inner.clone(), self.inner.state.read().clone())
+    }
+
+    /// Writes the head to partition files now.
+    pub fn flush(&self) -> Result<()> {
+        let mut m = self.inner.maint.lock();
+        self.inner.flush_locked(&mut m)
+    }
+
+    /// Runs one compaction pass over all partitions.
+    pub fn compact(&self) -> Result<()> {
+        let mut m = self.inner.maint.lock();
+        self.inner.compact_locked(&mut m, false)
+    }
+
+    /// Removes partitions past the retention period.
+    pub fn apply_retention(&self) -> Result<usize> {
+        let mut m = self.inner.maint.lock();
+        self.inner.retention_locked(&mut m)
+    }
+
+    /// Deletes the samples in `[mint, maxt]` of series matching `matchers` (a tombstone; the data
+    /// is dropped from disk by the next compaction or [`Db::clean_tombstones`]).
+    pub fn delete(&self, matchers: &[crate::Matcher], mint: i64, maxt: i64) -> Result<()> {
+        let mut m = self.inner.maint.lock();
+        self.inner.delete_locked(&mut m, matchers, mint, maxt)
+    }
+
+    /// Rewrites every file that tombstones apply to, dropping the deleted data from disk.
+    pub fn clean_tombstones(&self) -> Result<()> {
+        let mut m = self.inner.maint.lock();
+        self.inner.compact_locked(&mut m, true)
     }
 
     /// Writable or not, and why.
@@ -39,12 +336,278 @@ impl Db {
         if self.inner.closed.load(Ordering::Acquire) {
             return Health { writable: false, reason: Some(Error::Closed.to_string()) };
         }
-        Health { writable: true, reason: None }
+        match self.inner.wal.poisoned() {
+            Some(why) => Health { writable: false, reason: Some(why) },
+            None => Health { writable: true, reason: None },
+        }
     }
 
-    /// Stops background work, syncs the WAL and flushes the head so the next start is fast.
+    /// Counters for monitoring.
+    pub fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+
+    /// WAL statistics (fsyncs, bytes, latency).
+    pub fn wal_stats(&self) -> crate::wal::WalStats {
+        self.inner.wal.stats()
+    }
+
+    /// Number of series in the index.
+    pub fn series_count(&self) -> usize {
+        self.inner.index.len()
+    }
+
+    /// Approximate heap bytes of the series index and the heads.
+    pub fn memory_bytes(&self) -> (usize, usize) {
+        let s = self.inner.state.read().clone();
+        let heads = s.head.memory_bytes() + s.frozen.iter().map(|f| f.head.memory_bytes()).sum::<usize>();
+        (self.inner.index.memory_bytes(), heads)
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Stops background work, flushes the head to partition files (so the next start replays
+    /// little) and syncs the WAL. Appends afterwards fail with `Error::Closed`.
     pub fn close(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.inner.wake_worker();
+        if let Some(w) = self.worker.lock().take() {
+            let _ = w.join();
+        }
+        let flushed = self.flush();
+        let closed = self.inner.wal.close();
+        flushed.and(closed)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // Stop the worker without flushing: a dropped (not closed) database behaves like a crash,
+        // which the WAL makes safe.
         self.inner.closed.store(true, Ordering::Release);
+        self.inner.wake_worker();
+        if let Some(w) = self.worker.lock().take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Inner {
+    fn append(&self, batch: &Batch) -> Result<AppendOutcome> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let mut out = AppendOutcome::default();
+        if let Some((l, _)) = batch.series.iter().find(|(l, _)| l.is_empty()) {
+            return Err(Error::InvalidInput(format!("series with no labels ({l})")));
+        }
+        let now = now_ms();
+        let future_limit = now.saturating_add(self.opts.future_window_ms);
+        // Resolve ids and filter samples outside the accepted window.
+        let mut accepted: Vec<(SeriesId, &Labels, Vec<Sample>)> = Vec::with_capacity(batch.series.len());
+        for (labels, samples) in &batch.series {
+            if samples.is_empty() {
+                continue;
+            }
+            let (id, created) = self.index.get_or_create(labels);
+            if created {
+                out.series_created += 1;
+            }
+            let mut max_t = self.series.max_t(id);
+            let mut keep = Vec::with_capacity(samples.len());
+            for s in samples {
+                let reject = if s.t > future_limit {
+                    out.too_far_future += 1;
+                    true
+                } else if max_t != i64::MIN && s.t < max_t.saturating_sub(self.opts.ooo_window_ms) {
+                    out.too_old += 1;
+                    true
+                } else {
+                    false
+                };
+                if reject {
+                    if out.first_rejected.is_none() {
+                        out.first_rejected = Some((labels.clone(), *s));
+                    }
+                    continue;
+                }
+                max_t = max_t.max(s.t);
+                keep.push(*s);
+            }
+            if keep.is_empty() {
+                continue;
+            }
+            // Raise the series' newest timestamp now, not after the WAL write, so a later entry
+            // for the same series in this batch (or a concurrent batch) sees it.
+            self.series.observe(id, max_t);
+            if !keep.windows(2).all(|w| w[0].t < w[1].t) {
+                // Stable: among equal timestamps the later sample stays later and so wins.
+                keep.sort_by_key(|s| s.t);
+            }
+            accepted.push((id, labels, keep));
+        }
+        self.counters.rejected_too_old.fetch_add(out.too_old, Ordering::Relaxed);
+        self.counters.rejected_too_far_future.fetch_add(out.too_far_future, Ordering::Relaxed);
+        self.counters.series_created.fetch_add(out.series_created, Ordering::Relaxed);
+        if accepted.is_empty() {
+            return Ok(out);
+        }
+
+        let _appending = self.appending.read();
+        let head = self.state.read().head.clone();
+        let series = &self.series;
+        self.wal.append(|segment, buf| {
+            let mark = segment + 1;
+            let mut defs = Vec::new();
+            for (id, labels, _) in &accepted {
+                let fresh = series.with(*id, |s| s.wal_segment.swap(mark, Ordering::Relaxed) != mark);
+                if fresh {
+                    defs.push((*id, *labels));
+                }
+            }
+            let samples: Vec<(SeriesId, &[Sample])> =
+                accepted.iter().map(|(id, _, s)| (*id, s.as_slice())).collect();
+            batch_codec::encode(&defs, &samples, buf);
+        })?;
+        for (id, _, samples) in &accepted {
+            head.append(*id, samples);
+            out.appended += samples.len() as u64;
+        }
+        self.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
+        if head.sample_count() >= self.opts.head_samples_max as u64 {
+            self.wake_worker();
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn wake_worker(&self) {
+        let (m, cv) = &self.wake;
+        *m.lock() = true;
+        cv.notify_all();
+    }
+
+    fn maintenance_loop(&self) {
+        loop {
+            {
+                let (m, cv) = &self.wake;
+                let mut woken = m.lock();
+                if !*woken {
+                    cv.wait_for(&mut woken, self.opts.maintenance_interval);
+                }
+                *woken = false;
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return;
+            }
+            if let Err(e) = self.maintenance_once() {
+                self.counters.maintenance_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "background maintenance failed; will retry");
+            }
+        }
+    }
+
+    fn maintenance_once(&self) -> Result<()> {
+        let mut m = self.maint.lock();
+        let (due, frozen_left) = {
+            let s = self.state.read();
+            let h = &s.head;
+            let due = h.sample_count() >= self.opts.head_samples_max as u64
+                || (h.sample_count() > 0 && h.created().elapsed() >= self.opts.head_flush_interval);
+            (due, !s.frozen.is_empty())
+        };
+        if due || frozen_left {
+            self.flush_locked(&mut m)?;
+        }
+        self.compact_locked(&mut m, false)?;
+        self.retention_locked(&mut m)?;
         Ok(())
     }
+
+    /// Publishes a new state built from the current one.
+    pub(crate) fn update_state(&self, f: impl FnOnce(&State) -> State) {
+        let mut s = self.state.write();
+        let next = f(&s);
+        *s = Arc::new(next);
+    }
+}
+
+impl State {
+    /// A copy sharing every `Arc`.
+    pub(crate) fn clone_shallow(&self) -> State {
+        State {
+            head: self.head.clone(),
+            frozen: self.frozen.clone(),
+            partitions: self.partitions.clone(),
+            tombstones: self.tombstones.clone(),
+        }
+    }
+}
+
+/// Milliseconds since the epoch by the wall clock.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Takes an exclusive lock on the data directory so two processes never share it.
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = filenames::lock(dir);
+    let f = File::create(&path).map_err(|e| Error::io(format!("create {}", path.display()), e))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidInput(format!(
+            "data directory {} is in use by another strata process",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(format!("lock {}", path.display()), e)),
+    }
+}
+
+/// Removes partition files and directories the manifest does not list, and `.tmp` leftovers:
+/// the remains of flushes or compactions interrupted before their manifest commit, or of
+/// deletions interrupted after it.
+fn remove_strays(dir: &Path, m: &Manifest) -> Result<usize> {
+    let mut removed = fsutil::remove_tmp_files(dir)?;
+    let pdir = filenames::partitions_dir(dir);
+    let listed: std::collections::HashSet<(i64, u64)> = m.files.iter().map(|f| (f.partition, f.id)).collect();
+    let parts = match std::fs::read_dir(&pdir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(Error::io(format!("list {}", pdir.display()), e)),
+    };
+    for p in parts {
+        let p = p.map_err(|e| Error::io(format!("list {}", pdir.display()), e))?;
+        let name = p.file_name().to_string_lossy().into_owned();
+        let Some(start) = filenames::parse_partition_dir(&name) else {
+            fsutil::remove_path(&p.path())?;
+            removed += 1;
+            continue;
+        };
+        let mut kept = 0;
+        let files =
+            std::fs::read_dir(p.path()).map_err(|e| Error::io(format!("list {}", p.path().display()), e))?;
+        for f in files {
+            let f = f.map_err(|e| Error::io(format!("list {}", p.path().display()), e))?;
+            let fname = f.file_name().to_string_lossy().into_owned();
+            match filenames::parse_partition_file(&fname) {
+                Some(id) if listed.contains(&(start, id)) => kept += 1,
+                _ => {
+                    fsutil::remove_path(&f.path())?;
+                    removed += 1;
+                }
+            }
+        }
+        if kept == 0 {
+            fsutil::remove_path(&p.path())?;
+        }
+    }
+    if removed > 0 {
+        fsutil::sync_dir(&pdir)?;
+        tracing::info!(removed, "removed files left by interrupted operations");
+    }
+    Ok(removed)
 }

@@ -31,10 +31,11 @@ fn armed() -> Option<&'static Armed> {
 /// Marks a crash point. Aborts the process if this point is armed and this is the armed hit.
 #[inline]
 pub fn hit(name: &str) {
-    if let Some(a) = armed() {
-        if a.name == name && a.hits.fetch_add(1, Ordering::Relaxed) + 1 == a.nth {
-            eprintln!("failpoint {name}: aborting");
-            std::process::abort();
-        }
+    if let Some(a) = armed()
+        && a.name == name
+        && a.hits.fetch_add(1, Ordering::Relaxed) + 1 == a.nth
+    {
+        eprintln!("failpoint {name}: aborting");
+        std::process::abort();
     }
 }

@@ -47,10 +47,10 @@ pub fn rename_durable(from: &Path, to: &Path) -> Result<()> {
         .map_err(|e| Error::io(format!("rename {} -> {}", from.display(), to.display()), e))?;
     let to_dir = to.parent().unwrap_or(Path::new("."));
     sync_dir(to_dir)?;
-    if let Some(from_dir) = from.parent() {
-        if from_dir != to_dir {
-            sync_dir(from_dir)?;
-        }
+    if let Some(from_dir) = from.parent()
+        && from_dir != to_dir
+    {
+        sync_dir(from_dir)?;
     }
     Ok(())
 }

@@ -9,22 +9,33 @@
 //!
 //! This crate knows nothing about HTTP, wire formats or PromQL.
 
+pub mod batch_codec;
+mod compact;
 pub mod db;
 pub mod encoding;
 pub mod error;
 pub mod failpoint;
+pub mod filenames;
+mod flush;
 pub mod fsutil;
+pub mod head;
 pub mod index;
+pub mod manifest;
 pub mod matcher;
 pub mod mem;
+mod mmap;
 pub mod options;
+pub mod partition;
 pub mod query;
+pub mod series_table;
+pub mod snapshot;
 pub mod types;
 pub mod wal;
 
-pub use db::{Db, Health};
+pub use db::{AppendOutcome, Db, Health};
 pub use error::{Error, Result};
 pub use matcher::{MatchOp, Matcher};
 pub use options::{Options, WalSync};
 pub use query::{Querier, SeriesRef};
+pub use snapshot::{BlockView, Snapshot};
 pub use types::{Batch, Label, Labels, METRIC_NAME, STALE_NAN_BITS, Sample, SeriesId, is_stale, stale_nan};

@@ -1,1 +1,457 @@
-//! The write-ahead log.
+//! The write-ahead log: every ingest batch is one checksummed record here before it is
+//! acknowledged, so a crash loses no acknowledged batch and never leaves half of one.
+//!
+//! The log is a directory of numbered segment files (layout: docs/format/wal.md). Records are
+//! opaque payloads; the caller encodes them. Appends from many threads are serialized only for
+//! the encode and the write(2); the expensive fdatasync is shared between them (group commit,
+//! see [`commit`]). On open the log is replayed, a torn tail left by a crash is truncated, and
+//! corruption anywhere else stops the open with [`Error::Corruption`] unless the operator opted
+//! into truncating there ([`WalOptions::truncate_corrupt`]).
+//!
+//! Failure model: after any failed write or fsync the WAL is poisoned and refuses every later
+//! append until the process restarts, because after a failed fsync the kernel may have dropped
+//! the dirty pages and a retry that "succeeds" would acknowledge lost data. Recovery on the next
+//! start sorts out what reached the disk.
+
+// Recovery reads whatever a crash left on disk: no panicking shortcuts outside tests.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)
+)]
+
+mod commit;
+mod format;
+mod recover;
+mod segment;
+#[cfg(test)]
+mod tests;
+
+use std::fs::File;
+use std::io::{self, IoSlice};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::fsutil;
+use crate::options::WalSync;
+
+use commit::Commit;
+use format::{FRAME_HEADER_LEN, MAX_PAYLOAD_LEN};
+use segment::ActiveSegment;
+
+/// How to open a WAL.
+#[derive(Debug, Clone)]
+pub struct WalOptions {
+    /// The directory holding the segment files (created if missing). Nothing else should write
+    /// numeric file names into it.
+    pub dir: PathBuf,
+    /// A new segment is started before an append once the current one holds this many bytes.
+    /// Smaller segments let flushed data be deleted sooner; larger ones mean fewer files.
+    pub segment_bytes: u64,
+    /// When an append counts as durable.
+    pub sync: WalSync,
+    /// On open, truncate the log at corruption in its middle (dropping everything after it)
+    /// instead of refusing to open. Off by default: it loses acknowledged data.
+    pub truncate_corrupt: bool,
+}
+
+impl WalOptions {
+    /// Defaults for `dir`: 128 MiB segments, fsync per batch, refuse to open on corruption.
+    pub fn new(dir: impl Into<PathBuf>) -> WalOptions {
+        WalOptions {
+            dir: dir.into(),
+            segment_bytes: 128 << 20,
+            sync: WalSync::PerBatch,
+            truncate_corrupt: false,
+        }
+    }
+}
+
+/// What [`Wal::open`] replayed and repaired, for logs and startup metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayStats {
+    /// Segments read.
+    pub segments: usize,
+    /// Records handed to the replay callback.
+    pub records: u64,
+    /// Bytes of those records, frame headers included.
+    pub bytes: u64,
+    /// Bytes cut off: a torn tail, or with `truncate_corrupt` everything from the corruption on
+    /// (later segments included).
+    pub truncated_bytes: u64,
+}
+
+/// Counters since open, for `/metrics` and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalStats {
+    /// Records appended.
+    pub records: u64,
+    /// Bytes of those records written, frame headers included.
+    pub bytes_written: u64,
+    /// fdatasync calls on segment files (group commits, interval syncs, rotations, close).
+    pub fsyncs: u64,
+    /// Total time spent in those calls, in nanoseconds.
+    pub fsync_nanos_total: u64,
+    /// The slowest of those calls, in nanoseconds.
+    pub fsync_nanos_max: u64,
+    /// The segment appends currently go to.
+    pub current_segment: u64,
+}
+
+/// An open write-ahead log. `Send + Sync`: share it by reference (or `Arc`) between any number
+/// of appending threads.
+pub struct Wal {
+    inner: Arc<Inner>,
+    /// The interval-mode background syncer, joined by [`Wal::close`].
+    syncer: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    segment_bytes: u64,
+    sync: WalSync,
+    /// The append lock: held while a record is encoded and written, never during a group fsync.
+    writer: Mutex<Writer>,
+    commit: Commit,
+    /// Set once, by the first failed write or fsync; never cleared.
+    poison: OnceLock<String>,
+    current_segment: AtomicU64,
+    counters: Counters,
+    #[cfg(test)]
+    faults: tests::Faults,
+}
+
+struct Writer {
+    segment: ActiveSegment,
+    /// The encode buffer, reused across appends.
+    buf: Vec<u8>,
+    /// Sequence number of the last record written.
+    seq: u64,
+    closed: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    records: AtomicU64,
+    bytes: AtomicU64,
+    fsyncs: AtomicU64,
+    fsync_nanos_total: AtomicU64,
+    fsync_nanos_max: AtomicU64,
+}
+
+/// An encode buffer that grew beyond this is released after its record, so one huge batch
+/// does not pin its memory for the life of the process.
+const ENCODE_BUF_KEEP_BYTES: usize = 16 << 20;
+
+/// The interval syncer never spins faster than this, whatever interval it is given.
+const SYNC_INTERVAL_MIN: Duration = Duration::from_millis(1);
+
+impl Wal {
+    /// Opens the WAL in `opts.dir` (creating it), deletes segments numbered below
+    /// `first_segment` (the caller has flushed their data elsewhere), replays every record of
+    /// the remaining segments in order through `replay(segment_number, payload)`, truncates a
+    /// torn tail, and starts a new segment for appends (never appending after recovered bytes).
+    ///
+    /// A damaged record at the end of the last segment (incomplete, checksum-failing or
+    /// zero-filled, with no valid record after it) is a torn tail and is truncated. Damage
+    /// followed by valid records, or in an older segment, is refused with
+    /// [`Error::Corruption`] naming the file and offset, unless `opts.truncate_corrupt`, which
+    /// truncates there, deletes later segments and logs a warning with what was dropped. An
+    /// error returned by `replay` aborts the open with that error.
+    pub fn open(
+        opts: WalOptions,
+        first_segment: u64,
+        mut replay: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<(Wal, ReplayStats)> {
+        fsutil::create_dir_durable(&opts.dir)?;
+        let recovered = recover::recover(&opts, first_segment, &mut replay)?;
+        let segment = ActiveSegment::create(&opts.dir, recovered.next_segment)?;
+        let inner = Arc::new(Inner {
+            dir: opts.dir,
+            segment_bytes: opts.segment_bytes,
+            sync: opts.sync,
+            commit: Commit::new(Arc::clone(&segment.file)),
+            current_segment: AtomicU64::new(segment.number),
+            writer: Mutex::new(Writer { segment, buf: Vec::new(), seq: 0, closed: false }),
+            poison: OnceLock::new(),
+            counters: Counters::default(),
+            #[cfg(test)]
+            faults: tests::Faults::default(),
+        });
+        let syncer = match opts.sync {
+            WalSync::PerBatch => None,
+            WalSync::Interval(interval) => {
+                let inner = Arc::clone(&inner);
+                let handle = std::thread::Builder::new()
+                    .name("wal-syncer".to_string())
+                    .spawn(move || run_interval_syncer(&inner, interval.max(SYNC_INTERVAL_MIN)))
+                    .map_err(|e| Error::io("spawn WAL syncer thread", e))?;
+                Some(handle)
+            }
+        };
+        Ok((Wal { inner, syncer: Mutex::new(syncer) }, recovered.stats))
+    }
+
+    /// Appends one record and returns the number of the segment it went to.
+    ///
+    /// `encode(segment_number, buf)` writes the payload into `buf` (empty on entry). It runs
+    /// under the append lock, so the segment number it sees is the one the record lands in, and
+    /// it should be cheap: appenders take turns running it.
+    ///
+    /// Returns once the record is durable as the sync mode promises: with
+    /// [`WalSync::PerBatch`] after an fdatasync that covers it (shared with concurrent
+    /// appenders), with [`WalSync::Interval`] right after the write(2).
+    pub fn append(&self, encode: impl FnOnce(u64, &mut Vec<u8>)) -> Result<u64> {
+        let inner = &*self.inner;
+        let entered = inner.commit.enter();
+        let (segment, seq, frame_len) = {
+            let mut guard = inner.writer.lock();
+            let w = &mut *guard;
+            if w.closed {
+                return Err(Error::Closed);
+            }
+            inner.check_poison()?;
+            if w.segment.len >= inner.segment_bytes && w.segment.has_records() {
+                inner.rotate_locked(w)?;
+            }
+            w.buf.clear();
+            encode(w.segment.number, &mut w.buf);
+            if w.buf.len() > MAX_PAYLOAD_LEN {
+                let len = std::mem::take(&mut w.buf).len();
+                return Err(Error::InvalidInput(format!(
+                    "WAL record of {len} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit"
+                )));
+            }
+            let header = format::frame_header(w.segment.salt, &w.buf);
+            failpoint::hit("wal.before_write");
+            inner.write_frame(&w.segment, &header, &w.buf)?;
+            failpoint::hit("wal.after_write_before_sync");
+            let frame_len = (FRAME_HEADER_LEN + w.buf.len()) as u64;
+            w.segment.len += frame_len;
+            w.seq += 1;
+            inner.commit.written(w.seq);
+            if w.buf.capacity() > ENCODE_BUF_KEEP_BYTES {
+                w.buf = Vec::new();
+            }
+            (w.segment.number, w.seq, frame_len)
+        };
+        drop(entered);
+        inner.counters.records.fetch_add(1, Ordering::Relaxed);
+        inner.counters.bytes.fetch_add(frame_len, Ordering::Relaxed);
+        if inner.sync == WalSync::PerBatch {
+            inner.commit.wait_durable(seq, &|f| inner.fsync(f), &|| inner.check_poison())?;
+        }
+        failpoint::hit("wal.after_sync_before_ack");
+        Ok(segment)
+    }
+
+    /// Syncs and closes the current segment and starts the next; returns the new segment's
+    /// number. Records appended after this returns go to the new segment. The caller uses it
+    /// to cut the log at a flush boundary.
+    pub fn rotate(&self) -> Result<u64> {
+        let mut w = self.inner.writer.lock();
+        if w.closed {
+            return Err(Error::Closed);
+        }
+        self.inner.check_poison()?;
+        self.inner.rotate_locked(&mut w)
+    }
+
+    /// Deletes whole segments numbered below `segment`, once their records are stored
+    /// elsewhere. The current segment is never deleted.
+    pub fn remove_segments_before(&self, segment: u64) -> Result<()> {
+        let limit = segment.min(self.current_segment());
+        let mut removed = false;
+        for (number, path) in segment::list(&self.inner.dir)? {
+            if number < limit {
+                fsutil::remove_path(&path)?;
+                removed = true;
+            }
+        }
+        if removed {
+            fsutil::sync_dir(&self.inner.dir)?;
+        }
+        Ok(())
+    }
+
+    /// The segment appends currently go to.
+    pub fn current_segment(&self) -> u64 {
+        self.inner.current_segment.load(Ordering::Acquire)
+    }
+
+    /// Why the WAL refuses writes, if it does (see the module docs on poisoning). A server
+    /// reports itself not ready while this is set.
+    pub fn poisoned(&self) -> Option<String> {
+        self.inner.poison.get().cloned()
+    }
+
+    /// Syncs the current segment and stops the interval syncer. Later appends and rotations
+    /// return [`Error::Closed`]. Calling it again does nothing.
+    pub fn close(&self) -> Result<()> {
+        let result = {
+            let mut w = self.inner.writer.lock();
+            if w.closed {
+                return Ok(());
+            }
+            w.closed = true;
+            let inner = &*self.inner;
+            inner.commit.sync_exclusive(&|f| inner.fsync(f), &|| inner.check_poison())
+        };
+        self.inner.commit.stop();
+        let syncer = self.syncer.lock().take();
+        if let Some(handle) = syncer
+            && handle.join().is_err()
+        {
+            tracing::error!("WAL syncer thread panicked");
+        }
+        result
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> WalStats {
+        let c = &self.inner.counters;
+        WalStats {
+            records: c.records.load(Ordering::Relaxed),
+            bytes_written: c.bytes.load(Ordering::Relaxed),
+            fsyncs: c.fsyncs.load(Ordering::Relaxed),
+            fsync_nanos_total: c.fsync_nanos_total.load(Ordering::Relaxed),
+            fsync_nanos_max: c.fsync_nanos_max.load(Ordering::Relaxed),
+            current_segment: self.current_segment(),
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::warn!(error = %e, "WAL: final sync on drop failed");
+        }
+    }
+}
+
+impl Inner {
+    fn check_poison(&self) -> Result<()> {
+        match self.poison.get() {
+            Some(reason) => Err(Error::Poisoned(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Poisons the WAL with `err`'s message (the first poisoning wins) and returns `err`.
+    fn poison_with(&self, err: Error) -> Error {
+        let reason = err.to_string();
+        if self.poison.set(reason.clone()).is_ok() {
+            tracing::error!(%reason, "WAL poisoned: refusing writes until restart");
+        }
+        err
+    }
+
+    /// Writes one frame, normally with a single writev(2). Poisons the WAL on failure: the
+    /// file may now end in a partial record, which only recovery may remove.
+    fn write_frame(&self, segment: &ActiveSegment, header: &[u8], payload: &[u8]) -> Result<()> {
+        let result = if mid_record_failpoint_armed() {
+            write_in_halves(&segment.file, header, payload)
+        } else {
+            self.fault_before_write(&segment.file, header).and_then(|()| {
+                segment::write_all_vectored(&segment.file, &mut [IoSlice::new(header), IoSlice::new(payload)])
+            })
+        };
+        result.map_err(|e| {
+            self.poison_with(Error::io(format!("write WAL segment {}", segment.path.display()), e))
+        })
+    }
+
+    /// fdatasync with timing and counters. Poisons the WAL on failure.
+    fn fsync(&self, file: &File) -> Result<()> {
+        let start = Instant::now();
+        let result = self.fault_before_sync().and_then(|()| file.sync_data());
+        let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let c = &self.counters;
+        c.fsyncs.fetch_add(1, Ordering::Relaxed);
+        c.fsync_nanos_total.fetch_add(nanos, Ordering::Relaxed);
+        c.fsync_nanos_max.fetch_max(nanos, Ordering::Relaxed);
+        result.map_err(|e| {
+            self.poison_with(Error::io(format!("fdatasync WAL segment in {}", self.dir.display()), e))
+        })
+    }
+
+    /// Syncs the current segment, creates the next one and switches appends to it. Runs under
+    /// the append lock. Syncing first keeps the recovery invariant that only the newest segment
+    /// can end in a torn record.
+    fn rotate_locked(&self, w: &mut Writer) -> Result<u64> {
+        self.commit.sync_exclusive(&|f| self.fsync(f), &|| self.check_poison())?;
+        let number = w.segment.number.saturating_add(1);
+        let next = ActiveSegment::create(&self.dir, number).map_err(|e| self.poison_with(e))?;
+        self.commit.switch_file(Arc::clone(&next.file));
+        w.segment = next;
+        self.current_segment.store(number, Ordering::Release);
+        Ok(number)
+    }
+
+    #[cfg(test)]
+    fn fault_before_write(&self, file: &File, header: &[u8]) -> io::Result<()> {
+        self.faults.before_write(file, header)
+    }
+
+    #[cfg(not(test))]
+    fn fault_before_write(&self, _file: &File, _header: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+
+    #[cfg(test)]
+    fn fault_before_sync(&self) -> io::Result<()> {
+        self.faults.before_sync()
+    }
+
+    #[cfg(not(test))]
+    fn fault_before_sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The interval-mode background syncer: every `interval`, fsync whatever was written since the
+/// last fsync. Exits when the WAL closes or is poisoned.
+fn run_interval_syncer(inner: &Inner, interval: Duration) {
+    let mut deadline = Instant::now() + interval;
+    while inner.commit.sleep_until(deadline) {
+        deadline += interval;
+        let now = Instant::now();
+        if deadline < now {
+            // We fell behind (a slow fsync); don't sync back-to-back to catch up.
+            deadline = now + interval;
+        }
+        if inner.commit.sync_if_dirty(&|f| inner.fsync(f), &|| inner.check_poison()).is_err() {
+            return;
+        }
+    }
+}
+
+/// True when the process was started with the `wal.mid_record` crash point armed; only then
+/// are records written in two halves, so normal runs keep one syscall per record.
+fn mid_record_failpoint_armed() -> bool {
+    static ARMED: OnceLock<bool> = OnceLock::new();
+    *ARMED.get_or_init(|| {
+        std::env::var("STRATA_FAILPOINT").is_ok_and(|spec| spec.split(':').next() == Some("wal.mid_record"))
+    })
+}
+
+/// Writes the first half of a frame, passes the `wal.mid_record` crash point, writes the rest.
+fn write_in_halves(file: &File, header: &[u8], payload: &[u8]) -> io::Result<()> {
+    let half = (header.len() + payload.len()) / 2;
+    let (mut first, mut second): (Vec<IoSlice<'_>>, Vec<IoSlice<'_>>) = match header.split_at_checked(half) {
+        Some((h1, h2)) => (vec![IoSlice::new(h1)], vec![IoSlice::new(h2), IoSlice::new(payload)]),
+        None => {
+            let (p1, p2) = payload.split_at(half.saturating_sub(header.len()).min(payload.len()));
+            (vec![IoSlice::new(header), IoSlice::new(p1)], vec![IoSlice::new(p2)])
+        }
+    };
+    segment::write_all_vectored(file, &mut first)?;
+    failpoint::hit("wal.mid_record");
+    segment::write_all_vectored(file, &mut second)
+}

@@ -1,0 +1,32 @@
+//! strata's benchmarks. `strata-bench storage` measures the storage engine on its own:
+//! bytes per sample on disk per data shape, head memory, append throughput, startup with many
+//! series. Numbers go to `docs/benchmarks.md` with the command that produced them.
+
+mod datagen;
+mod storage_bench;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "strata benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Storage engine measurements (no HTTP): disk bytes/sample, head memory, append rate, startup.
+    Storage(storage_bench::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Storage(a) => storage_bench::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("strata-bench: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,170 @@
+//! Command-line flags and their translation into `storage::Options` and the server's settings.
+//!
+//! Every flag's doc comment is its `--help` text. Defaults are written out as literals so that
+//! `--help` shows them exactly; a test checks that they equal `storage::Options::new`'s defaults,
+//! and another that README.md and docs/operations.md list every flag.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::duration::PromDuration;
+use crate::server::ServerConfig;
+use crate::size::ByteSize;
+
+/// strata: a Prometheus-compatible remote storage with its own PromQL engine.
+///
+/// Durations are written as in Prometheus (15d, 12h, 90m, 1h30m, 100ms; units y w d h m s ms),
+/// sizes as 128MiB, 64MB or a plain number of bytes.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "strata", version)]
+pub struct Cli {
+    /// Directory that holds the WAL and the partition files; created if missing.
+    #[arg(long, value_name = "DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// Address to serve HTTP on, as host:port. Port 0 picks a free port; the bound address is
+    /// logged as "strata listening on ADDR".
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9201")]
+    pub listen: String,
+
+    /// Remove a time partition once all of its data is older than this, measured back from the
+    /// newest sample.
+    #[arg(long, value_name = "DURATION", default_value = "15d", value_parser = positive_duration)]
+    pub retention: PromDuration,
+
+    /// Width of one time partition (one directory of files). Retention removes whole partitions,
+    /// so this is also the granularity of retention.
+    #[arg(long, value_name = "DURATION", default_value = "1d", value_parser = positive_duration)]
+    pub partition_duration: PromDuration,
+
+    /// Accept a sample this far behind the newest sample of its series; older ones are rejected
+    /// and counted. 0 accepts no out-of-order samples.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub ooo_window: PromDuration,
+
+    /// Reject samples more than this far ahead of the wall clock.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    pub future_window: PromDuration,
+
+    /// WAL durability: "batch" fsyncs before acknowledging every write (concurrent writes share
+    /// one fsync; nothing acknowledged is lost on power loss), or an interval such as 100ms that
+    /// acknowledges after write(2) and fsyncs in the background (a power loss may lose up to
+    /// that interval; a process crash loses nothing).
+    #[arg(long, value_name = "batch|DURATION", default_value = "batch", value_parser = wal_sync)]
+    pub wal_sync: storage::WalSync,
+
+    /// Start a new WAL segment file when the current one reaches this size.
+    #[arg(long, value_name = "SIZE", default_value = "128MiB", value_parser = positive_size)]
+    pub wal_segment_size: ByteSize,
+
+    /// At startup, cut the WAL at a corrupt record in its middle and start, instead of refusing
+    /// to start. Loses every write after the corrupt record; for getting a server back when its
+    /// WAL cannot be repaired.
+    #[arg(long)]
+    pub wal_truncate_corrupt: bool,
+
+    /// Most samples in one compressed block of a partition file.
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = positive_count)]
+    pub block_samples_max: usize,
+
+    /// Blocks never cross a multiple of this duration, so block statistics line up with common
+    /// query windows and can answer them without decoding.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = positive_duration)]
+    pub block_grid: PromDuration,
+
+    /// Flush the in-memory head to partition files when it holds this many samples.
+    #[arg(long, value_name = "N", default_value = "50000000", value_parser = positive_count)]
+    pub head_samples_max: usize,
+
+    /// Flush the in-memory head to partition files when its oldest write is this old.
+    #[arg(long, value_name = "DURATION", default_value = "2h", value_parser = positive_duration)]
+    pub head_flush_interval: PromDuration,
+
+    /// How often the background worker looks for flush, compaction and retention work.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
+    pub maintenance_interval: PromDuration,
+
+    /// Compact a partition into one file once it has this many files.
+    #[arg(long, value_name = "N", default_value = "4", value_parser = compact_files_min)]
+    pub compact_files_min: usize,
+
+    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives such as
+    /// "info,storage=debug". When absent, RUST_LOG is used if set, else "info".
+    #[arg(long, value_name = "FILTER", value_parser = log_filter)]
+    pub log_level: Option<String>,
+}
+
+impl Cli {
+    /// The storage engine's options: every knob set from its flag, everything else (fields
+    /// storage adds later) left at `storage::Options::new`'s default.
+    pub fn storage_options(&self) -> storage::Options {
+        let mut opts = storage::Options::new(&self.data_dir);
+        opts.retention_ms = self.retention.as_millis();
+        opts.partition_ms = self.partition_duration.as_millis();
+        opts.ooo_window_ms = self.ooo_window.as_millis();
+        opts.future_window_ms = self.future_window.as_millis();
+        opts.wal_sync = self.wal_sync;
+        opts.wal_segment_bytes = self.wal_segment_size.0;
+        opts.wal_truncate_corrupt = self.wal_truncate_corrupt;
+        opts.block_samples_max = self.block_samples_max;
+        opts.block_grid_ms = self.block_grid.as_millis();
+        opts.head_samples_max = self.head_samples_max;
+        opts.head_flush_interval = self.head_flush_interval.as_std();
+        opts.maintenance_interval = self.maintenance_interval.as_std();
+        opts.compact_files_min = self.compact_files_min;
+        opts
+    }
+
+    /// Everything `server::run` needs.
+    pub fn server_config(&self) -> ServerConfig {
+        ServerConfig { listen: self.listen.clone(), storage: self.storage_options() }
+    }
+}
+
+fn positive_duration(s: &str) -> Result<PromDuration, String> {
+    let d: PromDuration = s.parse().map_err(|e| format!("{e}"))?;
+    if d.is_zero() {
+        return Err("must be greater than 0".into());
+    }
+    Ok(d)
+}
+
+fn wal_sync(s: &str) -> Result<storage::WalSync, String> {
+    if s == "batch" {
+        return Ok(storage::WalSync::PerBatch);
+    }
+    positive_duration(s)
+        .map(|d| storage::WalSync::Interval(d.as_std()))
+        .map_err(|e| format!("expected \"batch\" or an interval such as 100ms ({e})"))
+}
+
+fn positive_size(s: &str) -> Result<ByteSize, String> {
+    let size: ByteSize = s.parse().map_err(|e| format!("{e}"))?;
+    if size.0 == 0 {
+        return Err("must be greater than 0".into());
+    }
+    Ok(size)
+}
+
+fn positive_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("must be a whole number greater than 0".into()),
+    }
+}
+
+fn compact_files_min(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        // One file "compacted into one" would be rewritten forever.
+        Ok(n) if n >= 2 => Ok(n),
+        _ => Err("must be a whole number of at least 2".into()),
+    }
+}
+
+fn log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s).map(|_| s.to_owned()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests;

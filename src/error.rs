@@ -1,0 +1,188 @@
+//! The one error type of the HTTP API and its single mapping to responses.
+//!
+//! Every API handler returns `Result<_, ApiError>`; this module alone decides status codes and
+//! writes Prometheus' error envelope, `{"status":"error","errorType":"bad_data","error":"..."}`,
+//! so clients that parse Prometheus errors (Grafana, promtool) understand ours. The status codes
+//! follow Prometheus' `respondError` (web/api/v1/api.go) with one deliberate difference:
+//! `unavailable` is 503, not 500, because it always means "retry later" in strata and senders
+//! treat 503 that way.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+/// An API failure, by the kind of the Prometheus `errorType` it is answered with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// The request is malformed: a parameter does not parse, a matcher is invalid. Retrying the
+    /// same request never helps. 400 `bad_data`.
+    #[error("{0}")]
+    BadData(String),
+    /// A valid query failed while evaluating, e.g. it exceeded a limit. 422 `execution`.
+    #[error("{0}")]
+    Execution(String),
+    /// The query ran out of time. 503 `timeout`.
+    #[error("{0}")]
+    Timeout(String),
+    /// The client went away before the answer was ready. 499 `canceled`, as Prometheus.
+    #[error("{0}")]
+    Canceled(String),
+    /// strata cannot do this right now but may soon: the database is still opening, storage
+    /// refuses writes, shutdown has begun. 503 `unavailable`.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The named thing does not exist. 404 `not_found`.
+    #[error("{0}")]
+    NotFound(String),
+    /// strata itself failed. The detail is logged and not sent, since it may name files and
+    /// internals the client has no use for. 500 `internal`.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// nginx's "client closed request", which Prometheus uses for canceled queries.
+const STATUS_CLIENT_CLOSED_REQUEST: u16 = 499;
+
+/// What a client sees instead of an internal error's detail.
+const INTERNAL_MESSAGE: &str = "internal error; the details are in strata's log";
+
+impl ApiError {
+    /// The Prometheus `errorType` string.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            ApiError::BadData(_) => "bad_data",
+            ApiError::Execution(_) => "execution",
+            ApiError::Timeout(_) => "timeout",
+            ApiError::Canceled(_) => "canceled",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// The HTTP status the error is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadData(_) => StatusCode::BAD_REQUEST,
+            ApiError::Execution(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Timeout(_) | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Canceled(_) => {
+                StatusCode::from_u16(STATUS_CLIENT_CLOSED_REQUEST).unwrap_or(StatusCode::BAD_REQUEST)
+            }
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let message = match &self {
+            ApiError::Internal(detail) => {
+                tracing::error!(error = %detail, "internal error answering a request");
+                INTERNAL_MESSAGE.to_owned()
+            }
+            // Client errors are the client's business: not logged above debug.
+            other => {
+                tracing::debug!(error_type = other.error_type(), error = %other, "request failed");
+                other.to_string()
+            }
+        };
+        let body = serde_json::json!({
+            "status": "error",
+            "errorType": self.error_type(),
+            "error": message,
+        });
+        (self.status(), Json(body)).into_response()
+    }
+}
+
+impl From<storage::Error> for ApiError {
+    /// Storage errors a retry may fix become `unavailable` (503); input storage never accepts
+    /// becomes `bad_data` (400); everything else, corruption included, is `internal` (500).
+    fn from(err: storage::Error) -> Self {
+        match err {
+            storage::Error::InvalidInput(msg) => ApiError::BadData(msg),
+            storage::Error::Closed => ApiError::Unavailable("storage is shutting down; retry later".into()),
+            storage::Error::Poisoned(_) => ApiError::Unavailable(
+                "storage refuses writes after an I/O failure until strata is restarted; retry later".into(),
+            ),
+            err if err.is_transient() => {
+                // The detail names paths and OS errors: log it, tell the client only to retry.
+                tracing::warn!(error = %err, "storage temporarily unavailable");
+                ApiError::Unavailable("storage I/O failed; retry later".into())
+            }
+            err => ApiError::Internal(err.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn answer(err: ApiError) -> (u16, serde_json::Value, Option<String>) {
+        let response = err.into_response();
+        let status = response.status().as_u16();
+        let content_type =
+            response.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap(), content_type)
+    }
+
+    #[tokio::test]
+    async fn each_kind_maps_to_prometheus_status_and_error_type() {
+        let cases = [
+            (ApiError::BadData("x".into()), 400, "bad_data"),
+            (ApiError::Execution("x".into()), 422, "execution"),
+            (ApiError::Timeout("x".into()), 503, "timeout"),
+            (ApiError::Canceled("x".into()), 499, "canceled"),
+            (ApiError::Unavailable("x".into()), 503, "unavailable"),
+            (ApiError::NotFound("x".into()), 404, "not_found"),
+            (ApiError::Internal("x".into()), 500, "internal"),
+        ];
+        for (err, status, error_type) in cases {
+            let (got_status, body, content_type) = answer(err).await;
+            assert_eq!(got_status, status, "{error_type}");
+            assert_eq!(body["status"], "error");
+            assert_eq!(body["errorType"], error_type);
+            assert_eq!(content_type.as_deref(), Some("application/json"));
+        }
+    }
+
+    #[tokio::test]
+    async fn client_errors_carry_their_message() {
+        let (_, body, _) = answer(ApiError::BadData("invalid parameter \"step\"".into())).await;
+        assert_eq!(
+            body,
+            serde_json::json!({"status": "error", "errorType": "bad_data", "error": "invalid parameter \"step\""})
+        );
+    }
+
+    #[tokio::test]
+    async fn internal_errors_do_not_echo_their_detail() {
+        let (_, body, _) = answer(ApiError::Internal("corruption in /secret/path at byte 12".into())).await;
+        assert_eq!(body["error"], INTERNAL_MESSAGE);
+    }
+
+    #[test]
+    fn storage_errors_map_by_whether_a_retry_can_help() {
+        let io = std::io::Error::other("disk full");
+        assert_eq!(ApiError::from(storage::Error::io("fsync /data/wal/1", io)).status().as_u16(), 503);
+        assert_eq!(ApiError::from(storage::Error::Poisoned("fsync failed".into())).status().as_u16(), 503);
+        assert_eq!(ApiError::from(storage::Error::Closed).status().as_u16(), 503);
+        let invalid = ApiError::from(storage::Error::InvalidInput("series without labels".into()));
+        assert_eq!(invalid.status().as_u16(), 400);
+        assert_eq!(invalid.to_string(), "series without labels");
+        let corrupt = storage::Error::corruption("/data/p/1", Some(7), "bad crc");
+        assert_eq!(ApiError::from(corrupt).status().as_u16(), 500);
+    }
+
+    #[test]
+    fn transient_storage_errors_do_not_echo_paths() {
+        let io = std::io::Error::other("No space left on device");
+        let err = ApiError::from(storage::Error::io("write /data/wal/00000001", io));
+        assert!(!err.to_string().contains("/data"), "{err}");
+    }
+}

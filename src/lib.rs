@@ -1,0 +1,17 @@
+//! The strata server: command-line flags, the HTTP router and the process lifecycle around
+//! `storage::Db`.
+//!
+//! `main.rs` parses [`config::Cli`], starts logging and calls [`server::run`], which binds the
+//! listener, opens the database on a blocking thread and serves until SIGTERM/SIGINT
+//! ([`shutdown`]). Handlers share [`state::AppState`]; API errors go through the single
+//! [`error::ApiError`] mapping to Prometheus' error envelope. This crate is the only one that
+//! knows HTTP and JSON; `storage`, `promql` and `remote` know nothing about them.
+
+pub mod config;
+pub mod duration;
+pub mod error;
+pub mod health;
+pub mod server;
+pub mod shutdown;
+pub mod size;
+pub mod state;

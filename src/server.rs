@@ -1,0 +1,173 @@
+//! The HTTP router and the process lifecycle: bind, open the database, serve, shut down.
+//!
+//! Order matters. Signal handlers come first, then the listener is bound and its address logged
+//! (so `/-/healthy` answers and `--listen 127.0.0.1:0` is discoverable at once), then `Db::open`
+//! runs on a blocking thread while `/-/ready` says 503. On the first SIGTERM/SIGINT the listener
+//! stops accepting, in-flight requests finish, and `Db::close` syncs and flushes. A second signal
+//! while shutdown (or the open it has to wait for) is still running exits at once, non-zero;
+//! that is safe because storage recovers from a crash at any point.
+
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use storage::Db;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::{JoinError, JoinHandle};
+use tracing::info;
+
+use crate::health;
+use crate::shutdown::Signals;
+use crate::state::AppState;
+
+/// What the server needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// host:port to bind; port 0 picks a free one.
+    pub listen: String,
+    /// Passed unchanged to `storage::Db::open`.
+    pub storage: storage::Options,
+}
+
+/// Why the process could not start or stop cleanly. `main` logs it and exits non-zero.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// SIGTERM/SIGINT handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] io::Error),
+    /// The listen address is invalid, taken, or not ours to bind.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The `--listen` value.
+        addr: String,
+        /// Why binding failed.
+        #[source]
+        source: io::Error,
+    },
+    /// `Db::open` failed: an unreadable data directory, a corrupt WAL, ...
+    #[error("cannot open the database in {}: {source}", dir.display())]
+    Open {
+        /// The `--data-dir` value.
+        dir: PathBuf,
+        /// The storage error, which names the file and what is wrong.
+        #[source]
+        source: storage::Error,
+    },
+    /// `Db::close` failed to sync or flush; the next start replays the WAL instead.
+    #[error("closing the database failed: {0}")]
+    Close(#[source] storage::Error),
+    /// The HTTP server stopped with an error.
+    #[error("the HTTP server failed: {0}")]
+    Serve(#[source] io::Error),
+    /// A background task panicked (a bug).
+    #[error("a background task failed: {0}")]
+    Task(#[from] JoinError),
+    /// A second signal arrived before a graceful shutdown finished.
+    #[error("{0} received again; exiting without waiting for shutdown to finish")]
+    Interrupted(&'static str),
+}
+
+/// The HTTP routes. Later API routes join here; handlers get the shared state through `State`.
+pub fn router(state: Arc<AppState>) -> Router {
+    // TODO(#8): request and idle timeouts, body limits and a concurrency limit as named flags.
+    Router::new()
+        .route("/-/healthy", get(health::healthy))
+        .route("/-/ready", get(health::ready))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// Unknown paths: a plain 404 as Prometheus (Go's net/http) answers them.
+async fn not_found() -> (StatusCode, &'static str) {
+    (StatusCode::NOT_FOUND, "404 page not found\n")
+}
+
+/// Runs strata until SIGTERM/SIGINT and a clean shutdown, or until startup fails.
+pub async fn run(config: ServerConfig) -> Result<(), RunError> {
+    let mut signals = Signals::install().map_err(RunError::Signals)?;
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|source| RunError::Bind { addr: config.listen.clone(), source })?;
+    let addr = local_addr(&listener, &config.listen)?;
+    // Tests and scripts read the port from this line; keep its wording.
+    info!("strata listening on {addr}");
+
+    let state = Arc::new(AppState::new());
+    let (stop_serving, server) = spawn_server(listener, router(Arc::clone(&state)));
+
+    let dir = config.storage.data_dir.clone();
+    info!(data_dir = %dir.display(), "opening the database");
+    let opening = Instant::now();
+    let mut open = tokio::task::spawn_blocking(move || Db::open(config.storage));
+
+    let early_signal = tokio::select! {
+        opened = &mut open => {
+            state.set_db(Arc::new(opened?.map_err(|source| RunError::Open { dir: dir.clone(), source })?));
+            None
+        }
+        signal = signals.recv() => Some(signal),
+    };
+    let signal = match early_signal {
+        Some(signal) => signal,
+        None => {
+            info!(open_ms = opening.elapsed().as_millis(), "strata is ready");
+            signals.recv().await
+        }
+    };
+
+    info!(signal, "shutting down: no new connections, finishing in-flight requests");
+    state.begin_stopping();
+    // Fails only if the server task has already ended, and then there is nothing to stop.
+    let _ = stop_serving.send(());
+    until_signal(&mut signals, server).await??.map_err(RunError::Serve)?;
+
+    let db = match state.db() {
+        Some(db) => Arc::clone(db),
+        None => {
+            // Db::open cannot be interrupted; let it finish so it can be closed properly.
+            info!("waiting for the database to finish opening before closing it");
+            let opened = until_signal(&mut signals, open).await??;
+            Arc::new(opened.map_err(|source| RunError::Open { dir, source })?)
+        }
+    };
+    info!("closing the database (syncing the WAL, flushing the head)");
+    let closing = tokio::task::spawn_blocking(move || db.close());
+    until_signal(&mut signals, closing).await??.map_err(RunError::Close)?;
+    info!("strata stopped");
+    Ok(())
+}
+
+fn local_addr(listener: &TcpListener, listen: &str) -> Result<SocketAddr, RunError> {
+    listener.local_addr().map_err(|source| RunError::Bind { addr: listen.to_owned(), source })
+}
+
+/// Serves `app` on `listener` in its own task until the returned sender fires (or is dropped);
+/// then stops accepting and waits for in-flight requests.
+fn spawn_server(listener: TcpListener, app: Router) -> (oneshot::Sender<()>, JoinHandle<io::Result<()>>) {
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let stopped = async move {
+        // Err means the sender was dropped, which also means "stop".
+        let _ = stop_rx.await;
+    };
+    let task = tokio::spawn(axum::serve(listener, app).with_graceful_shutdown(stopped).into_future());
+    (stop_tx, task)
+}
+
+/// Awaits `work`, unless another signal arrives first.
+async fn until_signal<T>(signals: &mut Signals, work: impl Future<Output = T>) -> Result<T, RunError> {
+    tokio::select! {
+        done = work => Ok(done),
+        signal = signals.recv() => Err(RunError::Interrupted(signal)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

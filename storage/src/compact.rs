@@ -1,0 +1,294 @@
+//! Compaction, retention and deletion: everything that rewrites or removes partition files.
+//!
+//! Compaction merges a run of files of one partition that are adjacent in `seq` order into one
+//! file (merging out-of-order and duplicate data, newest write winning, and dropping data hidden
+//! by tombstones). Only adjacent runs are merged so that the output can take the highest `seq`
+//! of its inputs without changing which copy of a sample wins against the other files.
+//!
+//! Policy, per partition (size-tiered):
+//! - a partition that can no longer receive in-order data (it ends before the newest sample
+//!   minus the out-of-order window) is merged into a single file;
+//! - otherwise, the longest run of at least `compact_files_min` adjacent files of the same size
+//!   tier (sizes within a factor of 4) is merged.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::db::{Inner, LiveFile};
+use crate::error::Result;
+use crate::filenames;
+use crate::flush::merge_sources;
+use crate::fsutil;
+use crate::manifest::{FileEntry, Manifest, Tombstone};
+use crate::matcher::{Matcher, matches_all};
+use crate::partition::{FileWriter, PartitionFile};
+use crate::types::{Labels, Sample, SeriesId};
+
+impl Inner {
+    /// One compaction pass. With `tombstones_only`, rewrites exactly the partitions that live
+    /// tombstones apply to (the admin "clean tombstones" operation).
+    pub(crate) fn compact_locked(&self, m: &mut Manifest, tombstones_only: bool) -> Result<()> {
+        let state = self.state.read().clone();
+        let newest = newest_time(&state.partitions, state.head.time_bounds().map(|b| b.1));
+        for (p, files) in &state.partitions {
+            let run = if tombstones_only {
+                let touched = files.iter().any(|f| state.tombstones.iter().any(|t| t.applies_to(&f.entry)));
+                if touched { files.clone() } else { Vec::new() }
+            } else {
+                pick_run(
+                    files,
+                    *p,
+                    self.opts.partition_ms,
+                    self.opts.ooo_window_ms,
+                    newest,
+                    self.opts.compact_files_min,
+                )
+            };
+            if run.is_empty() {
+                continue;
+            }
+            self.compact_run(m, *p, &run, &state.tombstones)?;
+        }
+        // Tombstones that no longer apply to any file are done.
+        let live: Vec<Tombstone> = {
+            let s = self.state.read();
+            s.tombstones
+                .iter()
+                .filter(|t| s.partitions.values().flatten().any(|f| t.applies_to(&f.entry)))
+                .cloned()
+                .collect()
+        };
+        if live.len() != m.tombstones.len() {
+            let mut next = m.clone();
+            next.tombstones = live.clone();
+            next.store(&filenames::manifest(&self.dir))?;
+            *m = next;
+            self.update_state(|s| {
+                let mut n = s.clone_shallow();
+                n.tombstones = Arc::new(live);
+                n
+            });
+        }
+        Ok(())
+    }
+
+    /// Merges `run` (adjacent files of partition `p`, ascending seq) into one file.
+    fn compact_run(
+        &self,
+        m: &mut Manifest,
+        p: i64,
+        run: &[Arc<LiveFile>],
+        tombs: &[Tombstone],
+    ) -> Result<()> {
+        let started = Instant::now();
+        let mut ids = BTreeSet::new();
+        for f in run {
+            ids.extend(f.file.series_ids());
+        }
+        let ids = self.sorted_by_labels(ids);
+        let id = m.next_file_id;
+        let path = filenames::partition_file(&self.dir, p, id);
+        let mut w = FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms)?;
+        let mut buf = Vec::new();
+        for (sid, labels) in &ids {
+            buf.clear();
+            if let Err(e) = read_files(run, tombs, *sid, labels, i64::MIN, i64::MAX, &mut buf) {
+                w.abort();
+                return Err(e);
+            }
+            if let Err(e) = w.add_series(labels, &buf) {
+                w.abort();
+                return Err(e);
+            }
+        }
+        m.next_file_id += 1;
+        let seq = run.iter().map(|f| f.entry.seq).max().unwrap_or(0);
+        let mut next = m.clone();
+        let inputs: Vec<(i64, u64)> = run.iter().map(|f| (f.entry.partition, f.entry.id)).collect();
+        next.files.retain(|f| !inputs.contains(&(f.partition, f.id)));
+        let mut opened = None;
+        if w.series_count() > 0 {
+            let (series, samples, range) = (w.series_count(), w.samples, w.time_range);
+            let size = w.finish()?;
+            crate::failpoint::hit("compact.after_write");
+            let (min_t, max_t) = range.unwrap_or((p, p));
+            let tombs_applied = tombs.iter().map(|t| t.seq).max().unwrap_or(0);
+            let entry =
+                FileEntry { partition: p, id, seq, size, min_t, max_t, series, samples, tombs_applied };
+            let file = PartitionFile::open(&path, |labels, _| self.index.get_or_create(labels).0)?;
+            opened = Some(Arc::new(LiveFile { entry: entry.clone(), file }));
+            next.files.push(entry);
+            self.counters.compaction_bytes.fetch_add(size, Ordering::Relaxed);
+        } else {
+            w.abort();
+        }
+        next.store(&filenames::manifest(&self.dir))?;
+        *m = next;
+        self.update_state(|s| {
+            let mut n = s.clone_shallow();
+            let files = n.partitions.entry(p).or_default();
+            files.retain(|f| !inputs.contains(&(f.entry.partition, f.entry.id)));
+            if let Some(o) = &opened {
+                files.push(o.clone());
+                files.sort_by_key(|f| f.entry.seq);
+            }
+            if files.is_empty() {
+                n.partitions.remove(&p);
+            }
+            n
+        });
+        crate::failpoint::hit("compact.before_delete_inputs");
+        // Readers holding older snapshots keep their mappings; unlinking a mapped file is safe.
+        for f in run {
+            fsutil::remove_path(f.file.path())?;
+        }
+        if opened.is_none() {
+            let _ = std::fs::remove_dir(filenames::partition_dir(&self.dir, p));
+        }
+        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        self.counters.compaction_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        tracing::debug!(
+            partition = p,
+            inputs = run.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "compacted"
+        );
+        Ok(())
+    }
+
+    /// Removes partitions that end before `newest sample - retention`.
+    pub(crate) fn retention_locked(&self, m: &mut Manifest) -> Result<usize> {
+        let state = self.state.read().clone();
+        let Some(newest) = newest_time(&state.partitions, state.head.time_bounds().map(|b| b.1)) else {
+            return Ok(0);
+        };
+        let cutoff = newest.saturating_sub(self.opts.retention_ms);
+        let pms = self.opts.partition_ms.max(1);
+        let expired: Vec<i64> =
+            state.partitions.keys().copied().filter(|p| p.saturating_add(pms - 1) < cutoff).collect();
+        if expired.is_empty() {
+            return Ok(0);
+        }
+        let mut next = m.clone();
+        next.files.retain(|f| !expired.contains(&f.partition));
+        next.store(&filenames::manifest(&self.dir))?;
+        *m = next;
+        self.update_state(|s| {
+            let mut n = s.clone_shallow();
+            for p in &expired {
+                n.partitions.remove(p);
+            }
+            n
+        });
+        crate::failpoint::hit("retention.before_remove");
+        for p in &expired {
+            fsutil::remove_path(&filenames::partition_dir(&self.dir, *p))?;
+        }
+        self.counters.retention_partitions_removed.fetch_add(expired.len() as u64, Ordering::Relaxed);
+        tracing::info!(partitions = expired.len(), cutoff, "retention removed partitions");
+        Ok(expired.len())
+    }
+
+    /// Flushes, then records a tombstone that hides the matching data of every existing file.
+    pub(crate) fn delete_locked(
+        &self,
+        m: &mut Manifest,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<()> {
+        crate::query::check_selective(matchers)?;
+        // Everything written before the deletion must be in files older than the tombstone.
+        self.flush_locked(m)?;
+        let t = Tombstone { seq: m.next_seq, mint, maxt, matchers: matchers.to_vec() };
+        let mut next = m.clone();
+        next.next_seq += 1;
+        next.tombstones.push(t.clone());
+        next.store(&filenames::manifest(&self.dir))?;
+        *m = next;
+        self.update_state(|s| {
+            let mut n = s.clone_shallow();
+            let mut tombs = (*s.tombstones).clone();
+            tombs.push(t);
+            n.tombstones = Arc::new(tombs);
+            n
+        });
+        Ok(())
+    }
+}
+
+/// Reads a series from `files` (ascending seq) in `[mint, maxt]`, hiding tombstoned samples and
+/// letting later files win at equal timestamps.
+pub(crate) fn read_files(
+    files: &[Arc<LiveFile>],
+    tombs: &[Tombstone],
+    id: SeriesId,
+    labels: &Labels,
+    mint: i64,
+    maxt: i64,
+    out: &mut Vec<Sample>,
+) -> Result<()> {
+    let mut runs = Vec::new();
+    for f in files {
+        if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(id) {
+            continue;
+        }
+        let mut run = Vec::new();
+        f.file.read(id, mint, maxt, &mut run)?;
+        for t in tombs.iter().filter(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels)) {
+            run.retain(|s| s.t < t.mint || s.t > t.maxt);
+        }
+        runs.push(run);
+    }
+    merge_sources(runs, out);
+    Ok(())
+}
+
+/// Newest timestamp in files or the head.
+fn newest_time(
+    partitions: &std::collections::BTreeMap<i64, Vec<Arc<LiveFile>>>,
+    head_max: Option<i64>,
+) -> Option<i64> {
+    let files = partitions.values().flatten().map(|f| f.entry.max_t).max();
+    match (files, head_max) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Chooses the files of one partition to merge now (empty: nothing to do).
+fn pick_run(
+    files: &[Arc<LiveFile>],
+    p: i64,
+    pms: i64,
+    ooo_window_ms: i64,
+    newest: Option<i64>,
+    min_files: usize,
+) -> Vec<Arc<LiveFile>> {
+    if files.len() < 2 {
+        return Vec::new();
+    }
+    let pend = p.saturating_add(pms.max(1) - 1);
+    let cold = newest.is_some_and(|n| pend < n.saturating_sub(ooo_window_ms));
+    if cold {
+        return files.to_vec();
+    }
+    let tier = |f: &LiveFile| (64 - f.entry.size.max(1).leading_zeros()) / 2; // log4 of size
+    let min_files = min_files.max(2);
+    let mut best: Option<(usize, usize)> = None;
+    let mut i = 0;
+    while i < files.len() {
+        let t = tier(&files[i]);
+        let mut j = i + 1;
+        while j < files.len() && tier(&files[j]) == t {
+            j += 1;
+        }
+        if j - i >= min_files && best.is_none_or(|(a, b)| j - i > b - a) {
+            best = Some((i, j));
+        }
+        i = j;
+    }
+    best.map(|(a, b)| files[a..b].to_vec()).unwrap_or_default()
+}

@@ -1,0 +1,132 @@
+//! A block: up to `u32::MAX` samples of one series encoded as a header, a timestamp section and
+//! a value section, each with the codec that gave the fewest bytes for this block. The byte
+//! layout is specified in `docs/format/block.md`:
+//!
+//! ```text
+//! ┌──────────────────────────────────┬─────────────────┬──────────────────┬───────────────┐
+//! │ codecs <u8>: ts | value << 4     │ count <uvarint> │ timestamps       │ values        │
+//! └──────────────────────────────────┴─────────────────┴──────────────────┴───────────────┘
+//! ```
+//!
+//! A block carries no checksum; the partition file that holds it covers it with its own.
+
+use super::stats::BlockStats;
+use super::varint::{get_u8, get_uvarint, put_uvarint};
+use super::{timestamps, values};
+use crate::error::{Error, Result};
+use crate::types::Sample;
+
+/// Encodes `samples` (strictly increasing `t`, non-empty, at most `u32::MAX` of them) as one
+/// block appended to `out`, choosing the smallest codec for timestamps and for values
+/// separately, and returns the block's statistics for the file index.
+///
+/// The caller guarantees the preconditions (the head and compaction produce sorted, deduplicated
+/// runs); they are checked in debug builds. Any `f64` bits are stored exactly.
+pub fn encode_block(samples: &[Sample], out: &mut Vec<u8>) -> BlockStats {
+    encode_block_with(samples, out, None, None)
+}
+
+/// [`encode_block`] with codecs pinned (tests use this to cover every codec).
+pub(crate) fn encode_block_with(
+    samples: &[Sample],
+    out: &mut Vec<u8>,
+    ts_codec: Option<u8>,
+    val_codec: Option<u8>,
+) -> BlockStats {
+    debug_assert!(!samples.is_empty(), "encode_block needs at least one sample");
+    debug_assert!(u32::try_from(samples.len()).is_ok(), "encode_block takes at most u32::MAX samples");
+    debug_assert!(
+        samples.windows(2).all(|w| matches!(w, [a, b] if a.t < b.t)),
+        "timestamps must strictly increase"
+    );
+    let ts: Vec<i64> = samples.iter().map(|s| s.t).collect();
+    let vs: Vec<f64> = samples.iter().map(|s| s.v).collect();
+    // The codec byte is known only after the sections are written: reserve it, patch it.
+    let header_at = out.len();
+    out.push(0);
+    put_uvarint(out, samples.len() as u64);
+    let tc = timestamps::encode(&ts, out, ts_codec);
+    let vc = values::encode(&vs, out, val_codec);
+    if let Some(b) = out.get_mut(header_at) {
+        *b = tc | vc << 4;
+    }
+    BlockStats::from_samples(samples)
+}
+
+/// The codecs and sample count in a block's header, without decoding it. Callers that enforce a
+/// sample limit check `count` before [`decode_block`] allocates.
+pub fn block_header(bytes: &[u8]) -> Result<BlockHeader> {
+    let mut pos = 0;
+    BlockHeader::read(bytes, &mut pos)
+}
+
+/// The fixed part of a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// Timestamp codec id (see `docs/format/block.md`).
+    pub ts_codec: u8,
+    /// Value codec id.
+    pub value_codec: u8,
+    /// Number of samples.
+    pub count: u32,
+}
+
+impl BlockHeader {
+    fn read(bytes: &[u8], pos: &mut usize) -> Result<BlockHeader> {
+        let codecs = get_u8(bytes, pos)?;
+        let count = get_uvarint(bytes, pos)?;
+        let count = u32::try_from(count)
+            .ok()
+            .filter(|&c| c > 0)
+            .ok_or_else(|| Error::Decode(format!("block sample count {count} not in 1..=u32::MAX")))?;
+        Ok(BlockHeader { ts_codec: codecs & 0x0f, value_codec: codecs >> 4, count })
+    }
+}
+
+/// Decodes one block (exactly the bytes [`encode_block`] appended) and appends its samples to
+/// `out`.
+///
+/// Total over its input: any bytes give `Ok` or [`Error::Decode`], never a panic, and on error
+/// `out` is left as it was. The header's count is checked against the least number of bytes
+/// its codecs need for that many samples, and the up-front reservation is bounded by both the
+/// count and the input length (64 samples per byte). Output beyond that grows only as samples
+/// actually decode. Note that some blocks are legitimately tiny for any count (a constant
+/// interval with a constant value, or with runs of unchanged values): such a block decodes to
+/// `count` samples, up to `u32::MAX`. Callers decoding untrusted files check
+/// [`block_header`]`(bytes)?.count` against their sample limit first.
+pub fn decode_block(bytes: &[u8], out: &mut Vec<Sample>) -> Result<()> {
+    let start = out.len();
+    let result = decode_into(bytes, out, start);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+fn decode_into(bytes: &[u8], out: &mut Vec<Sample>, start: usize) -> Result<()> {
+    let mut pos = 0;
+    let h = BlockHeader::read(bytes, &mut pos)?;
+    let n = h.count as usize;
+    let ts_min = timestamps::min_bytes(h.ts_codec, n)
+        .ok_or_else(|| Error::Decode(format!("unknown timestamp codec {}", h.ts_codec)))?;
+    let val_min = values::min_bytes(h.value_codec, n)
+        .ok_or_else(|| Error::Decode(format!("unknown value codec {}", h.value_codec)))?;
+    let remaining = bytes.len() - pos;
+    if remaining < ts_min + val_min {
+        return Err(Error::Decode(format!("block of {n} samples cannot fit in {remaining} bytes")));
+    }
+    out.reserve(n.min(remaining.saturating_mul(64)));
+    timestamps::decode(h.ts_codec, bytes, &mut pos, n, out)?;
+    let decoded = out.get_mut(start..).unwrap_or(&mut []);
+    if decoded.len() != n {
+        return Err(Error::Decode(format!("decoded {} timestamps, header says {n}", decoded.len())));
+    }
+    values::decode(h.value_codec, bytes, &mut pos, decoded)?;
+    if pos != bytes.len() {
+        return Err(Error::Decode(format!("{} trailing bytes after block", bytes.len() - pos)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

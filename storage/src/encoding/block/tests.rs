@@ -1,0 +1,288 @@
+//! Block round trips, golden bytes and corruption tests.
+
+use super::*;
+use crate::encoding::test_support::{arb_samples, config, hash, regular_series};
+use crate::encoding::timestamps::{TS_CONST, TS_DELTA_VARINT, TS_DOD, TS_SEQ};
+use crate::encoding::values::{VAL_CONST, VAL_SCALED_FOR, VAL_SCALED_RICE, VAL_SCALED_RUNS, VAL_XOR};
+use crate::types::stale_nan;
+use proptest::prelude::*;
+use std::path::PathBuf;
+
+fn decode_all(bytes: &[u8]) -> Result<Vec<Sample>> {
+    let mut out = Vec::new();
+    decode_block(bytes, &mut out)?;
+    Ok(out)
+}
+
+/// Encodes with the given codecs, checks the round trip, the stats and the header; returns the
+/// bytes.
+fn check(samples: &[Sample], ts: Option<u8>, val: Option<u8>) -> Vec<u8> {
+    let mut out = vec![0xEE];
+    let stats = encode_block_with(samples, &mut out, ts, val);
+    let block = out.split_off(1);
+    assert_eq!(stats, BlockStats::from_samples(samples));
+    let h = block_header(&block).unwrap();
+    assert_eq!(h.count as usize, samples.len());
+    // Existing contents of `out` are kept.
+    let mut decoded = vec![Sample::new(-5, 1.0)];
+    decode_block(&block, &mut decoded).unwrap();
+    assert_eq!(decoded[0], Sample::new(-5, 1.0));
+    assert_eq!(&decoded[1..], samples);
+    block
+}
+
+const TS_CODECS: [u8; 4] = [TS_CONST, TS_DOD, TS_SEQ, TS_DELTA_VARINT];
+const VAL_CODECS: [u8; 5] = [VAL_CONST, VAL_XOR, VAL_SCALED_FOR, VAL_SCALED_RICE, VAL_SCALED_RUNS];
+
+proptest! {
+    #![proptest_config(config(64))]
+    #[test]
+    fn round_trip_auto_and_every_codec(samples in arb_samples(1..300)) {
+        check(&samples, None, None);
+        for ts in TS_CODECS {
+            for val in VAL_CODECS {
+                check(&samples, Some(ts), Some(val));
+            }
+        }
+    }
+
+}
+
+proptest! {
+    #![proptest_config(config(12))]
+    #[test]
+    fn round_trip_full_blocks(samples in arb_samples(1024..1025)) {
+        let auto = check(&samples, None, None);
+        for ts in TS_CODECS {
+            for val in VAL_CODECS {
+                // The automatic choice is never larger than a pinned one.
+                prop_assert!(auto.len() <= check(&samples, Some(ts), Some(val)).len());
+            }
+        }
+    }
+
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        check_corrupt(&bytes);
+    }
+
+    #[test]
+    fn mutated_blocks_never_panic(
+        samples in arb_samples(1..300),
+        mutations in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..4), 1..6),
+    ) {
+        let mut bytes = Vec::new();
+        encode_block(&samples, &mut bytes);
+        for (at, byte, kind) in mutations {
+            let i = at.index(bytes.len().max(1));
+            match kind {
+                0 if i < bytes.len() => bytes[i] ^= 1 << (byte % 8),
+                1 if i < bytes.len() => bytes[i] = byte,
+                2 => bytes.truncate(i),
+                _ => bytes.insert(i.min(bytes.len()), byte),
+            }
+        }
+        check_corrupt(&bytes);
+    }
+}
+
+/// Decoding arbitrary bytes returns Ok or Decode, leaves `out` untouched on error, and a
+/// successful decode is a well-formed block.
+fn check_corrupt(bytes: &[u8]) {
+    if let Ok(h) = block_header(bytes) {
+        // A caller bounds constant blocks by their count before decoding (see decode_block).
+        if h.count > 1 << 20 {
+            return;
+        }
+    }
+    let mut out = vec![Sample::new(7, 7.0)];
+    match decode_block(bytes, &mut out) {
+        Ok(()) => {
+            let h = block_header(bytes).unwrap();
+            assert_eq!(out.len() - 1, h.count as usize);
+            assert!(out[1..].windows(2).all(|w| w[0].t < w[1].t));
+        }
+        Err(Error::Decode(_)) => assert_eq!(out, vec![Sample::new(7, 7.0)]),
+        Err(e) => panic!("unexpected error kind: {e}"),
+    }
+}
+
+#[test]
+fn extremes() {
+    let samples = [
+        Sample::new(i64::MIN, f64::NAN),
+        Sample::new(i64::MIN + 1, stale_nan()),
+        Sample::new(-1, -0.0),
+        Sample::new(0, f64::INFINITY),
+        Sample::new(1, f64::from_bits(1)),
+        Sample::new(i64::MAX, f64::NEG_INFINITY),
+    ];
+    check(&samples, None, None);
+    for ts in TS_CODECS {
+        for val in VAL_CODECS {
+            check(&samples, Some(ts), Some(val));
+        }
+    }
+    check(&[Sample::new(i64::MIN, 1.0), Sample::new(i64::MAX, 2.0)], Some(TS_CONST), None);
+    check(&[Sample::new(i64::MAX, 1.0)], None, None);
+}
+
+#[test]
+fn header_errors() {
+    let bad: &[(&[u8], &str)] = &[
+        (&[], "empty"),
+        (&[0x00, 0x00], "zero count"),
+        (&[0x04, 0x01, 0, 0], "unknown ts codec"),
+        (&[0x60, 0x01, 0, 0], "unknown value codec"),
+        (&[0x00, 0xff, 0xff, 0xff, 0xff, 0x10], "count above u32"),
+        (&[0x11, 0xff, 0xff, 0x03, 0, 0], "count too large for the bytes"),
+        (&[0x05, 0x01, 0, 0], "unknown value codec 5"),
+    ];
+    for (bytes, why) in bad {
+        assert!(matches!(decode_all(bytes), Err(Error::Decode(_))), "{why}");
+    }
+    let mut ok = check(&regular_series(10, 0, 1000, |i| i as f64), None, None);
+    ok.push(0);
+    assert!(decode_all(&ok).is_err(), "trailing byte");
+}
+
+#[test]
+fn a_constant_block_is_tiny_for_any_count() {
+    let samples = regular_series(100_000, 1_700_000_000_000, 10_000, |_| 1.0);
+    let bytes = check(&samples, None, None);
+    assert!(bytes.len() <= 20, "{} bytes", bytes.len());
+}
+
+// ---- golden bytes ----
+
+/// Fixed inputs with the codecs they are pinned to: one file per codec, so a change to any
+/// codec's bytes fails here (regenerate deliberately with `STRATA_BLESS=1`).
+fn golden_cases() -> Vec<(&'static str, Vec<Sample>, u8, u8)> {
+    let t0 = 1_700_000_000_000;
+    let walk: Vec<f64> = (0..300u64)
+        .scan(50i64, |v, i| {
+            *v += [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, -1, -1, -1, 3, -3][(hash(i) % 16) as usize];
+            Some(*v as f64)
+        })
+        .collect();
+    let jitter: Vec<i64> = (0..300i64).map(|i| t0 + i * 15_000 + (hash(i as u64) % 23) as i64).collect();
+    let mut gappy: Vec<i64> = (0..300i64).map(|i| t0 + i * 10_000).collect();
+    gappy.retain(|t| (t / 10_000) % 97 != 0);
+    let irregular: Vec<i64> = (0..100i64)
+        .scan(-5_000_000i64, |t, i| {
+            *t += 1 + (hash(i as u64) >> (20 + i % 40)) as i64;
+            Some(*t)
+        })
+        .collect();
+    let zip = |ts: &[i64], f: &dyn Fn(usize) -> f64| -> Vec<Sample> {
+        ts.iter().enumerate().map(|(i, &t)| Sample::new(t, f(i))).collect()
+    };
+    vec![
+        ("block_ts_const_val_const", regular_series(200, t0, 10_000, |_| 42.0), TS_CONST, VAL_CONST),
+        ("block_ts_dod_val_xor", zip(&gappy, &|i| (i as f64 * 0.37).sin() * 1e3), TS_DOD, VAL_XOR),
+        ("block_ts_seq_val_scaled_rice", zip(&jitter, &|i| walk[i]), TS_SEQ, VAL_SCALED_RICE),
+        (
+            "block_ts_delta_varint_val_scaled_for",
+            zip(&irregular, &|i| (hash(i as u64) % 1024) as f64 / 100.0),
+            TS_DELTA_VARINT,
+            VAL_SCALED_FOR,
+        ),
+        (
+            "block_val_scaled_exceptions",
+            zip(&gappy, &|i| match i % 50 {
+                49 => stale_nan(),
+                25 => f64::NAN,
+                _ => (i % 13) as f64 * 0.25,
+            }),
+            TS_SEQ,
+            VAL_SCALED_FOR,
+        ),
+        (
+            "block_ts_dod_val_scaled_runs",
+            zip(&gappy, &|i| [3.0, 250.0, 7.5][i / 100]),
+            TS_DOD,
+            VAL_SCALED_RUNS,
+        ),
+        (
+            "block_special_values",
+            vec![
+                Sample::new(i64::MIN, -0.0),
+                Sample::new(-1, f64::NEG_INFINITY),
+                Sample::new(0, stale_nan()),
+                Sample::new(i64::MAX, f64::from_bits(0x7ff0_0000_0000_0001)),
+            ],
+            TS_DELTA_VARINT,
+            VAL_XOR,
+        ),
+    ]
+}
+
+fn golden_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/format").join(format!("{name}.bin"))
+}
+
+fn compare_golden(name: &str, bytes: &[u8]) {
+    let path = golden_path(name);
+    if std::env::var("STRATA_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, bytes).unwrap();
+        return;
+    }
+    let want = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with STRATA_BLESS=1 to create it)", path.display()));
+    assert!(
+        want == bytes,
+        "{name}: encoding changed; if intended, rerun with STRATA_BLESS=1 and update docs/format/block.md"
+    );
+}
+
+#[test]
+fn golden_blocks() {
+    for (name, samples, ts, val) in golden_cases() {
+        let bytes = check(&samples, Some(ts), Some(val));
+        let h = block_header(&bytes).unwrap();
+        assert_eq!((h.ts_codec, h.value_codec), (ts, val), "{name} pinned codecs");
+        compare_golden(name, &bytes);
+        // Old bytes keep decoding to the same samples.
+        assert_eq!(decode_all(&std::fs::read(golden_path(name)).unwrap()).unwrap(), samples, "{name}");
+    }
+}
+
+#[test]
+fn golden_stats() {
+    let mut bytes = Vec::new();
+    let mut all = Vec::new();
+    for (_, samples, _, _) in golden_cases() {
+        let st = BlockStats::from_samples(&samples);
+        st.encode(&mut bytes);
+        all.push(st);
+    }
+    compare_golden("block_stats", &bytes);
+    let file = std::fs::read(golden_path("block_stats")).unwrap();
+    let mut pos = 0;
+    for st in all {
+        assert_eq!(BlockStats::decode(&file, &mut pos).unwrap(), st);
+    }
+    assert_eq!(pos, file.len());
+}
+
+#[test]
+fn automatic_choice_matches_golden_intent() {
+    // The automatic choice picks the pinned codec for the inputs designed for it.
+    for (name, samples, ts, val) in golden_cases() {
+        let mut bytes = Vec::new();
+        encode_block(&samples, &mut bytes);
+        let h = block_header(&bytes).unwrap();
+        if matches!(
+            name,
+            "block_ts_const_val_const"
+                | "block_ts_seq_val_scaled_rice"
+                | "block_ts_delta_varint_val_scaled_for"
+        ) {
+            assert_eq!((h.ts_codec, h.value_codec), (ts, val), "{name}");
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! Three ways to pack a sequence of `i64` residuals (deltas, deltas of deltas, offsets), used
+//! by the timestamp and value codecs of a block through [`super::intseq`]:
+//!
+//! * **FOR** (frame of reference) per mini-block of [`MINIBLOCK`] values: each mini-block stores
+//!   its minimum and a bit width, then every value minus the minimum in that many bits. Costs
+//!   `width` bits per value, so it suits residuals spread evenly over a range (noise, jitter).
+//! * **Rice**: `z = zigzag(x - bias)` split into `q = z >> k` written in unary and the low `k`
+//!   bits written plainly. About `log2(mean |x - bias|) + 2` bits, so it suits peaked
+//!   distributions (a random walk's steps are mostly 0 and ±1) that FOR pays full width for.
+//! * **Runs**: the lengths of runs of zeros, each followed by one non-zero value, both Rice
+//!   coded. A few bytes per change, so it suits data that rarely changes (a step function, a
+//!   regular series with one missed scrape) where even Rice pays a bit per value.
+//!
+//! A Rice code of `z` with parameter `k` is `q = z >> k` zero bits, a one bit, then the low `k`
+//! bits of `z`. Quotients of [`RICE_ESCAPE`] or more are escaped instead: that many zero bits,
+//! a 6-bit `width - 1`, then `z` in `width` bits, so an outlier costs at most 90 bits.
+//!
+//! Layouts (bit streams LSB-first, padded to a whole byte):
+//!
+//! ```text
+//! FOR:  ┌─────────────────────────────────────────┬──────────────────────────────────────┐
+//!       │ per mini-block: min <varint> width <u8> │ bit stream: (x - min) in width bits  │
+//!       └─────────────────────────────────────────┴──────────────────────────────────────┘
+//! Rice: ┌───────────────────────┬────────────────┬─────────────────────────────────────────┐
+//!       │ k | has_bias<<6 <u8>  │ bias <varint>? │ bit stream: rice(zigzag(x - bias), k)    │
+//!       └───────────────────────┴────────────────┴─────────────────────────────────────────┘
+//! Runs: ┌───────────┬───────────┬────────────────────────────────────────────────────────────┐
+//!       │ k_run <u8>│ k_val <u8>│ bit stream: rice(run, k_run) rice(zigzag(x) - 1, k_val) ... │
+//!       └───────────┴───────────┴────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! In Runs, each run of zeros (possibly empty) is followed by the non-zero value that ends it;
+//! a trailing run of zeros has no value after it. All arithmetic wraps, so any `i64` values
+//! round-trip. Readers bound their work by `n` and the bytes they are given, and never allocate.
+
+use super::bits::{BitReader, BitWriter, bit_width};
+use super::varint::{get_u8, get_varint, put_varint, unzigzag, uvarint_len, zigzag};
+use crate::error::{Error, Result};
+
+/// Values per FOR mini-block: small enough that one outlier widens few values, large enough
+/// that the 2–3 byte mini-block header stays under 0.02 bytes per value.
+pub(crate) const MINIBLOCK: usize = 128;
+
+/// Longest unary quotient before the Rice escape.
+pub(crate) const RICE_ESCAPE: u32 = 20;
+
+/// Largest Rice parameter.
+const RICE_K_MAX: u8 = 63;
+/// Bit of the Rice header byte set when a non-zero bias follows.
+const RICE_HAS_BIAS: u8 = 0x40;
+
+/// Packing id of FOR (as stored in block headers).
+pub(crate) const PACK_FOR: u8 = 0;
+/// Packing id of Rice.
+pub(crate) const PACK_RICE: u8 = 1;
+/// Packing id of Runs.
+pub(crate) const PACK_RUNS: u8 = 2;
+
+/// A packing with the parameters the encoder chose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Packing {
+    /// Frame of reference per mini-block.
+    For,
+    /// Rice coding of `zigzag(x - bias)` with `k` plain low bits.
+    Rice { bias: i64, k: u8 },
+    /// Zero runs and non-zero values with their own Rice parameters.
+    Runs { k_run: u8, k_val: u8 },
+}
+
+impl Packing {
+    /// The id stored in block headers ([`PACK_FOR`], [`PACK_RICE`], [`PACK_RUNS`]).
+    pub(crate) fn id(&self) -> u8 {
+        match self {
+            Packing::For => PACK_FOR,
+            Packing::Rice { .. } => PACK_RICE,
+            Packing::Runs { .. } => PACK_RUNS,
+        }
+    }
+
+    /// The best parameters of packing `id` for `xs` and the exact size in bytes.
+    pub(crate) fn choose(id: u8, xs: &[i64], scratch: &mut Vec<i64>) -> (Packing, usize) {
+        match id {
+            PACK_RICE => rice_choose(xs, scratch),
+            PACK_RUNS => runs_choose(xs),
+            _ => (Packing::For, for_len(xs)),
+        }
+    }
+
+    /// Appends `xs` packed this way.
+    pub(crate) fn write(&self, xs: &[i64], out: &mut Vec<u8>) {
+        match *self {
+            Packing::For => write_for(xs, out),
+            Packing::Rice { bias, k } => write_rice(xs, bias, k, out),
+            Packing::Runs { k_run, k_val } => write_runs(xs, k_run, k_val, out),
+        }
+    }
+}
+
+/// Minimum bytes a section of `n` values packed as `id` takes, for early rejection of corrupt
+/// counts (Runs can hold any number of zeros in a few bytes).
+pub(crate) fn min_bytes(id: u8, n: usize) -> usize {
+    match id {
+        PACK_FOR => 2 * n.div_ceil(MINIBLOCK),
+        PACK_RICE => 1 + n.div_ceil(8),
+        _ => 2 + usize::from(n > 0),
+    }
+}
+
+/// Reads `n` values packed as `id` at `*pos`, handing each to `sink` in order, and advances
+/// `*pos` past the section.
+pub(crate) fn read(
+    id: u8,
+    bytes: &[u8],
+    pos: &mut usize,
+    n: usize,
+    sink: impl FnMut(i64) -> Result<()>,
+) -> Result<()> {
+    let remaining = bytes.len().saturating_sub(*pos);
+    if remaining < min_bytes(id, n) {
+        return Err(Error::Decode(format!("packed section of {n} values needs more than {remaining} bytes")));
+    }
+    match id {
+        PACK_FOR => read_for(bytes, pos, n, sink),
+        PACK_RICE => read_rice(bytes, pos, n, sink),
+        PACK_RUNS => read_runs(bytes, pos, n, sink),
+        other => Err(Error::Decode(format!("unknown packing {other}"))),
+    }
+}
+
+// ---- FOR ----
+
+fn min_max(xs: &[i64]) -> (i64, i64) {
+    xs.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+}
+
+/// Bit width of a mini-block's offsets from its minimum.
+fn miniblock_width(lo: i64, hi: i64) -> u32 {
+    bit_width(hi.wrapping_sub(lo) as u64)
+}
+
+fn for_len(xs: &[i64]) -> usize {
+    let mut header = 0;
+    let mut bits = 0u64;
+    for mb in xs.chunks(MINIBLOCK) {
+        let (lo, hi) = min_max(mb);
+        header += uvarint_len(zigzag(lo)) + 1;
+        bits += u64::from(miniblock_width(lo, hi)) * mb.len() as u64;
+    }
+    header + bits.div_ceil(8) as usize
+}
+
+fn write_for(xs: &[i64], out: &mut Vec<u8>) {
+    let mut frames = Vec::with_capacity(xs.len().div_ceil(MINIBLOCK));
+    for mb in xs.chunks(MINIBLOCK) {
+        let (lo, hi) = min_max(mb);
+        let width = miniblock_width(lo, hi);
+        put_varint(out, lo);
+        out.push(width as u8);
+        frames.push((lo, width));
+    }
+    let mut w = BitWriter::new(out);
+    for (mb, &(lo, width)) in xs.chunks(MINIBLOCK).zip(&frames) {
+        for &x in mb {
+            w.write(x.wrapping_sub(lo) as u64, width);
+        }
+    }
+}
+
+fn read_for(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) -> Result<()>) -> Result<()> {
+    // First pass: skip the headers to find the bit stream; the second pass reads them again.
+    let mut header_pos = *pos;
+    let mut scan = *pos;
+    for _ in 0..n.div_ceil(MINIBLOCK) {
+        get_varint(bytes, &mut scan)?;
+        let width = get_u8(bytes, &mut scan)?;
+        if width > 64 {
+            return Err(Error::Decode(format!("FOR mini-block width {width} exceeds 64")));
+        }
+    }
+    let mut r = BitReader::new(bytes.get(scan..).unwrap_or(&[]));
+    let mut left = n;
+    while left > 0 {
+        let lo = get_varint(bytes, &mut header_pos)?;
+        let width = u32::from(get_u8(bytes, &mut header_pos)?);
+        let count = left.min(MINIBLOCK);
+        for _ in 0..count {
+            sink(lo.wrapping_add(r.read(width)? as i64))?;
+        }
+        left -= count;
+    }
+    *pos = scan + r.bytes_consumed();
+    Ok(())
+}
+
+// ---- Rice codes ----
+
+/// Bits of the Rice code of `z` with parameter `k`.
+#[inline(always)]
+fn rice_bits(z: u64, k: u32) -> u64 {
+    let q = z >> k;
+    if q < u64::from(RICE_ESCAPE) {
+        q + 1 + u64::from(k)
+    } else {
+        u64::from(RICE_ESCAPE) + 6 + u64::from(bit_width(z))
+    }
+}
+
+#[inline(always)]
+fn write_rice_code(w: &mut BitWriter<'_>, z: u64, k: u32) {
+    let q = z >> k;
+    if q < u64::from(RICE_ESCAPE) {
+        // q zeros then a one, then the low k bits.
+        w.write(1u64 << q, q as u32 + 1);
+        w.write(z, k);
+    } else {
+        let width = bit_width(z);
+        w.write(0, RICE_ESCAPE);
+        w.write(u64::from(width - 1), 6);
+        w.write(z, width);
+    }
+}
+
+#[inline(always)]
+fn read_rice_code(r: &mut BitReader<'_>, k: u32) -> Result<u64> {
+    let q = r.read_zeros(RICE_ESCAPE)?;
+    if q < RICE_ESCAPE {
+        Ok((u64::from(q) << k) | r.read(k)?)
+    } else {
+        let width = r.read(6)? as u32 + 1;
+        r.read(width)
+    }
+}
+
+/// The cheapest Rice parameter for codes `zs` (tried around log2 of their mean) and the total
+/// number of bits.
+fn best_k(zs: impl Iterator<Item = u64> + Clone) -> (u8, u64) {
+    let (sum, count) = zs.clone().fold((0u128, 0u128), |(s, c), z| (s + u128::from(z), c + 1));
+    let mean = (sum / count.max(1)).min(u128::from(u64::MAX)) as u64;
+    // The optimal k is about log2(mean * ln 2): cost four neighbours in one pass.
+    let lowest = (bit_width(mean).saturating_sub(3) as u8).min(RICE_K_MAX - 3);
+    let ks = [0u8, 1, 2, 3].map(|i| u32::from(lowest + i));
+    let mut bits = [0u64; 4];
+    for z in zs {
+        for (b, &k) in bits.iter_mut().zip(&ks) {
+            *b += rice_bits(z, k);
+        }
+    }
+    (0u8..).zip(bits).min_by_key(|&(_, b)| b).map_or((lowest, 0), |(i, b)| (lowest + i, b))
+}
+
+// ---- Rice ----
+
+/// The lower median of `xs` (0 if empty): by counting when the values span a small range, as
+/// residuals usually do, else by selection on a copy in `scratch`.
+pub(crate) fn median(xs: &[i64], scratch: &mut Vec<i64>) -> i64 {
+    const SMALL_RANGE: usize = 256;
+    let (lo, hi) = min_max(xs);
+    let mid = xs.len().saturating_sub(1) / 2;
+    if xs.is_empty() {
+        return 0;
+    }
+    if (hi.wrapping_sub(lo) as u64) < SMALL_RANGE as u64 {
+        let mut counts = [0u32; SMALL_RANGE];
+        for &x in xs {
+            if let Some(c) = counts.get_mut(x.wrapping_sub(lo) as usize) {
+                *c += 1;
+            }
+        }
+        let mut seen = 0usize;
+        for (offset, &c) in (0i64..).zip(counts.iter()) {
+            seen += c as usize;
+            if seen > mid {
+                return lo.wrapping_add(offset);
+            }
+        }
+    }
+    scratch.clear();
+    scratch.extend_from_slice(xs);
+    scratch.select_nth_unstable(mid).1.to_owned()
+}
+
+fn rice_choose(xs: &[i64], scratch: &mut Vec<i64>) -> (Packing, usize) {
+    // The median centres the residuals on zero (e.g. a counter's typical increase).
+    let bias = median(xs, scratch);
+    let (k, bits) = best_k(xs.iter().map(|&x| zigzag(x.wrapping_sub(bias))));
+    let bias_len = if bias == 0 { 0 } else { uvarint_len(zigzag(bias)) };
+    (Packing::Rice { bias, k }, 1 + bias_len + bits.div_ceil(8) as usize)
+}
+
+fn write_rice(xs: &[i64], bias: i64, k: u8, out: &mut Vec<u8>) {
+    if bias == 0 {
+        out.push(k);
+    } else {
+        out.push(k | RICE_HAS_BIAS);
+        put_varint(out, bias);
+    }
+    let mut w = BitWriter::new(out);
+    for &x in xs {
+        write_rice_code(&mut w, zigzag(x.wrapping_sub(bias)), u32::from(k));
+    }
+}
+
+fn read_rice_k(bytes: &[u8], pos: &mut usize) -> Result<u32> {
+    let k = get_u8(bytes, pos)?;
+    if k > RICE_K_MAX {
+        return Err(Error::Decode(format!("Rice parameter {k} exceeds {RICE_K_MAX}")));
+    }
+    Ok(u32::from(k))
+}
+
+fn read_rice(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) -> Result<()>) -> Result<()> {
+    let mut at = *pos;
+    let header = get_u8(bytes, &mut at)?;
+    if header & !(RICE_HAS_BIAS | RICE_K_MAX) != 0 {
+        return Err(Error::Decode(format!("Rice header {header:#x} has unknown bits")));
+    }
+    let bias = if header & RICE_HAS_BIAS != 0 { get_varint(bytes, &mut at)? } else { 0 };
+    let k = u32::from(header & RICE_K_MAX);
+    let mut r = BitReader::new(bytes.get(at..).unwrap_or(&[]));
+    for _ in 0..n {
+        sink(unzigzag(read_rice_code(&mut r, k)?).wrapping_add(bias))?;
+    }
+    *pos = at + r.bytes_consumed();
+    Ok(())
+}
+
+// ---- Runs ----
+
+/// Splits `xs` into the run lengths and the `zigzag(x) - 1` codes of the non-zero values.
+fn runs_split(xs: &[i64]) -> (Vec<u64>, Vec<u64>) {
+    let mut runs = Vec::new();
+    let mut vals = Vec::new();
+    let mut run = 0u64;
+    for &x in xs {
+        if x == 0 {
+            run += 1;
+        } else {
+            runs.push(run);
+            vals.push(zigzag(x) - 1);
+            run = 0;
+        }
+    }
+    if run > 0 {
+        runs.push(run);
+    }
+    (runs, vals)
+}
+
+/// False when Runs cannot beat Rice on `xs`, so a caller trying both may skip costing it: each
+/// non-zero value costs Runs at least two bits (its run and itself) where Rice pays one bit per
+/// value, so with half or more of the values non-zero Runs loses.
+pub(crate) fn runs_may_win(xs: &[i64]) -> bool {
+    xs.iter().filter(|&&x| x != 0).count() * 2 < xs.len()
+}
+
+fn runs_choose(xs: &[i64]) -> (Packing, usize) {
+    let (runs, vals) = runs_split(xs);
+    let (k_run, run_bits) = best_k(runs.iter().copied());
+    let (k_val, val_bits) = best_k(vals.iter().copied());
+    (Packing::Runs { k_run, k_val }, 2 + (run_bits + val_bits).div_ceil(8) as usize)
+}
+
+fn write_runs(xs: &[i64], k_run: u8, k_val: u8, out: &mut Vec<u8>) {
+    out.push(k_run);
+    out.push(k_val);
+    let mut w = BitWriter::new(out);
+    let mut run = 0u64;
+    for &x in xs {
+        if x == 0 {
+            run += 1;
+        } else {
+            write_rice_code(&mut w, run, u32::from(k_run));
+            write_rice_code(&mut w, zigzag(x) - 1, u32::from(k_val));
+            run = 0;
+        }
+    }
+    if run > 0 {
+        write_rice_code(&mut w, run, u32::from(k_run));
+    }
+}
+
+fn read_runs(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) -> Result<()>) -> Result<()> {
+    let mut at = *pos;
+    let k_run = read_rice_k(bytes, &mut at)?;
+    let k_val = read_rice_k(bytes, &mut at)?;
+    let mut r = BitReader::new(bytes.get(at..).unwrap_or(&[]));
+    let mut left = n as u64;
+    while left > 0 {
+        let run = read_rice_code(&mut r, k_run)?;
+        if run > left {
+            return Err(Error::Decode(format!("run of {run} zeros exceeds the {left} values left")));
+        }
+        for _ in 0..run {
+            sink(0)?;
+        }
+        left -= run;
+        if left == 0 {
+            break;
+        }
+        let code = read_rice_code(&mut r, k_val)?;
+        let z = code.checked_add(1).ok_or_else(|| Error::Decode("run value code overflows".into()))?;
+        sink(unzigzag(z))?;
+        left -= 1;
+    }
+    *pos = at + r.bytes_consumed();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_residuals() -> impl Strategy<Value = Vec<i64>> {
+        prop_oneof![
+            proptest::collection::vec(-3i64..=3, 0..600),
+            proptest::collection::vec(any::<i64>(), 0..300),
+            proptest::collection::vec(prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(0), -5i64..5], 0..300),
+            proptest::collection::vec(prop_oneof![20 => Just(0i64), 1 => any::<i64>()], 0..600),
+            (any::<i64>(), proptest::collection::vec(0i64..1000, 0..400))
+                .prop_map(|(base, v)| v.into_iter().map(|x| base.wrapping_add(x)).collect()),
+        ]
+    }
+
+    fn round_trip(id: u8, xs: &[i64]) -> usize {
+        let (p, len) = Packing::choose(id, xs, &mut Vec::new());
+        assert_eq!(p.id(), id);
+        let mut out = vec![0xEE];
+        p.write(xs, &mut out);
+        assert_eq!(out.len() - 1, len, "{p:?} size estimate");
+        assert!(len >= min_bytes(id, xs.len()));
+        out.push(0xAB); // a following section must not be consumed
+        let mut got = Vec::new();
+        let mut pos = 1;
+        read(id, &out, &mut pos, xs.len(), |x| {
+            got.push(x);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, xs);
+        assert_eq!(pos, out.len() - 1);
+        len
+    }
+
+    proptest! {
+        #[test]
+        fn every_packing_round_trips(xs in arb_residuals()) {
+            for id in [PACK_FOR, PACK_RICE, PACK_RUNS] {
+                round_trip(id, &xs);
+            }
+        }
+
+        #[test]
+        fn readers_never_panic(id in 0u8..4, bytes in proptest::collection::vec(any::<u8>(), 0..200), n in 0usize..2000) {
+            let mut count = 0;
+            let result = read(id, &bytes, &mut 0, n, |_| { count += 1; Ok(()) });
+            if result.is_ok() {
+                prop_assert_eq!(count, n);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn median_matches_sorting(xs in prop_oneof![
+            proptest::collection::vec(-100i64..100, 0..300),
+            proptest::collection::vec(any::<i64>(), 0..300),
+        ]) {
+            let mut sorted = xs.clone();
+            sorted.sort_unstable();
+            let want = sorted.get(xs.len().saturating_sub(1) / 2).copied().unwrap_or(0);
+            prop_assert_eq!(median(&xs, &mut Vec::new()), want);
+        }
+    }
+
+    #[test]
+    fn each_packing_wins_its_shape() {
+        // Steps of a random walk: mostly 0 and ±1, a rare ±3.
+        let walk: Vec<i64> = (0..1024).map(|i| [0, 1, 0, -1, 0, 0, 1, -1, 0, 3][i % 10]).collect();
+        // Uniform noise over 0..1000.
+        let noise: Vec<i64> = (0..1024).map(|i| (i * 7919 % 1000) as i64).collect();
+        // A step function's deltas: three changes.
+        let mut steps = vec![0i64; 1024];
+        steps[100] = 250;
+        steps[600] = -40;
+        steps[900] = 7;
+        let sizes = |xs: &[i64]| [PACK_FOR, PACK_RICE, PACK_RUNS].map(|id| round_trip(id, xs));
+        let [f, r, u] = sizes(&walk);
+        assert!(r < f && r < u, "walk: for {f} rice {r} runs {u}");
+        assert!(!runs_may_win(&walk) && runs_may_win(&steps));
+        let [f, r, u] = sizes(&noise);
+        assert!(f < r && f < u, "noise: for {f} rice {r} runs {u}");
+        let [f, r, u] = sizes(&steps);
+        assert!(u < f && u < r && u <= 12, "steps: for {f} rice {r} runs {u}");
+    }
+}

@@ -1,0 +1,239 @@
+//! [`XorChunk`]: the appendable, compressed sample buffer of the in-memory head.
+//!
+//! The head keeps every recent sample in memory until a flush writes it to a partition file, so
+//! it stores them compressed as they arrive: Gorilla delta-of-delta timestamps ([`super::dod`])
+//! and XOR values ([`super::xor`]) in one bit stream. The stream starts with the first timestamp
+//! and the first value's bits as 64 raw bits each, then one (dod, XOR) pair per later sample.
+//! The stream lives only in memory, so its layout is not a file format and may change freely.
+//!
+//! Appends cost O(1) amortized. The buffer grows by a quarter at a time (not doubling) so the
+//! slack capacity counted by [`XorChunk::memory_bytes`] stays small next to the data.
+
+use super::bits::{BitReader, BitWriter};
+use super::dod::DodState;
+use super::xor::XorState;
+use crate::types::Sample;
+
+/// Smallest growth step of the bit buffer, in bytes.
+const MIN_GROWTH_BYTES: usize = 16;
+/// Room for the largest single append: 64+64 bits for the first sample, or 68 + 78 bits later.
+const MAX_APPEND_BYTES: usize = 19;
+
+/// An appendable Gorilla chunk of samples in increasing time order.
+///
+/// `Clone` copies the buffer, which is how a head hands a consistent view to a reader while it
+/// keeps appending.
+#[derive(Clone, Debug, Default)]
+pub struct XorChunk {
+    /// The bit stream; bits past `bit_len` in the last byte are zero.
+    bits: Vec<u8>,
+    bit_len: u64,
+    len: usize,
+    first_t: i64,
+    ts: DodState,
+    /// Value coder state; `None` until the first append.
+    vals: Option<XorState>,
+}
+
+impl XorChunk {
+    /// An empty chunk (no allocation until the first append).
+    pub fn new() -> Self {
+        XorChunk::default()
+    }
+
+    /// Appends a sample. The caller guarantees `t` is greater than [`last_t`](Self::last_t);
+    /// the encoding itself accepts any `t` (timestamps wrap in 64 bits), so a violation gives
+    /// back exactly what was appended, just out of order.
+    pub fn append(&mut self, t: i64, v: f64) {
+        self.reserve_for_append();
+        let mut w = BitWriter::resume(&mut self.bits, self.bit_len);
+        match self.vals.as_mut() {
+            None => {
+                w.write(t as u64, 64);
+                w.write(v.to_bits(), 64);
+                self.first_t = t;
+                self.ts = DodState::start(t);
+                self.vals = Some(XorState::start(v.to_bits()));
+            }
+            Some(vals) => {
+                self.ts.push(&mut w, t);
+                vals.push(&mut w, v.to_bits());
+            }
+        }
+        self.bit_len = w.bit_len();
+        self.len += 1;
+    }
+
+    /// Grows the buffer by a quarter (at least [`MIN_GROWTH_BYTES`]) when the next append might
+    /// not fit, instead of letting `Vec` double it.
+    fn reserve_for_append(&mut self) {
+        if self.bits.capacity() - self.bits.len() < MAX_APPEND_BYTES {
+            let grow = (self.bits.len() / 4).max(MIN_GROWTH_BYTES).max(MAX_APPEND_BYTES);
+            self.bits.reserve_exact(grow);
+        }
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if no sample was appended.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Timestamp of the first sample.
+    pub fn first_t(&self) -> Option<i64> {
+        self.vals.map(|_| self.first_t)
+    }
+
+    /// Timestamp of the last sample (the lower bound for the next append).
+    pub fn last_t(&self) -> Option<i64> {
+        self.vals.map(|_| self.ts.t)
+    }
+
+    /// Value of the last sample (bit-exact).
+    pub fn last_v(&self) -> Option<f64> {
+        self.vals.map(|s| f64::from_bits(s.prev()))
+    }
+
+    /// Iterates the samples in append order.
+    pub fn iter(&self) -> XorIter<'_> {
+        XorIter {
+            reader: BitReader::with_limit(&self.bits, self.bit_len),
+            remaining: self.len,
+            ts: DodState::default(),
+            vals: None,
+        }
+    }
+
+    /// Heap bytes held by this chunk (its buffer's capacity), for head memory accounting.
+    /// The struct itself (`size_of::<XorChunk>()`) is the caller's to count.
+    pub fn memory_bytes(&self) -> usize {
+        self.bits.capacity()
+    }
+
+    /// Releases unused buffer capacity, e.g. when a chunk stops receiving appends.
+    pub fn shrink_to_fit(&mut self) {
+        self.bits.shrink_to_fit();
+    }
+
+    /// Size of the compressed stream in bytes (what the samples cost, without slack).
+    pub fn encoded_bytes(&self) -> usize {
+        self.bits.len()
+    }
+}
+
+/// Iterator over the samples of an [`XorChunk`], decoding as it goes.
+#[derive(Clone, Debug)]
+pub struct XorIter<'a> {
+    reader: BitReader<'a>,
+    remaining: usize,
+    ts: DodState,
+    vals: Option<XorState>,
+}
+
+impl XorIter<'_> {
+    /// Decodes the next sample; `None` if the stream ends early, which only a bug can cause
+    /// because the stream never leaves memory.
+    fn decode_next(&mut self) -> Option<Sample> {
+        match self.vals.as_mut() {
+            None => {
+                let t = self.reader.read(64).ok()? as i64;
+                let v = self.reader.read(64).ok()?;
+                self.ts = DodState::start(t);
+                self.vals = Some(XorState::start(v));
+                Some(Sample::new(t, f64::from_bits(v)))
+            }
+            Some(vals) => {
+                let t = self.ts.next(&mut self.reader).ok()?;
+                let v = vals.next(&mut self.reader).ok()?;
+                Some(Sample::new(t, f64::from_bits(v)))
+            }
+        }
+    }
+}
+
+impl Iterator for XorIter<'_> {
+    type Item = Sample;
+
+    fn next(&mut self) -> Option<Sample> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let s = self.decode_next();
+        self.remaining = if s.is_some() { self.remaining - 1 } else { 0 };
+        s
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.remaining))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoding::test_support::{arb_samples, regular_series};
+    use proptest::prelude::*;
+
+    fn check(samples: &[Sample]) {
+        let mut c = XorChunk::new();
+        for s in samples {
+            c.append(s.t, s.v);
+        }
+        assert_eq!(c.len(), samples.len());
+        assert_eq!(c.is_empty(), samples.is_empty());
+        assert_eq!(c.first_t(), samples.first().map(|s| s.t));
+        assert_eq!(c.last_t(), samples.last().map(|s| s.t));
+        assert_eq!(c.last_v().map(f64::to_bits), samples.last().map(|s| s.v.to_bits()));
+        let got: Vec<Sample> = c.iter().collect();
+        assert_eq!(got, samples);
+        let mut shrunk = c.clone();
+        shrunk.shrink_to_fit();
+        assert_eq!(shrunk.memory_bytes(), shrunk.encoded_bytes());
+        assert_eq!(shrunk.iter().collect::<Vec<_>>(), samples);
+    }
+
+    #[test]
+    fn empty_chunk() {
+        let c = XorChunk::new();
+        assert_eq!(c.iter().count(), 0);
+        assert_eq!(c.memory_bytes(), 0);
+        assert_eq!((c.first_t(), c.last_t(), c.last_v()), (None, None, None));
+    }
+
+    #[test]
+    fn extremes_and_specials() {
+        check(&[
+            Sample::new(i64::MIN, f64::NAN),
+            Sample::new(-1, crate::types::stale_nan()),
+            Sample::new(0, -0.0),
+            Sample::new(1, f64::INFINITY),
+            Sample::new(i64::MAX - 1, f64::NEG_INFINITY),
+            Sample::new(i64::MAX, f64::from_bits(1)),
+        ]);
+    }
+
+    #[test]
+    fn append_after_iterating_and_cloning() {
+        let samples = regular_series(1000, 1_700_000_000_000, 15_000, |i| (i % 7) as f64);
+        let mut c = XorChunk::new();
+        for (i, s) in samples.iter().enumerate() {
+            c.append(s.t, s.v);
+            if i % 97 == 0 {
+                assert_eq!(c.clone().iter().collect::<Vec<_>>(), &samples[..=i]);
+            }
+        }
+        // Slack from quarter growth stays bounded.
+        assert!(c.memory_bytes() <= c.encoded_bytes() * 5 / 4 + MIN_GROWTH_BYTES + MAX_APPEND_BYTES);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(samples in arb_samples(1..300)) {
+            check(&samples);
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Flush: freeze the head and write it to partition files.
+//!
+//! 1. Under the `appending` write lock: rotate the WAL and swap in an empty head; the old head joins
+//!    `frozen` (still readable) with the segment number the new head starts at.
+//! 2. Write the frozen head, one file per partition it touches, series in label order.
+//! 3. Commit: the new manifest lists the files and says WAL replay starts at that segment.
+//! 4. Publish the files to readers, drop the frozen head, delete the old WAL segments.
+//!
+//! A crash before 3 leaves `.tmp` or unlisted files (removed at startup) and the WAL replays the
+//! head; a crash after 3 leaves WAL segments the manifest says to skip (deleted at startup).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::db::{Frozen, Inner, LiveFile};
+use crate::error::Result;
+use crate::filenames;
+use crate::fsutil;
+use crate::head::Head;
+use crate::manifest::{FileEntry, Manifest};
+use crate::partition::{FileWriter, PartitionFile};
+use crate::types::{Labels, Sample, SeriesId};
+
+impl Inner {
+    /// Flushes the active head and any frozen heads left by an earlier failed flush.
+    pub(crate) fn flush_locked(&self, m: &mut Manifest) -> Result<()> {
+        {
+            let _appending = self.appending.write();
+            let cur = self.state.read().clone();
+            if cur.head.sample_count() > 0 {
+                let next_segment = self.wal.rotate()?;
+                let frozen = Arc::new(Frozen { head: cur.head.clone(), wal_end_segment: next_segment });
+                self.update_state(|s| {
+                    let mut n = s.clone_shallow();
+                    n.head = Arc::new(Head::new());
+                    n.frozen.push(frozen);
+                    n
+                });
+            }
+        }
+        loop {
+            let Some(frozen) = self.state.read().frozen.first().cloned() else { return Ok(()) };
+            self.flush_frozen(m, &frozen)?;
+        }
+    }
+
+    fn flush_frozen(&self, m: &mut Manifest, frozen: &Arc<Frozen>) -> Result<()> {
+        let started = Instant::now();
+        let head = &frozen.head;
+        let mut entries = Vec::new();
+        let mut bytes = 0;
+        let partitions = head.partitions(self.opts.partition_ms);
+        if !partitions.is_empty() {
+            let ids = self.sorted_by_labels(head.series_ids());
+            let pms = self.opts.partition_ms.max(1);
+            let mut buf = Vec::new();
+            for p in partitions {
+                let pend = p.saturating_add(pms - 1);
+                let id = m.next_file_id;
+                let path = filenames::partition_file(&self.dir, p, id);
+                fsutil::create_dir_durable(&filenames::partition_dir(&self.dir, p))?;
+                let mut w = FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms)?;
+                for (sid, labels) in &ids {
+                    buf.clear();
+                    head.read(*sid, p, pend, &mut buf);
+                    if let Err(e) = w.add_series(labels, &buf) {
+                        w.abort();
+                        return Err(e);
+                    }
+                }
+                if w.series_count() == 0 {
+                    w.abort();
+                    continue;
+                }
+                m.next_file_id += 1;
+                let (series, samples, range) = (w.series_count(), w.samples, w.time_range);
+                let size = w.finish()?;
+                crate::failpoint::hit("flush.after_file");
+                let (min_t, max_t) = range.unwrap_or((p, p));
+                let seq = m.next_seq;
+                m.next_seq += 1;
+                entries.push(FileEntry {
+                    partition: p,
+                    id,
+                    seq,
+                    size,
+                    min_t,
+                    max_t,
+                    series,
+                    samples,
+                    tombs_applied: 0,
+                });
+                bytes += size;
+            }
+        }
+        // Open what we wrote before committing, so a file we cannot read never enters the manifest.
+        let mut opened = Vec::with_capacity(entries.len());
+        for e in &entries {
+            let path = filenames::partition_file(&self.dir, e.partition, e.id);
+            let file = PartitionFile::open(&path, |labels, _| self.index.get_or_create(labels).0)?;
+            opened.push(Arc::new(LiveFile { entry: e.clone(), file }));
+        }
+        let mut next = m.clone();
+        next.files.extend(entries);
+        next.wal_first_segment = frozen.wal_end_segment;
+        next.store(&filenames::manifest(&self.dir))?;
+        *m = next;
+        self.update_state(|s| {
+            let mut n = s.clone_shallow();
+            for f in &opened {
+                let files = n.partitions.entry(f.entry.partition).or_default();
+                files.push(f.clone());
+                files.sort_by_key(|f| f.entry.seq);
+            }
+            n.frozen.retain(|f| !Arc::ptr_eq(f, frozen));
+            n
+        });
+        crate::failpoint::hit("flush.before_wal_remove");
+        self.wal.remove_segments_before(frozen.wal_end_segment)?;
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.counters.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.counters.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        tracing::debug!(
+            files = opened.len(),
+            bytes,
+            ms = started.elapsed().as_millis() as u64,
+            "flushed head"
+        );
+        Ok(())
+    }
+
+    /// Pairs ids with their labels, sorted by labels (the order partition files store series in).
+    pub(crate) fn sorted_by_labels(
+        &self,
+        ids: impl IntoIterator<Item = SeriesId>,
+    ) -> Vec<(SeriesId, Labels)> {
+        let mut v: Vec<(SeriesId, Labels)> =
+            ids.into_iter().filter_map(|id| self.index.labels(id).map(|l| (id, l))).collect();
+        v.sort_by(|a, b| a.1.cmp(&b.1));
+        v
+    }
+}
+
+/// Merges per-source sample runs (each sorted, unique timestamps) given in priority order:
+/// where sources share a timestamp the later source wins.
+pub(crate) fn merge_sources(runs: Vec<Vec<Sample>>, out: &mut Vec<Sample>) {
+    let start = out.len();
+    let mut ordered = true;
+    let mut last = i64::MIN;
+    let mut any = false;
+    for r in &runs {
+        if let (Some(f), Some(l)) = (r.first(), r.last()) {
+            if any && f.t <= last {
+                ordered = false;
+            }
+            last = l.t;
+            any = true;
+        }
+    }
+    for r in runs {
+        out.extend(r);
+    }
+    if !ordered {
+        out[start..].sort_by_key(|s| s.t);
+        crate::head::dedup_keep_last(out, start);
+    }
+}

@@ -1,0 +1,288 @@
+//! The in-memory head: recent samples per series, compressed as they arrive.
+//!
+//! Each series keeps a list of Gorilla [`XorChunk`]s for in-order samples (cut every
+//! [`CHUNK_SAMPLES`] samples so a query for a recent window skips older chunks) and a small side
+//! buffer for out-of-order samples and rewrites of an existing timestamp. Reads merge the two,
+//! the side buffer winning at equal timestamps (last write wins). The head is sharded by series
+//! id: an append locks only the shards of the series it touches, and a read locks one shard for
+//! one series at a time.
+//!
+//! A head is never emptied in place: a flush freezes it (appends go to a fresh head) and drops it
+//! once its contents are committed to partition files.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use crate::encoding::XorChunk;
+use crate::types::{Sample, SeriesId};
+
+/// In-order samples per chunk before a new chunk is cut.
+pub const CHUNK_SAMPLES: usize = 512;
+const SHARDS: usize = 64;
+
+/// Samples of one series in the head.
+#[derive(Debug, Default)]
+struct HeadSeries {
+    chunks: Vec<XorChunk>,
+    /// Out-of-order samples and rewrites, in arrival order (later entries win).
+    ooo: Vec<Sample>,
+}
+
+impl HeadSeries {
+    fn last(&self) -> Option<(i64, f64)> {
+        let c = self.chunks.last()?;
+        Some((c.last_t()?, c.last_v()?))
+    }
+
+    fn append(&mut self, s: Sample) {
+        match self.last() {
+            Some((t, _)) if s.t < t => self.ooo.push(s),
+            Some((t, v)) if s.t == t => {
+                // A retried batch rewrites the same value: nothing to do. A different value at
+                // the same timestamp is a rewrite that must win over the chunk's value.
+                if v.to_bits() != s.v.to_bits() || self.ooo.iter().any(|o| o.t == s.t) {
+                    self.ooo.push(s);
+                }
+            }
+            _ => {
+                if self.chunks.last().is_none_or(|c| c.len() >= CHUNK_SAMPLES) {
+                    if let Some(c) = self.chunks.last_mut() {
+                        c.shrink_to_fit();
+                    }
+                    self.chunks.push(XorChunk::new());
+                }
+                if let Some(c) = self.chunks.last_mut() {
+                    c.append(s.t, s.v);
+                }
+            }
+        }
+    }
+
+    fn bounds(&self) -> Option<(i64, i64)> {
+        let mut lo = self.chunks.first().and_then(|c| c.first_t());
+        let mut hi = self.chunks.last().and_then(|c| c.last_t());
+        for s in &self.ooo {
+            lo = Some(lo.map_or(s.t, |x| x.min(s.t)));
+            hi = Some(hi.map_or(s.t, |x| x.max(s.t)));
+        }
+        lo.zip(hi)
+    }
+
+    /// Appends samples in `[mint, maxt]`, sorted, one per timestamp, to `out`.
+    fn read(&self, mint: i64, maxt: i64, out: &mut Vec<Sample>) {
+        let start = out.len();
+        for c in &self.chunks {
+            let (Some(lo), Some(hi)) = (c.first_t(), c.last_t()) else { continue };
+            if hi < mint || lo > maxt {
+                continue;
+            }
+            out.extend(c.iter().filter(|s| s.t >= mint && s.t <= maxt));
+        }
+        if self.ooo.iter().any(|s| s.t >= mint && s.t <= maxt) {
+            // Chunk samples first, then side-buffer samples in arrival order; a stable sort by
+            // time followed by keeping the last of each timestamp gives last-write-wins.
+            out.extend(self.ooo.iter().filter(|s| s.t >= mint && s.t <= maxt));
+            let tail = &mut out[start..];
+            tail.sort_by_key(|s| s.t);
+            dedup_keep_last(out, start);
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.memory_bytes() + std::mem::size_of::<XorChunk>()).sum::<usize>()
+            + self.ooo.capacity() * std::mem::size_of::<Sample>()
+            + std::mem::size_of::<Self>()
+    }
+}
+
+/// Removes all but the last sample of each run of equal timestamps in `v[start..]` (sorted).
+pub(crate) fn dedup_keep_last(v: &mut Vec<Sample>, start: usize) {
+    let mut w = start;
+    for r in start..v.len() {
+        let s = v[r];
+        if w > start && v[w - 1].t == s.t {
+            v[w - 1] = s;
+        } else {
+            v[w] = s;
+            w += 1;
+        }
+    }
+    v.truncate(w);
+}
+
+/// The in-memory head of the database.
+pub struct Head {
+    shards: Vec<Mutex<HashMap<SeriesId, HeadSeries>>>,
+    samples: AtomicU64,
+    min_t: AtomicI64,
+    max_t: AtomicI64,
+    created: Instant,
+}
+
+impl Default for Head {
+    fn default() -> Self {
+        Head::new()
+    }
+}
+
+impl Head {
+    /// An empty head.
+    pub fn new() -> Self {
+        Head {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            samples: AtomicU64::new(0),
+            min_t: AtomicI64::new(i64::MAX),
+            max_t: AtomicI64::new(i64::MIN),
+            created: Instant::now(),
+        }
+    }
+
+    fn shard(&self, id: SeriesId) -> &Mutex<HashMap<SeriesId, HeadSeries>> {
+        &self.shards[id as usize % SHARDS]
+    }
+
+    /// Appends samples (sorted by time) of one series.
+    pub fn append(&self, id: SeriesId, samples: &[Sample]) {
+        let (Some(first), Some(last)) = (samples.first(), samples.last()) else { return };
+        {
+            let mut shard = self.shard(id).lock();
+            let series = shard.entry(id).or_default();
+            for s in samples {
+                series.append(*s);
+            }
+        }
+        self.samples.fetch_add(samples.len() as u64, Ordering::Relaxed);
+        self.min_t.fetch_min(first.t, Ordering::Relaxed);
+        self.max_t.fetch_max(last.t, Ordering::Relaxed);
+    }
+
+    /// Appends this series' samples in `[mint, maxt]` (sorted, one per timestamp) to `out`.
+    pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) {
+        if let Some(s) = self.shard(id).lock().get(&id) {
+            s.read(mint, maxt, out);
+        }
+    }
+
+    /// True if the series has any sample in `[mint, maxt]` here. Exact: a chunk that only
+    /// straddles the range is decoded to look.
+    pub fn overlaps(&self, id: SeriesId, mint: i64, maxt: i64) -> bool {
+        let shard = self.shard(id).lock();
+        let Some(s) = shard.get(&id) else { return false };
+        if s.ooo.iter().any(|x| x.t >= mint && x.t <= maxt) {
+            return true;
+        }
+        s.chunks.iter().any(|c| match (c.first_t(), c.last_t()) {
+            (Some(lo), Some(hi)) if lo <= maxt && hi >= mint => {
+                (lo >= mint && hi <= maxt) || c.iter().any(|x| x.t >= mint && x.t <= maxt)
+            }
+            _ => false,
+        })
+    }
+
+    /// Samples appended (including rewrites).
+    pub fn sample_count(&self) -> u64 {
+        self.samples.load(Ordering::Relaxed)
+    }
+
+    /// Number of series with data in this head.
+    pub fn series_count(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    /// Oldest and newest timestamps appended, if any.
+    pub fn time_bounds(&self) -> Option<(i64, i64)> {
+        let lo = self.min_t.load(Ordering::Relaxed);
+        let hi = self.max_t.load(Ordering::Relaxed);
+        (lo <= hi).then_some((lo, hi))
+    }
+
+    /// When this head was created (a flush is due once it gets old).
+    pub fn created(&self) -> Instant {
+        self.created
+    }
+
+    /// Ids of all series with data here, ascending.
+    pub fn series_ids(&self) -> Vec<SeriesId> {
+        let mut ids: Vec<SeriesId> =
+            self.shards.iter().flat_map(|s| s.lock().keys().copied().collect::<Vec<_>>()).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Starts of the partitions (of width `pms` ms) that hold at least one sample here.
+    pub fn partitions(&self, pms: i64) -> std::collections::BTreeSet<i64> {
+        let pms = pms.max(1);
+        let part = |t: i64| t.div_euclid(pms) * pms;
+        let mut out = std::collections::BTreeSet::new();
+        let mut buf = Vec::new();
+        for shard in &self.shards {
+            let shard = shard.lock();
+            for s in shard.values() {
+                let Some((lo, hi)) = s.bounds() else { continue };
+                if part(lo) == part(hi) {
+                    out.insert(part(lo));
+                } else {
+                    // Rare: a series spanning partitions; find which ones actually hold data.
+                    buf.clear();
+                    s.read(i64::MIN, i64::MAX, &mut buf);
+                    out.extend(buf.iter().map(|x| part(x.t)));
+                }
+            }
+        }
+        out
+    }
+
+    /// Approximate heap bytes held by samples and per-series structures.
+    pub fn memory_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.lock();
+                s.values().map(HeadSeries::memory_bytes).sum::<usize>()
+                    + s.capacity() * (std::mem::size_of::<SeriesId>() + std::mem::size_of::<HeadSeries>())
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(h: &Head, id: SeriesId) -> Vec<(i64, f64)> {
+        let mut out = Vec::new();
+        h.read(id, i64::MIN, i64::MAX, &mut out);
+        out.iter().map(|s| (s.t, s.v)).collect()
+    }
+
+    #[test]
+    fn in_order_out_of_order_and_rewrites() {
+        let h = Head::new();
+        h.append(1, &[Sample::new(10, 1.0), Sample::new(20, 2.0)]);
+        h.append(1, &[Sample::new(15, 1.5)]);
+        h.append(1, &[Sample::new(20, 2.0)]); // retry: no-op
+        h.append(1, &[Sample::new(10, 9.0)]); // rewrite wins
+        h.append(1, &[Sample::new(30, 3.0)]);
+        assert_eq!(read_all(&h, 1), vec![(10, 9.0), (15, 1.5), (20, 2.0), (30, 3.0)]);
+        h.append(1, &[Sample::new(30, 4.0), Sample::new(30, 5.0)]);
+        assert_eq!(read_all(&h, 1).last(), Some(&(30, 5.0)));
+        let mut out = Vec::new();
+        h.read(1, 11, 20, &mut out);
+        assert_eq!(out.len(), 2);
+        assert!(h.overlaps(1, 0, 10) && !h.overlaps(1, 31, 40) && !h.overlaps(2, 0, 100));
+    }
+
+    #[test]
+    fn chunks_are_cut() {
+        let h = Head::new();
+        let s: Vec<Sample> = (0..(CHUNK_SAMPLES as i64 * 3)).map(|i| Sample::new(i * 10, i as f64)).collect();
+        h.append(4, &s);
+        let mut out = Vec::new();
+        h.read(4, 100, 200, &mut out);
+        assert_eq!(out.len(), 11);
+        assert_eq!(read_all(&h, 4).len(), s.len());
+    }
+}

@@ -1,0 +1,45 @@
+//! Immutable partition files: the samples of one time partition, per series, as checksummed
+//! blocks with statistics. Layout in `docs/format/partition.md`.
+//!
+//! A file is written once ([`FileWriter`]), renamed into place, listed in the manifest, and
+//! then only read ([`PartitionFile`], through `mmap`) until compaction or retention replaces it.
+
+mod reader;
+mod writer;
+
+pub use reader::{BlockMeta, PartitionFile};
+pub use writer::FileWriter;
+
+use crate::types::Sample;
+
+/// File magic at offset 0.
+pub const MAGIC: &[u8; 8] = b"STRATAPF";
+/// Footer magic, the last 4 bytes.
+pub const FOOTER_MAGIC: &[u8; 4] = b"SPF1";
+/// Format version after the magic.
+pub const VERSION: u32 = 1;
+/// Bytes of the header (magic + version).
+pub const HEADER_LEN: usize = 12;
+/// Bytes of the footer.
+pub const FOOTER_LEN: usize = 32;
+
+/// Splits sorted samples into blocks of at most `max` samples that never cross a multiple of
+/// `grid_ms` (so a block lies inside one grid cell, e.g. one hour, which lets queries with
+/// aligned windows answer whole blocks from their statistics).
+pub fn cut_blocks(samples: &[Sample], max: usize, grid_ms: i64) -> Vec<&[Sample]> {
+    let max = max.max(1);
+    let cell = |t: i64| if grid_ms > 0 { t.div_euclid(grid_ms) } else { 0 };
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=samples.len() {
+        let cut = i == samples.len() || i - start >= max || cell(samples[i].t) != cell(samples[start].t);
+        if cut {
+            out.push(&samples[start..i]);
+            start = i;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

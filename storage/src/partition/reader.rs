@@ -1,0 +1,242 @@
+//! Reads a partition file through `mmap`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use crate::encoding::varint::{get_uvarint, get_varint};
+use crate::encoding::{BlockStats, decode_block};
+use crate::error::{Error, Result};
+use crate::types::{Label, Labels, Sample, SeriesId};
+
+use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, VERSION};
+
+/// Where one block lives and what it holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BlockMeta {
+    /// Byte offset of the block in the file.
+    pub offset: u64,
+    /// Encoded length, without the trailing CRC.
+    pub len: u32,
+    /// Statistics of the block's samples.
+    pub stats: BlockStats,
+}
+
+/// An open partition file. Holds, per series, only its runtime id and where its block list is;
+/// block lists are decoded when a query touches the series, so memory per series per file stays
+/// at a few bytes however many blocks the series has.
+pub struct PartitionFile {
+    path: PathBuf,
+    mmap: Mmap,
+    /// (runtime series id, offset of its block list), sorted by id.
+    series: Vec<(SeriesId, u32)>,
+}
+
+impl std::fmt::Debug for PartitionFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionFile").field("path", &self.path).field("series", &self.series.len()).finish()
+    }
+}
+
+impl PartitionFile {
+    /// Opens and verifies a file (magic, version, index checksum), resolving each series' labels
+    /// to a runtime id with `resolve(labels, newest timestamp of the series in this file)`.
+    pub fn open(path: &Path, mut resolve: impl FnMut(&Labels, i64) -> SeriesId) -> Result<Self> {
+        let mmap = crate::mmap::map_file(path)?;
+        let corrupt = |offset: Option<u64>, reason: &str| Error::corruption(path, offset, reason);
+        let len = mmap.len();
+        if len < HEADER_LEN + FOOTER_LEN {
+            return Err(corrupt(None, "file shorter than header and footer"));
+        }
+        if mmap.get(..8) != Some(MAGIC.as_slice()) {
+            return Err(corrupt(Some(0), "bad magic"));
+        }
+        let version = u32::from_le_bytes(read4(&mmap, 8).ok_or_else(|| corrupt(Some(8), "short header"))?);
+        if version != VERSION {
+            return Err(corrupt(Some(8), &format!("unsupported version {version}")));
+        }
+        let f = len - FOOTER_LEN;
+        let footer = mmap.get(f..).ok_or_else(|| corrupt(None, "short footer"))?;
+        if footer.get(28..32) != Some(FOOTER_MAGIC.as_slice()) {
+            return Err(corrupt(Some(f as u64), "bad footer magic (file incomplete?)"));
+        }
+        let u64_at = |o: usize| footer.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+        let (Some(sym_off), Some(series_off), Some(index_end)) = (u64_at(0), u64_at(8), u64_at(16)) else {
+            return Err(corrupt(Some(f as u64), "short footer"));
+        };
+        let crc =
+            u32::from_le_bytes(read4(footer, 24).ok_or_else(|| corrupt(Some(f as u64), "short footer"))?);
+        if !(HEADER_LEN as u64 <= sym_off
+            && sym_off <= series_off
+            && series_off <= index_end
+            && index_end == f as u64)
+        {
+            return Err(corrupt(Some(f as u64), "footer offsets out of range"));
+        }
+        let index =
+            mmap.get(sym_off as usize..index_end as usize).ok_or_else(|| corrupt(None, "index range"))?;
+        if crc32fast::hash(index) != crc {
+            return Err(corrupt(Some(sym_off), "index checksum mismatch"));
+        }
+        let dec = |e: Error| corrupt(Some(sym_off), &e.to_string());
+        // Symbols.
+        let mut pos = 0usize;
+        let nsym = get_uvarint(index, &mut pos).map_err(dec)?;
+        if nsym > index.len() as u64 {
+            return Err(corrupt(Some(sym_off), "symbol count too large"));
+        }
+        let mut symbols: Vec<Arc<str>> = Vec::with_capacity(nsym as usize);
+        for _ in 0..nsym {
+            let n = get_uvarint(index, &mut pos).map_err(dec)? as usize;
+            let b = index
+                .get(pos..pos.saturating_add(n))
+                .ok_or_else(|| corrupt(Some(sym_off), "symbol truncated"))?;
+            pos += n;
+            let s = std::str::from_utf8(b).map_err(|_| corrupt(Some(sym_off), "symbol not UTF-8"))?;
+            symbols.push(Arc::from(s));
+        }
+        if sym_off + pos as u64 != series_off {
+            return Err(corrupt(Some(sym_off), "symbol table length disagrees with footer"));
+        }
+        // Series.
+        let nseries = get_uvarint(index, &mut pos).map_err(dec)?;
+        if nseries > index.len() as u64 {
+            return Err(corrupt(Some(series_off), "series count too large"));
+        }
+        let sym = |i: u64| {
+            symbols.get(i as usize).cloned().ok_or_else(|| corrupt(Some(series_off), "bad symbol ref"))
+        };
+        let mut series = Vec::with_capacity(nseries as usize);
+        for _ in 0..nseries {
+            let n = get_uvarint(index, &mut pos).map_err(dec)?;
+            if n > 1024 {
+                return Err(corrupt(Some(series_off), "too many labels"));
+            }
+            let mut labels = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let name = sym(get_uvarint(index, &mut pos).map_err(dec)?)?;
+                let value = sym(get_uvarint(index, &mut pos).map_err(dec)?)?;
+                labels.push(Label { name, value });
+            }
+            let max_t = get_varint(index, &mut pos).map_err(dec)?;
+            let list_len = get_uvarint(index, &mut pos).map_err(dec)? as usize;
+            let list_at = sym_off as usize + pos;
+            if pos.saturating_add(list_len) > index.len() || list_at > u32::MAX as usize {
+                return Err(corrupt(Some(series_off), "block list out of range"));
+            }
+            pos += list_len;
+            let id = resolve(&Labels::new(labels), max_t);
+            series.push((id, list_at as u32));
+        }
+        series.sort_unstable_by_key(|(id, _)| *id);
+        Ok(PartitionFile { path: path.to_path_buf(), mmap, series })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of series in the file.
+    pub fn series_count(&self) -> usize {
+        self.series.len()
+    }
+
+    /// Runtime ids of all series in the file, ascending.
+    pub fn series_ids(&self) -> impl Iterator<Item = SeriesId> + '_ {
+        self.series.iter().map(|(id, _)| *id)
+    }
+
+    /// Size of the file in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.mmap.len() as u64
+    }
+
+    /// True if the series is in this file.
+    pub fn contains(&self, id: SeriesId) -> bool {
+        self.series.binary_search_by_key(&id, |(i, _)| *i).is_ok()
+    }
+
+    /// The block list of a series (empty if the series is not in this file), in time order.
+    pub fn blocks(&self, id: SeriesId) -> Result<Vec<BlockMeta>> {
+        let Ok(i) = self.series.binary_search_by_key(&id, |(i, _)| *i) else { return Ok(Vec::new()) };
+        let at = self.series[i].1 as usize;
+        let corrupt = |e: Error| Error::corruption(&self.path, Some(at as u64), e.to_string());
+        let buf = self.mmap.get(at..).unwrap_or_default();
+        let mut pos = 0;
+        let n = get_uvarint(buf, &mut pos).map_err(corrupt)?;
+        if n > buf.len() as u64 {
+            return Err(Error::corruption(&self.path, Some(at as u64), "block count too large"));
+        }
+        let mut offset = get_uvarint(buf, &mut pos).map_err(corrupt)?;
+        let mut base_t = 0i64;
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let len = get_uvarint(buf, &mut pos).map_err(corrupt)?;
+            let stats = BlockStats::decode_relative(buf, &mut pos, base_t).map_err(corrupt)?;
+            let len = u32::try_from(len).map_err(|_| Error::corruption(&self.path, Some(at as u64), "block too long"))?;
+            out.push(BlockMeta { offset, len, stats });
+            base_t = stats.max_t;
+            offset = offset.saturating_add(u64::from(len) + 4);
+        }
+        Ok(out)
+    }
+
+    /// Decodes one block, verifying its checksum, appending its samples to `out`.
+    pub fn read_block(&self, b: &BlockMeta, out: &mut Vec<Sample>) -> Result<()> {
+        let start = b.offset as usize;
+        let end = start.saturating_add(b.len as usize);
+        let corrupt = |reason: String| Error::corruption(&self.path, Some(b.offset), reason);
+        let bytes = self.mmap.get(start..end).ok_or_else(|| corrupt("block out of range".into()))?;
+        let crc = read4(&self.mmap, end)
+            .map(u32::from_le_bytes)
+            .ok_or_else(|| corrupt("block CRC missing".into()))?;
+        if crc32fast::hash(bytes) != crc {
+            return Err(corrupt("block checksum mismatch".into()));
+        }
+        decode_block(bytes, out).map_err(|e| corrupt(e.to_string()))
+    }
+
+    /// Appends the series' samples in `[mint, maxt]` to `out` (sorted, unique timestamps).
+    pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
+        let mut tmp = Vec::new();
+        for b in self.blocks(id)? {
+            if b.stats.max_t < mint || b.stats.min_t > maxt {
+                continue;
+            }
+            if b.stats.min_t >= mint && b.stats.max_t <= maxt {
+                self.read_block(&b, out)?;
+            } else {
+                tmp.clear();
+                self.read_block(&b, &mut tmp)?;
+                out.extend(tmp.iter().filter(|s| s.t >= mint && s.t <= maxt));
+            }
+        }
+        Ok(())
+    }
+
+    /// True if the series has a sample in `[mint, maxt]` here. Exact: a block that only
+    /// straddles the range is decoded to look.
+    pub fn overlaps(&self, id: SeriesId, mint: i64, maxt: i64) -> Result<bool> {
+        let mut tmp = Vec::new();
+        for b in self.blocks(id)? {
+            if b.stats.max_t < mint || b.stats.min_t > maxt {
+                continue;
+            }
+            if b.stats.min_t >= mint && b.stats.max_t <= maxt {
+                return Ok(true);
+            }
+            tmp.clear();
+            self.read_block(&b, &mut tmp)?;
+            if tmp.iter().any(|s| s.t >= mint && s.t <= maxt) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+fn read4(buf: &[u8], at: usize) -> Option<[u8; 4]> {
+    buf.get(at..at.checked_add(4)?).and_then(|b| b.try_into().ok())
+}

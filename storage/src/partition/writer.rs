@@ -1,0 +1,184 @@
+//! Writes one partition file.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::encoding::varint::put_uvarint;
+use crate::encoding::{BlockStats, encode_block};
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::types::{Labels, Sample};
+
+use super::{FOOTER_MAGIC, MAGIC, VERSION, cut_blocks};
+
+/// Streams series into a new partition file. Blocks are written as series are added; the symbol
+/// table and series index follow at [`FileWriter::finish`], which fsyncs and renames the file
+/// into place. Series must be added in label order, each once.
+pub struct FileWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: BufWriter<File>,
+    offset: u64,
+    symbols: HashMap<Arc<str>, u32>,
+    symbol_list: Vec<Arc<str>>,
+    /// Encoded series entries (labels as symbol refs + block list), in order.
+    series: Vec<u8>,
+    series_count: u64,
+    last_labels: Option<Labels>,
+    block_samples_max: usize,
+    block_grid_ms: i64,
+    block_buf: Vec<u8>,
+    entry_buf: Vec<u8>,
+    /// Samples written.
+    pub samples: u64,
+    /// Oldest and newest timestamps written.
+    pub time_range: Option<(i64, i64)>,
+}
+
+impl FileWriter {
+    /// Starts writing `path` (as `path.tmp` until finished).
+    pub fn create(path: &Path, block_samples_max: usize, block_grid_ms: i64) -> Result<Self> {
+        let tmp = fsutil::tmp_path(path);
+        let f = File::create(&tmp).map_err(|e| Error::io(format!("create {}", tmp.display()), e))?;
+        let mut w = FileWriter {
+            path: path.to_path_buf(),
+            tmp,
+            out: BufWriter::with_capacity(1 << 20, f),
+            offset: 0,
+            symbols: HashMap::new(),
+            symbol_list: Vec::new(),
+            series: Vec::new(),
+            series_count: 0,
+            last_labels: None,
+            block_samples_max,
+            block_grid_ms,
+            block_buf: Vec::new(),
+            entry_buf: Vec::new(),
+            samples: 0,
+            time_range: None,
+        };
+        let mut header = Vec::with_capacity(super::HEADER_LEN);
+        header.extend_from_slice(MAGIC);
+        header.extend_from_slice(&VERSION.to_le_bytes());
+        w.write(&header)?;
+        Ok(w)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out.write_all(bytes).map_err(|e| Error::io(format!("write {}", self.tmp.display()), e))?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn symbol(&mut self, s: &Arc<str>) -> u32 {
+        if let Some(&i) = self.symbols.get(s) {
+            return i;
+        }
+        let i = self.symbol_list.len() as u32;
+        self.symbols.insert(s.clone(), i);
+        self.symbol_list.push(s.clone());
+        i
+    }
+
+    /// Adds one series with its samples (sorted by time, unique timestamps, non-empty).
+    pub fn add_series(&mut self, labels: &Labels, samples: &[Sample]) -> Result<()> {
+        if samples.is_empty() {
+            return Ok(());
+        }
+        if self.last_labels.as_ref().is_some_and(|l| l >= labels) {
+            return Err(Error::InvalidInput(format!("series {labels} added out of label order")));
+        }
+        self.last_labels = Some(labels.clone());
+        let mut entry = std::mem::take(&mut self.entry_buf);
+        entry.clear();
+        put_uvarint(&mut entry, labels.len() as u64);
+        for l in labels.iter() {
+            let n = self.symbol(&l.name);
+            let v = self.symbol(&l.value);
+            put_uvarint(&mut entry, u64::from(n));
+            put_uvarint(&mut entry, u64::from(v));
+        }
+        let (lo, hi) = (samples[0].t, samples[samples.len() - 1].t);
+        // The newest timestamp, so startup learns each series' newest sample without decoding
+        // block lists (the out-of-order window is measured from it).
+        crate::encoding::varint::put_varint(&mut entry, hi);
+        let blocks = cut_blocks(samples, self.block_samples_max, self.block_grid_ms);
+        let mut list = Vec::with_capacity(blocks.len() * 24);
+        put_uvarint(&mut list, blocks.len() as u64);
+        let mut block = std::mem::take(&mut self.block_buf);
+        // Blocks of a series are written back to back, so only the first offset is stored;
+        // each block's statistics are stored relative to the previous block's last timestamp.
+        put_uvarint(&mut list, self.offset);
+        let mut base_t = 0i64;
+        for b in blocks {
+            block.clear();
+            let stats: BlockStats = encode_block(b, &mut block);
+            let crc = crc32fast::hash(&block);
+            block.extend_from_slice(&crc.to_le_bytes());
+            self.write(&block)?;
+            put_uvarint(&mut list, (block.len() - 4) as u64);
+            stats.encode_relative(base_t, &mut list);
+            base_t = stats.max_t;
+        }
+        self.block_buf = block;
+        put_uvarint(&mut entry, list.len() as u64);
+        entry.extend_from_slice(&list);
+        self.series.extend_from_slice(&entry);
+        self.entry_buf = entry;
+        self.series_count += 1;
+        self.samples += samples.len() as u64;
+        self.time_range = Some(self.time_range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        Ok(())
+    }
+
+    /// Number of series added.
+    pub fn series_count(&self) -> u64 {
+        self.series_count
+    }
+
+    /// Writes the index and footer, fsyncs, and renames the file into place (durably). Returns
+    /// the file size. Before this returns, a crash leaves only a `.tmp` file that startup removes.
+    pub fn finish(mut self) -> Result<u64> {
+        let symbols_offset = self.offset;
+        let mut idx = Vec::new();
+        put_uvarint(&mut idx, self.symbol_list.len() as u64);
+        for s in &self.symbol_list {
+            put_uvarint(&mut idx, s.len() as u64);
+            idx.extend_from_slice(s.as_bytes());
+        }
+        let series_offset = symbols_offset + idx.len() as u64;
+        put_uvarint(&mut idx, self.series_count);
+        idx.extend_from_slice(&self.series);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&idx);
+        self.write(&idx)?;
+        let index_end = self.offset;
+        let mut footer = Vec::with_capacity(super::FOOTER_LEN);
+        footer.extend_from_slice(&symbols_offset.to_le_bytes());
+        footer.extend_from_slice(&series_offset.to_le_bytes());
+        footer.extend_from_slice(&index_end.to_le_bytes());
+        footer.extend_from_slice(&crc.finalize().to_le_bytes());
+        footer.extend_from_slice(FOOTER_MAGIC);
+        self.write(&footer)?;
+        crate::failpoint::hit("flush.mid_file");
+        let f = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::io(format!("flush {}", self.tmp.display()), e.into_error()))?;
+        f.sync_all().map_err(|e| Error::io(format!("fsync {}", self.tmp.display()), e))?;
+        drop(f);
+        crate::failpoint::hit("flush.before_rename");
+        fsutil::rename_durable(&self.tmp, &self.path)?;
+        Ok(self.offset)
+    }
+
+    /// Abandons the file, removing the temporary.
+    pub fn abort(self) {
+        let tmp = self.tmp.clone();
+        drop(self);
+        let _ = fsutil::remove_path(&tmp);
+    }
+}

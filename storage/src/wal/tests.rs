@@ -1,0 +1,716 @@
+//! WAL tests: round trips, torn tails, bit flips, group commit, sync modes, segment removal,
+//! poisoning, and real crashes at every WAL crash point (in a child process).
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::format::{FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use super::recover::{Damage, replay_segment};
+use super::segment::file_name;
+use super::*;
+
+/// Test-only fault injection, reachable through `Wal::inner.faults`.
+#[derive(Default)]
+pub(super) struct Faults {
+    fail_write: AtomicBool,
+    fail_sync: AtomicBool,
+    sync_delay_ms: AtomicU64,
+}
+
+impl Faults {
+    pub(super) fn before_write(&self, mut file: &File, header: &[u8]) -> io::Result<()> {
+        if self.fail_write.load(Ordering::SeqCst) {
+            // Like a disk filling up mid-record: part of the frame reaches the file.
+            file.write_all(header.get(..header.len() / 2).unwrap_or_default())?;
+            return Err(io::Error::other("injected write failure"));
+        }
+        Ok(())
+    }
+
+    pub(super) fn before_sync(&self) -> io::Result<()> {
+        let delay = self.sync_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            std::thread::sleep(Duration::from_millis(delay));
+        }
+        if self.fail_sync.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(5)); // EIO
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+fn opts(dir: &Path, segment_bytes: u64) -> WalOptions {
+    WalOptions { dir: dir.to_path_buf(), segment_bytes, sync: WalSync::PerBatch, truncate_corrupt: false }
+}
+
+/// A deterministic payload: its index, then a pattern, `len` bytes in all.
+fn payload(i: u64, len: usize) -> Vec<u8> {
+    let mut p: Vec<u8> = i.to_le_bytes().iter().copied().cycle().take(len.min(8)).collect();
+    p.extend((8..len).map(|j| (j as u64 * 31 + i) as u8));
+    p
+}
+
+type Records = Vec<(u64, Vec<u8>)>;
+
+/// Opens the WAL and returns it with every replayed (segment, payload).
+fn open_collect(o: WalOptions, first_segment: u64) -> Result<(Wal, Records, ReplayStats)> {
+    let mut got = Vec::new();
+    let (wal, stats) = Wal::open(o, first_segment, |seg, p| {
+        got.push((seg, p.to_vec()));
+        Ok(())
+    })?;
+    Ok((wal, got, stats))
+}
+
+fn append_all(wal: &Wal, payloads: &[Vec<u8>]) -> Records {
+    payloads.iter().map(|p| (wal.append(|_, buf| buf.extend_from_slice(p)).unwrap(), p.clone())).collect()
+}
+
+fn segment_files(dir: &Path) -> Vec<u64> {
+    segment::list(dir).unwrap().into_iter().map(|(n, _)| n).collect()
+}
+
+fn segment_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(file_name(n))
+}
+
+/// Writes a WAL with `payloads` in one segment (plus the empty segment `Wal::open` started
+/// afterwards, which is removed) and returns the segment's path and its records' start offsets.
+fn single_segment(dir: &Path, payloads: &[Vec<u8>]) -> (PathBuf, Vec<usize>) {
+    let (wal, _, _) = open_collect(opts(dir, u64::MAX), 0).unwrap();
+    append_all(&wal, payloads);
+    wal.close().unwrap();
+    drop(wal);
+    let mut offsets = Vec::new();
+    let mut off = SEGMENT_HEADER_LEN;
+    for p in payloads {
+        offsets.push(off);
+        off += FRAME_HEADER_LEN + p.len();
+    }
+    assert_eq!(fs::metadata(segment_path(dir, 1)).unwrap().len() as usize, off);
+    (segment_path(dir, 1), offsets)
+}
+
+fn flip_bit(path: &Path, bit: usize) {
+    let mut bytes = fs::read(path).unwrap();
+    bytes[bit / 8] ^= 1 << (bit % 8);
+    fs::write(path, bytes).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trips and segments
+
+#[test]
+fn wal_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Wal>();
+}
+
+#[test]
+fn round_trip_across_rotations() {
+    let d = tempfile::tempdir().unwrap();
+    let sizes = [0usize, 1, 17, 100, 1000, 5000, 3, 4096];
+    let payloads: Vec<_> = (0..300u64).map(|i| payload(i, sizes[i as usize % sizes.len()])).collect();
+    let (wal, got, stats) = open_collect(opts(d.path(), 4096), 0).unwrap();
+    assert!(got.is_empty());
+    assert_eq!(stats, ReplayStats::default());
+    let mut written = append_all(&wal, &payloads[..150]);
+    let rotated_to = wal.rotate().unwrap();
+    let first_after_rotate = append_all(&wal, &payloads[150..151]);
+    assert_eq!(first_after_rotate[0].0, rotated_to, "a record after rotate() goes to the new segment");
+    written.extend(first_after_rotate);
+    written.extend(append_all(&wal, &payloads[151..]));
+    let last_segment = wal.current_segment();
+    let s = wal.stats();
+    assert_eq!(s.records, 300);
+    assert_eq!(s.bytes_written, payloads.iter().map(|p| (p.len() + FRAME_HEADER_LEN) as u64).sum::<u64>());
+    assert_eq!(s.current_segment, last_segment);
+    wal.close().unwrap();
+    drop(wal);
+    assert!(segment_files(d.path()).len() > 10, "expected many rotations");
+
+    let (wal, got, stats) = open_collect(opts(d.path(), 4096), 0).unwrap();
+    assert_eq!(got, written);
+    assert_eq!(stats.records, 300);
+    assert_eq!(stats.truncated_bytes, 0);
+    assert_eq!(stats.segments, segment_files(d.path()).len() - 1);
+    assert_eq!(wal.current_segment(), last_segment + 1, "appends never continue a recovered segment");
+    // No segment but the current one holds a record beyond the size, except by one record.
+    for (n, path) in segment::list(d.path()).unwrap() {
+        let len = fs::metadata(&path).unwrap().len();
+        let biggest = 4096 + (FRAME_HEADER_LEN + 5000) as u64;
+        assert!(len <= biggest, "segment {n} has {len} bytes");
+    }
+}
+
+#[test]
+fn encode_sees_the_segment_the_record_lands_in() {
+    let d = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), 200), 0).unwrap();
+    let mut seen = Vec::new();
+    for i in 0..20u64 {
+        let landed = wal
+            .append(|seg, buf| {
+                seen.push(seg);
+                buf.extend_from_slice(&payload(i, 90));
+            })
+            .unwrap();
+        assert_eq!(Some(&landed), seen.last());
+    }
+    assert!(seen.windows(2).any(|w| w[0] != w[1]), "segments rotated");
+    drop(wal);
+    let (_, got, _) = open_collect(opts(d.path(), 200), 0).unwrap();
+    assert_eq!(got.iter().map(|(s, _)| *s).collect::<Vec<_>>(), seen);
+}
+
+#[test]
+fn replay_error_aborts_open() {
+    let d = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    append_all(&wal, &[payload(1, 10), payload(2, 10)]);
+    drop(wal);
+    let mut calls = 0;
+    let r = Wal::open(opts(d.path(), u64::MAX), 0, |_, _| {
+        calls += 1;
+        Err(Error::Decode("bad batch".into()))
+    });
+    assert!(matches!(r, Err(Error::Decode(_))));
+    assert_eq!(calls, 1);
+}
+
+#[test]
+fn remove_segments_before_and_first_segment() {
+    let d = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    for i in 0..5u64 {
+        append_all(&wal, &[payload(i, 50)]);
+        wal.rotate().unwrap();
+    }
+    // Segments 1..=5 hold one record each; 6 is current and empty.
+    assert_eq!(segment_files(d.path()), vec![1, 2, 3, 4, 5, 6]);
+    wal.remove_segments_before(3).unwrap();
+    assert_eq!(segment_files(d.path()), vec![3, 4, 5, 6]);
+    wal.remove_segments_before(u64::MAX).unwrap();
+    assert_eq!(segment_files(d.path()), vec![6], "the current segment is never removed");
+    append_all(&wal, &[payload(5, 50)]);
+    wal.rotate().unwrap();
+    append_all(&wal, &[payload(6, 50)]);
+    drop(wal);
+
+    // Segments 6 and 7 remain; flushed up to 6 means 7 is the first to replay.
+    let (wal, got, stats) = open_collect(opts(d.path(), u64::MAX), 7).unwrap();
+    assert_eq!(got, vec![(7, payload(6, 50))]);
+    assert_eq!(stats.segments, 1);
+    assert_eq!(wal.current_segment(), 8);
+    drop(wal);
+    assert_eq!(segment_files(d.path()), vec![7, 8]);
+
+    // A first_segment beyond every file: all removed, numbering continues from it.
+    let (wal, got, _) = open_collect(opts(d.path(), u64::MAX), 100).unwrap();
+    assert!(got.is_empty());
+    assert_eq!(wal.current_segment(), 100);
+    drop(wal);
+    assert_eq!(segment_files(d.path()), vec![100]);
+}
+
+#[test]
+fn foreign_files_in_the_dir_are_left_alone() {
+    let d = tempfile::tempdir().unwrap();
+    fs::write(d.path().join("notes.txt"), b"hello").unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    append_all(&wal, &[payload(1, 10)]);
+    drop(wal);
+    let (_, got, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(d.path().join("notes.txt").exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Torn tails
+
+#[test]
+fn torn_tail_at_every_byte_of_the_last_three_records() {
+    let src = tempfile::tempdir().unwrap();
+    let payloads: Vec<_> = (0..8u64).map(|i| payload(i, 8 + 3 * i as usize)).collect();
+    let (seg, offsets) = single_segment(src.path(), &payloads);
+    let full = fs::read(&seg).unwrap();
+    let first_cut = offsets[payloads.len() - 3];
+    for cut in first_cut..full.len() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join(file_name(1)), &full[..cut]).unwrap();
+        let (wal, got, stats) =
+            open_collect(opts(d.path(), u64::MAX), 0).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let whole =
+            offsets.iter().zip(&payloads).filter(|(o, p)| **o + FRAME_HEADER_LEN + p.len() <= cut).count();
+        let expect: Records = payloads[..whole].iter().map(|p| (1, p.clone())).collect();
+        assert_eq!(got, expect, "cut at {cut}");
+        let kept = offsets.get(whole).copied().unwrap_or(full.len());
+        assert_eq!(stats.truncated_bytes, (cut - kept) as u64, "cut at {cut}");
+        assert_eq!(fs::metadata(d.path().join(file_name(1))).unwrap().len() as usize, kept);
+
+        // The repaired log takes appends and reopens cleanly.
+        append_all(&wal, &[b"after".to_vec()]);
+        drop(wal);
+        let (_, again, stats) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+        assert_eq!(again.len(), whole + 1, "cut at {cut}");
+        assert_eq!(again.last(), Some(&(2, b"after".to_vec())));
+        assert_eq!(stats.truncated_bytes, 0);
+    }
+}
+
+#[test]
+fn torn_header_of_the_newest_segment_is_removed() {
+    let src = tempfile::tempdir().unwrap();
+    let payloads = vec![payload(1, 30), payload(2, 40)];
+    single_segment(src.path(), &payloads);
+    // A crash while rotation created segment 2: any prefix of its header, or nothing.
+    let (probe, _, _) = open_collect(opts(src.path(), u64::MAX), 0).unwrap();
+    drop(probe);
+    let header = fs::read(segment_path(src.path(), 2)).unwrap();
+    assert_eq!(header.len(), SEGMENT_HEADER_LEN);
+    for cut in 0..SEGMENT_HEADER_LEN {
+        let d = tempfile::tempdir().unwrap();
+        fs::copy(segment_path(src.path(), 1), segment_path(d.path(), 1)).unwrap();
+        let mut torn = header[..cut].to_vec();
+        torn.resize(cut + 100, 0); // and a zeroed, preallocated-looking rest
+        fs::write(segment_path(d.path(), 2), &torn).unwrap();
+        let (wal, got, stats) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+        assert_eq!(got.len(), 2, "cut at {cut}");
+        assert_eq!(wal.current_segment(), 3);
+        drop(wal);
+        if torn[..SEGMENT_HEADER_LEN] == header[..] {
+            // The zeros happened to complete the header (its last CRC bytes are zero): a valid,
+            // empty segment 2 with a zeroed tail.
+            assert_eq!(stats.truncated_bytes, 100);
+            assert_eq!(segment_files(d.path()), vec![1, 2, 3]);
+        } else {
+            assert_eq!(stats.truncated_bytes, torn.len() as u64, "cut at {cut}");
+            assert_eq!(segment_files(d.path()), vec![1, 3]);
+        }
+    }
+}
+
+#[test]
+fn zero_filled_tail_recovers() {
+    let d = tempfile::tempdir().unwrap();
+    let payloads: Vec<_> = (0..10u64).map(|i| payload(i, 300)).collect();
+    let (seg, _) = single_segment(d.path(), &payloads);
+    let before = fs::metadata(&seg).unwrap().len();
+    let mut f = fs::OpenOptions::new().append(true).open(&seg).unwrap();
+    f.write_all(&vec![0u8; 64 << 10]).unwrap();
+    drop(f);
+    let (_, got, stats) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    assert_eq!(got.len(), 10);
+    assert_eq!(stats.truncated_bytes, 64 << 10);
+    assert_eq!(fs::metadata(&seg).unwrap().len(), before);
+}
+
+#[test]
+fn zeroed_last_record_followed_by_zeros_recovers() {
+    // A power cut can persist the file size but not the last page: the last record reads as zeros.
+    let d = tempfile::tempdir().unwrap();
+    let payloads: Vec<_> = (0..10u64).map(|i| payload(i, 300)).collect();
+    let (seg, offsets) = single_segment(d.path(), &payloads);
+    let mut bytes = fs::read(&seg).unwrap();
+    let last = offsets[9];
+    bytes[last..].fill(0);
+    bytes.extend_from_slice(&[0u8; 5000]);
+    fs::write(&seg, &bytes).unwrap();
+    let (_, got, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    assert_eq!(got.len(), 9);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bit flips
+
+/// Which record (index) holds byte `pos`, or None for the segment header.
+fn record_at(offsets: &[usize], pos: usize) -> Option<usize> {
+    offsets.iter().rposition(|&o| o <= pos)
+}
+
+#[test]
+fn every_bit_flip_in_the_last_4k_is_detected_and_classified() {
+    check_every_bit_flip_in_tail(4 << 10, 40);
+}
+
+/// RELIABILITY.md test #4 asks for the last 64 KiB: minutes in a debug build, so run it as
+/// `STRATA_SLOW_TESTS=1 cargo test --release -p storage --lib wal::tests::every_bit`.
+#[test]
+fn every_bit_flip_in_the_last_64k_is_detected_and_classified_slow() {
+    if std::env::var_os("STRATA_SLOW_TESTS").is_some() {
+        check_every_bit_flip_in_tail(64 << 10, 300);
+    }
+}
+
+/// Flips, one at a time, every bit of the last `tail_bytes` of a segment of `records` records
+/// (and every 37th bit before that, the header included) and checks that recovery's decoder
+/// finds the damage at the start of the flipped record, replays exactly the records before it,
+/// and calls it a torn tail only when the flip is in the last record.
+fn check_every_bit_flip_in_tail(tail_bytes: usize, records: u64) {
+    let d = tempfile::tempdir().unwrap();
+    let payloads: Vec<_> = (0..records).map(|i| payload(i, 150 + (i as usize * 13) % 200)).collect();
+    let (seg, offsets) = single_segment(d.path(), &payloads);
+    let clean = fs::read(&seg).unwrap();
+    assert!(clean.len() > tail_bytes + 4096);
+    let last = payloads.len() - 1;
+    let tail_start = clean.len() - tail_bytes;
+    let bits = (0..tail_start * 8).step_by(37).chain(tail_start * 8..clean.len() * 8);
+    let mut cases = 0;
+    let mut bytes = clean.clone();
+    for bit in bits {
+        bytes[bit / 8] ^= 1 << (bit % 8);
+        let mut replayed = 0usize;
+        let mut stats = ReplayStats::default();
+        let damage = replay_segment(&bytes, 1, &mut stats, &mut |_, _| {
+            replayed += 1;
+            Ok(())
+        })
+        .unwrap();
+        bytes[bit / 8] ^= 1 << (bit % 8);
+        let Some(Damage { offset, data_follows, .. }) = damage else {
+            panic!("flip of bit {bit} went undetected");
+        };
+        match record_at(&offsets, bit / 8) {
+            None => {
+                assert_eq!((offset, replayed, data_follows), (0, 0, true), "header bit {bit}");
+            }
+            Some(r) => {
+                assert_eq!(offset as usize, offsets[r], "bit {bit}");
+                assert_eq!(replayed, r, "bit {bit}");
+                // Torn tail (truncate) only when the flip is in the last record.
+                assert_eq!(data_follows, r != last, "bit {bit} in record {r}");
+            }
+        }
+        cases += 1;
+    }
+    assert!(cases > tail_bytes * 8);
+}
+
+#[test]
+fn bit_flips_end_to_end() {
+    let src = tempfile::tempdir().unwrap();
+    let payloads: Vec<_> = (0..20u64).map(|i| payload(i, 100)).collect();
+    let (seg, offsets) = single_segment(src.path(), &payloads);
+    let len = fs::metadata(&seg).unwrap().len() as usize;
+    for bit in (0..len * 8).step_by(331).chain([len * 8 - 1, offsets[19] * 8 + 3]) {
+        let r = record_at(&offsets, bit / 8);
+        let d = tempfile::tempdir().unwrap();
+        copy_dir(src.path(), d.path());
+        flip_bit(&segment_path(d.path(), 1), bit);
+        let outcome = open_collect(opts(d.path(), u64::MAX), 0);
+        match r {
+            Some(19) => {
+                let (_, got, stats) = outcome.unwrap();
+                assert_eq!(got.len(), 19, "bit {bit}");
+                assert_eq!(stats.truncated_bytes, (len - offsets[19]) as u64);
+            }
+            _ => {
+                let at = r.map_or(0, |r| offsets[r]) as u64;
+                match outcome {
+                    Err(Error::Corruption { path, offset, .. }) => {
+                        assert_eq!(path, segment_path(d.path(), 1));
+                        assert_eq!(offset, Some(at), "bit {bit}");
+                    }
+                    Err(e) => panic!("bit {bit}: unexpected error {e}"),
+                    Ok(_) => panic!("bit {bit}: corruption accepted"),
+                }
+                // Nothing was changed by the refused open.
+                assert_eq!(fs::metadata(segment_path(d.path(), 1)).unwrap().len() as usize, len);
+                let mut o = opts(d.path(), u64::MAX);
+                o.truncate_corrupt = true;
+                let (_, got, stats) = open_collect(o, 0).unwrap();
+                assert_eq!(got.len(), r.unwrap_or(0), "bit {bit}");
+                assert_eq!(stats.truncated_bytes, len as u64 - at);
+            }
+        }
+    }
+}
+
+#[test]
+fn corruption_in_an_older_segment_is_refused_or_cut_with_later_segments() {
+    let src = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(src.path(), u64::MAX), 0).unwrap();
+    append_all(&wal, &[payload(0, 100), payload(1, 100)]);
+    wal.rotate().unwrap();
+    append_all(&wal, &[payload(2, 100)]);
+    wal.rotate().unwrap();
+    append_all(&wal, &[payload(3, 100)]);
+    drop(wal);
+    // Segments: 1 = [0, 1], 2 = [2], 3 = [3]. Damage the LAST record of segment 2:
+    // at the end of its segment, but not the newest segment, so it is not a torn tail.
+    let seg2 = segment_path(src.path(), 2);
+    let seg2_len = fs::metadata(&seg2).unwrap().len();
+    let d = tempfile::tempdir().unwrap();
+    copy_dir(src.path(), d.path());
+    flip_bit(&segment_path(d.path(), 2), (seg2_len as usize - 1) * 8);
+    match open_collect(opts(d.path(), u64::MAX), 0) {
+        Err(Error::Corruption { path, offset, reason }) => {
+            assert_eq!(path, segment_path(d.path(), 2));
+            assert_eq!(offset, Some(SEGMENT_HEADER_LEN as u64));
+            assert!(reason.contains("not the newest"), "{reason}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|(_, g, s)| (g, s))),
+    }
+    let mut o = opts(d.path(), u64::MAX);
+    o.truncate_corrupt = true;
+    let (wal, got, _) = open_collect(o.clone(), 0).unwrap();
+    assert_eq!(got, vec![(1, payload(0, 100)), (1, payload(1, 100))]);
+    assert_eq!(wal.current_segment(), 4, "numbering continues above every segment ever seen");
+    drop(wal);
+    assert_eq!(segment_files(d.path()), vec![1, 2, 4]);
+    // A truncated truncate_corrupt log reopens cleanly without the flag.
+    let (_, got, stats) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(stats.truncated_bytes, 0);
+
+    // A headerless older segment is corruption too.
+    let d = tempfile::tempdir().unwrap();
+    copy_dir(src.path(), d.path());
+    fs::write(segment_path(d.path(), 2), b"").unwrap();
+    assert!(matches!(
+        open_collect(opts(d.path(), u64::MAX), 0),
+        Err(Error::Corruption { offset: Some(0), .. })
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Recovery's decoder never panics and never loops on arbitrary bytes, with or without a
+    /// valid header in front.
+    #[test]
+    fn decoding_arbitrary_bytes_never_panics(
+        body in proptest::collection::vec(any::<u8>(), 0..2048),
+        with_header in any::<bool>(),
+    ) {
+        let mut data = if with_header {
+            format::SegmentHeader::new(1).encode().to_vec()
+        } else {
+            Vec::new()
+        };
+        data.extend_from_slice(&body);
+        let mut stats = ReplayStats::default();
+        let _ = replay_segment(&data, 1, &mut stats, &mut |_, _| Ok(()));
+        prop_assert!(stats.bytes as usize <= data.len());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Group commit and sync modes
+
+#[test]
+fn group_commit_shares_fsyncs() {
+    const THREADS: u64 = 8;
+    const APPENDS: u64 = 200;
+    let d = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    // A slower fsync (as on a real disk) guarantees appenders overlap with it.
+    wal.inner.faults.sync_delay_ms.store(1, Ordering::SeqCst);
+    let barrier = Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (wal, barrier) = (&wal, &barrier);
+            s.spawn(move || {
+                barrier.wait();
+                for i in 0..APPENDS {
+                    wal.append(|_, buf| buf.extend_from_slice(&payload(t * 1000 + i, 64))).unwrap();
+                }
+            });
+        }
+    });
+    let stats = wal.stats();
+    assert_eq!(stats.records, THREADS * APPENDS);
+    assert!(stats.fsyncs < THREADS * APPENDS, "fsyncs {} for {} appends", stats.fsyncs, stats.records);
+    drop(wal);
+    let (_, got, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    assert_eq!(got.len() as u64, THREADS * APPENDS);
+    for t in 0..THREADS {
+        let mine: Vec<_> = got
+            .iter()
+            .filter(|(_, p)| u64::from_le_bytes(p[..8].try_into().unwrap()) / 1000 == t)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let expect: Vec<_> = (0..APPENDS).map(|i| payload(t * 1000 + i, 64)).collect();
+        assert_eq!(mine, expect, "thread {t}'s records, in its order");
+    }
+}
+
+#[test]
+fn interval_mode_acknowledges_without_fsync_and_close_syncs() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path(), u64::MAX);
+    o.sync = WalSync::Interval(Duration::from_secs(3600));
+    let (wal, _, _) = open_collect(o.clone(), 0).unwrap();
+    let payloads: Vec<_> = (0..100u64).map(|i| payload(i, 200)).collect();
+    append_all(&wal, &payloads);
+    assert_eq!(wal.stats().fsyncs, 0, "no fsync per record in interval mode");
+    wal.close().unwrap();
+    assert_eq!(wal.stats().fsyncs, 1, "close syncs once");
+    assert!(matches!(wal.append(|_, _| {}), Err(Error::Closed)));
+    assert!(matches!(wal.rotate(), Err(Error::Closed)));
+    wal.close().unwrap();
+    drop(wal);
+    let (_, got, _) = open_collect(o, 0).unwrap();
+    assert_eq!(got.len(), 100);
+}
+
+#[test]
+fn interval_syncer_syncs_in_the_background() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path(), u64::MAX);
+    o.sync = WalSync::Interval(Duration::from_millis(5));
+    let (wal, _, _) = open_collect(o, 0).unwrap();
+    append_all(&wal, &[payload(1, 100)]);
+    // Liveness, not timing: wait (generously) until the syncer has run.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while wal.stats().fsyncs == 0 {
+        assert!(std::time::Instant::now() < deadline, "interval syncer never synced");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let idle = wal.stats().fsyncs;
+    wal.close().unwrap();
+    assert!(wal.stats().fsyncs <= idle + 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Poisoning
+
+#[test]
+fn failed_write_poisons_and_recovery_drops_the_partial_record() {
+    let d = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    append_all(&wal, &[payload(1, 100), payload(2, 100)]);
+    assert_eq!(wal.poisoned(), None);
+    wal.inner.faults.fail_write.store(true, Ordering::SeqCst);
+    assert!(matches!(wal.append(|_, b| b.extend_from_slice(&payload(3, 100))), Err(Error::Io { .. })));
+    wal.inner.faults.fail_write.store(false, Ordering::SeqCst);
+    let reason = wal.poisoned().expect("poisoned");
+    assert!(reason.contains("injected write failure"), "{reason}");
+    assert!(matches!(wal.append(|_, b| b.push(1)), Err(Error::Poisoned(_))));
+    assert!(matches!(wal.rotate(), Err(Error::Poisoned(_))));
+    assert!(matches!(wal.close(), Err(Error::Poisoned(_))));
+    drop(wal);
+    let (_, got, stats) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(stats.truncated_bytes, (FRAME_HEADER_LEN / 2) as u64);
+}
+
+#[test]
+fn failed_fsync_poisons_every_waiter_and_later_append() {
+    let d = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    append_all(&wal, &[payload(1, 100)]);
+    wal.inner.faults.fail_sync.store(true, Ordering::SeqCst);
+    let results: Vec<_> = std::thread::scope(|s| {
+        let wal = &wal;
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| s.spawn(move || wal.append(|_, b| b.extend_from_slice(&payload(t, 10)))))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(results.iter().all(Result::is_err), "no append acknowledged after a failed fsync");
+    assert!(results.iter().any(|r| matches!(r, Err(Error::Io { .. }))), "the leader sees the I/O error");
+    wal.inner.faults.fail_sync.store(false, Ordering::SeqCst);
+    assert!(matches!(wal.append(|_, b| b.push(1)), Err(Error::Poisoned(_))));
+    assert!(wal.poisoned().is_some());
+}
+
+#[test]
+fn failed_background_sync_poisons_interval_mode() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path(), u64::MAX);
+    o.sync = WalSync::Interval(Duration::from_millis(5));
+    let (wal, _, _) = open_collect(o, 0).unwrap();
+    wal.inner.faults.fail_sync.store(true, Ordering::SeqCst);
+    append_all(&wal, &[payload(1, 100)]);
+    // Liveness, not timing: wait (generously) for the background syncer to hit the failure.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while wal.poisoned().is_none() {
+        assert!(std::time::Instant::now() < deadline, "background sync failure did not poison");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(matches!(wal.append(|_, b| b.push(1)), Err(Error::Poisoned(_))));
+    assert!(matches!(wal.close(), Err(Error::Poisoned(_))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real crashes at the WAL's crash points
+
+const CRASH_DIR_ENV: &str = "STRATA_WAL_CRASH_TEST_DIR";
+const CRASH_RECORDS: u64 = 30;
+
+/// Kills a writer process at each WAL crash point (and occurrence), then checks that recovery
+/// keeps every acknowledged record, at most the one in flight besides, and nothing partial.
+/// The test binary re-runs this very test as the child, with the crash point armed.
+#[test]
+fn crash_at_every_wal_crash_point() {
+    if let Ok(dir) = std::env::var(CRASH_DIR_ENV) {
+        // The child: append until the armed crash point aborts the process.
+        let (wal, _, _) = open_collect(opts(Path::new(&dir), 700), 0).unwrap();
+        for i in 0..CRASH_RECORDS {
+            wal.append(|_, b| b.extend_from_slice(&payload(i, 100 + i as usize * 10))).unwrap();
+            println!("acked {i}");
+        }
+        return;
+    }
+    let points = [
+        ("wal.before_write", 5),
+        ("wal.mid_record", 5),
+        ("wal.after_write_before_sync", 5),
+        ("wal.after_sync_before_ack", 5),
+        // The first creation is at open; the second is the first rotation.
+        ("wal.segment_rotate.after_create", 2),
+        ("wal.segment_rotate.after_create", 1),
+    ];
+    let exe = std::env::current_exe().unwrap();
+    for (point, nth) in points {
+        let d = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "wal::tests::crash_at_every_wal_crash_point",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CRASH_DIR_ENV, d.path())
+            .env("STRATA_FAILPOINT", format!("{point}:{nth}"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{point}:{nth}: child did not crash");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // (Not per line: libtest prints the test's name without a newline before it runs.)
+        let acked = stdout.matches("acked ").count() as u64;
+        assert!(acked < CRASH_RECORDS, "{point}:{nth}: crashed after all records");
+
+        let (_, got, _) =
+            open_collect(opts(d.path(), 700), 0).unwrap_or_else(|e| panic!("{point}:{nth}: {e}"));
+        let ids: Vec<u64> = got.iter().map(|(_, p)| u64::from_le_bytes(p[..8].try_into().unwrap())).collect();
+        assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>(), "{point}:{nth}: replay is a prefix");
+        for (i, (_, p)) in got.iter().enumerate() {
+            assert_eq!(p, &payload(i as u64, 100 + i * 10), "{point}:{nth}: record {i} intact");
+        }
+        let replayed = ids.len() as u64;
+        // Every acknowledged record survives; at most the in-flight one more.
+        let in_flight = match point {
+            "wal.before_write" | "wal.mid_record" | "wal.segment_rotate.after_create" => 0,
+            _ => 1,
+        };
+        assert_eq!(replayed, acked + in_flight, "{point}:{nth}: acked {acked}, replayed {replayed}");
+    }
+}

@@ -1,0 +1,199 @@
+//! Crash tests on a real process: a writer child is SIGKILLed at random moments, or aborts at
+//! a named crash point; then the database must reopen with every acknowledged batch present,
+//! no partial batch, and no stray files.
+//!
+//! `STRATA_CRASH_KILLS=1000 cargo test -p storage --release --test crash` runs 1,000 kills
+//! (default 50).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use storage::{Db, Matcher, Options, Querier};
+
+const BASE: i64 = 1_700_000_000_000;
+const WRITER: &str = env!("CARGO_BIN_EXE_storage-crash-writer");
+
+/// Reads `ack W B` lines until the child's stdout closes.
+fn collect_acks(child: &mut std::process::Child, acked: &mut BTreeSet<(u64, u64)>) {
+    let Some(out) = child.stdout.take() else { return };
+    for line in BufReader::new(out).lines() {
+        let Ok(line) = line else { break };
+        let mut w = line.split(' ');
+        if let (Some("ack"), Some(a), Some(b)) = (w.next(), w.next(), w.next()) {
+            acked.insert((a.parse().unwrap(), b.parse().unwrap()));
+        }
+    }
+}
+
+/// Opens the database and checks every batch: acknowledged ones whole, none partial.
+/// Returns the highest batch number present.
+fn verify(dir: &Path, acked: &BTreeSet<(u64, u64)>, series: u64) -> u64 {
+    let db = Db::open(Options::new(dir)).unwrap_or_else(|e| panic!("reopen failed: {e}"));
+    let snap = db.snapshot();
+    let mut present: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    for s in snap.select(&[Matcher::equal("__name__", "crash")], i64::MIN, i64::MAX).unwrap() {
+        let w: u64 = s.labels.get("writer").unwrap().parse().unwrap();
+        let mut v = Vec::new();
+        snap.samples(&s, i64::MIN, i64::MAX, &mut v).unwrap();
+        for x in v {
+            let b = ((x.t - BASE) / 1000) as u64;
+            assert_eq!(x.v, (w * 1_000_000_000 + b) as f64, "wrong value for writer {w} batch {b}");
+            *present.entry((w, b)).or_default() += 1;
+        }
+    }
+    for (wb, n) in &present {
+        assert_eq!(*n, series, "batch {wb:?} is partial: {n} of {series} series");
+    }
+    for wb in acked {
+        assert!(present.contains_key(wb), "acknowledged batch {wb:?} lost");
+    }
+    check_no_strays(dir);
+    let max = present.keys().map(|(_, b)| *b).max().unwrap_or(0);
+    db.close().unwrap();
+    max
+}
+
+/// Every partition file on disk is listed in the manifest; no temporary files anywhere.
+fn check_no_strays(dir: &Path) {
+    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap_or_default();
+    let listed: HashSet<String> = manifest
+        .lines()
+        .filter_map(|l| l.strip_prefix("file "))
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            format!("{}/{:08}.spf", f[0], f[1].parse::<u64>().unwrap())
+        })
+        .collect();
+    let pdir = dir.join("partitions");
+    let mut on_disk = HashSet::new();
+    if let Ok(rd) = std::fs::read_dir(&pdir) {
+        for p in rd.flatten() {
+            for f in std::fs::read_dir(p.path()).unwrap().flatten() {
+                on_disk.insert(format!(
+                    "{}/{}",
+                    p.file_name().to_string_lossy(),
+                    f.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    assert_eq!(on_disk, listed, "files on disk differ from the manifest");
+    for entry in walk(dir) {
+        assert!(!entry.ends_with(".tmp"), "stray temporary file {entry}");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p.to_string_lossy().into_owned());
+            }
+        }
+    }
+    out
+}
+
+/// A small deterministic PRNG (xorshift), so kill times are reproducible from the seed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_no_acknowledged_batch() {
+    let kills: usize = std::env::var("STRATA_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
+    let dir = tempfile::tempdir().unwrap();
+    let series = 5;
+    let mut rng = Rng(0x5eed_cafe);
+    let mut acked = BTreeSet::new();
+    let mut next = 0u64;
+    let started = Instant::now();
+    for round in 0..kills {
+        let mut child = Command::new(WRITER)
+            .args(["write", dir.path().to_str().unwrap(), "3", &series.to_string(), &next.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5 + rng.next() % 300));
+        child.kill().unwrap(); // SIGKILL
+        collect_acks(&mut child, &mut acked);
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "round {round}: writer exited by itself: {status}");
+        let max = verify(dir.path(), &acked, series);
+        next = next.max(max + 1).max(acked.iter().map(|(_, b)| b + 1).max().unwrap_or(0));
+    }
+    eprintln!(
+        "{kills} kills, {} acknowledged batches verified, {:.1} s",
+        acked.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(acked.len() > kills, "the writer made too little progress to test anything");
+}
+
+/// Every crash point the engine has, each hit at its first and a later occurrence.
+const POINTS: &[&str] = &[
+    "wal.before_write",
+    "wal.mid_record",
+    "wal.after_write_before_sync",
+    "wal.after_sync_before_ack",
+    "wal.segment_rotate.after_create",
+    "flush.mid_file",
+    "flush.before_rename",
+    "flush.after_file",
+    "manifest.before_replace",
+    "manifest.after_replace",
+    "flush.before_wal_remove",
+    "compact.after_write",
+    "compact.before_delete_inputs",
+];
+
+#[test]
+fn crash_at_every_step_of_flush_and_compaction() {
+    let mut hit = 0;
+    for point in POINTS {
+        for nth in [1, 2, 5] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut acked = BTreeSet::new();
+            let mut child = Command::new(WRITER)
+                .args(["steps", dir.path().to_str().unwrap(), "0"])
+                .env("STRATA_FAILPOINT", format!("{point}:{nth}"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            collect_acks(&mut child, &mut acked);
+            let status = child.wait().unwrap();
+            if !status.success() {
+                hit += 1;
+            }
+            let max = verify(dir.path(), &acked, 3);
+            // The database keeps working after recovery: run the script again on top.
+            let mut again = BTreeSet::new();
+            let mut child = Command::new(WRITER)
+                .args(["steps", dir.path().to_str().unwrap(), &(max + 1).to_string()])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap();
+            collect_acks(&mut child, &mut again);
+            assert!(child.wait().unwrap().success(), "{point}:{nth}: second run failed");
+            acked.extend(again);
+            verify(dir.path(), &acked, 3);
+        }
+    }
+    assert!(hit >= POINTS.len(), "only {hit} crash points were reached");
+}

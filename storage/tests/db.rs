@@ -1,0 +1,213 @@
+//! Behaviour of the whole engine through its public API.
+
+use storage::{Batch, Db, Labels, MatchOp, Matcher, Options, Querier, Sample, stale_nan};
+
+const BASE: i64 = 1_700_000_000_000; // a fixed past time: never "too far in the future"
+const HOUR: i64 = 3_600_000;
+
+fn opts(dir: &std::path::Path) -> Options {
+    let mut o = Options::new(dir);
+    // Tests drive flushes and compactions explicitly.
+    o.maintenance_interval = std::time::Duration::from_secs(3600);
+    o
+}
+
+fn series(name: &str, host: &str) -> Labels {
+    Labels::from_pairs(&[("__name__", name), ("host", host)])
+}
+
+fn append(db: &Db, l: &Labels, samples: &[(i64, f64)]) -> storage::db::AppendOutcome {
+    let mut b = Batch::new();
+    b.push(l.clone(), samples.iter().map(|&(t, v)| Sample::new(t, v)).collect());
+    db.append(&b).unwrap()
+}
+
+fn read(db: &Db, l: &Labels) -> Vec<(i64, u64)> {
+    let snap = db.snapshot();
+    let m: Vec<Matcher> = l.iter().map(|x| Matcher::equal(x.name.as_ref(), x.value.as_ref())).collect();
+    let sel = snap.select(&m, i64::MIN, i64::MAX).unwrap();
+    let mut out = Vec::new();
+    for s in sel.iter().filter(|s| &s.labels == l) {
+        snap.samples(s, i64::MIN, i64::MAX, &mut out).unwrap();
+    }
+    out.iter().map(|s| (s.t, s.v.to_bits())).collect()
+}
+
+fn bits(v: &[(i64, f64)]) -> Vec<(i64, u64)> {
+    v.iter().map(|&(t, v)| (t, v.to_bits())).collect()
+}
+
+#[test]
+fn append_flush_reopen_round_trip() {
+    let d = tempfile::tempdir().unwrap();
+    let a = series("up", "a");
+    let data: Vec<(i64, f64)> =
+        (0..5000).map(|i| (BASE + i * 10_000, if i == 7 { stale_nan() } else { (i % 13) as f64 })).collect();
+    {
+        let db = Db::open(opts(d.path())).unwrap();
+        append(&db, &a, &data[..2500]);
+        db.flush().unwrap();
+        append(&db, &a, &data[2500..]);
+        assert_eq!(read(&db, &a), bits(&data));
+        // Dropped without close: like a crash, the second half is in the WAL only.
+    }
+    let db = Db::open(opts(d.path())).unwrap();
+    assert_eq!(read(&db, &a), bits(&data));
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(opts(d.path())).unwrap();
+    assert_eq!(read(&db, &a), bits(&data));
+}
+
+#[test]
+fn out_of_order_window_duplicates_and_last_write_wins() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(opts(d.path())).unwrap();
+    let a = series("m", "a");
+    append(&db, &a, &[(BASE + 2 * HOUR, 1.0)]);
+    let o = append(&db, &a, &[(BASE + HOUR + 1, 2.0), (BASE + HOUR - 1, 3.0)]);
+    assert_eq!((o.appended, o.too_old), (1, 1));
+    db.flush().unwrap();
+    // Rewrite an already flushed timestamp: the newer write wins across file and head.
+    append(&db, &a, &[(BASE + HOUR + 1, 5.0), (BASE + 2 * HOUR, 1.0)]);
+    assert_eq!(read(&db, &a), bits(&[(BASE + HOUR + 1, 5.0), (BASE + 2 * HOUR, 1.0)]));
+    db.flush().unwrap();
+    db.compact().unwrap();
+    assert_eq!(read(&db, &a), bits(&[(BASE + HOUR + 1, 5.0), (BASE + 2 * HOUR, 1.0)]));
+    let o = append(&db, &a, &[(i64::MAX / 2, 1.0)]);
+    assert_eq!(o.too_far_future, 1);
+}
+
+#[test]
+fn compaction_merges_files_and_keeps_data() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path());
+    o.compact_files_min = 2;
+    let db = Db::open(o).unwrap();
+    let mut want = Vec::new();
+    for round in 0..6 {
+        for h in 0..20 {
+            let l = series("cpu", &format!("h{h}"));
+            let s: Vec<(i64, f64)> =
+                (0..30).map(|i| (BASE + (round * 30 + i) * 10_000, (h * i) as f64)).collect();
+            append(&db, &l, &s);
+            if h == 3 {
+                want.extend(s);
+            }
+        }
+        db.flush().unwrap();
+    }
+    let files_before = std::fs::read_dir(d.path().join("partitions")).unwrap().count();
+    assert!(files_before >= 1);
+    db.compact().unwrap();
+    db.compact().unwrap();
+    assert_eq!(read(&db, &series("cpu", "h3")), bits(&want));
+    let snap = db.snapshot();
+    let sel =
+        snap.select(&[Matcher::new(MatchOp::Regex, "host", "h1.*").unwrap()], i64::MIN, i64::MAX).unwrap();
+    assert_eq!(sel.len(), 11);
+}
+
+#[test]
+fn delete_hides_then_clean_tombstones_removes() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(opts(d.path())).unwrap();
+    let a = series("m", "a");
+    let b = series("m", "b");
+    let pts: Vec<(i64, f64)> = (0..100).map(|i| (BASE + i * 1000, i as f64)).collect();
+    append(&db, &a, &pts);
+    append(&db, &b, &pts);
+    db.delete(&[Matcher::equal("host", "a")], BASE + 10_000, BASE + 19_000).unwrap();
+    let expect: Vec<(i64, f64)> =
+        pts.iter().copied().filter(|(t, _)| *t < BASE + 10_000 || *t > BASE + 19_000).collect();
+    assert_eq!(read(&db, &a), bits(&expect));
+    assert_eq!(read(&db, &b), bits(&pts));
+    // New data written after the deletion in the deleted range is not hidden.
+    append(&db, &a, &[(BASE + 15_000, 42.0)]);
+    db.flush().unwrap();
+    db.clean_tombstones().unwrap();
+    drop(db);
+    let db = Db::open(opts(d.path())).unwrap();
+    let mut e2 = expect.clone();
+    e2.push((BASE + 15_000, 42.0));
+    e2.sort_by_key(|x| x.0);
+    assert_eq!(read(&db, &a), bits(&e2));
+    let m = std::fs::read_to_string(d.path().join("MANIFEST")).unwrap();
+    assert!(!m.contains("tombstone"), "tombstone should be gone after cleaning:\n{m}");
+}
+
+#[test]
+fn retention_drops_old_partitions() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path());
+    o.retention_ms = 2 * 24 * HOUR;
+    let db = Db::open(o).unwrap();
+    let a = series("m", "a");
+    for day in 0..5 {
+        append(&db, &a, &[(BASE + day * 24 * HOUR, day as f64)]);
+        db.flush().unwrap();
+    }
+    let removed = db.apply_retention().unwrap();
+    assert!(removed >= 2, "removed {removed}");
+    let got = read(&db, &a);
+    assert!(got.iter().all(|(t, _)| *t >= BASE + 2 * 24 * HOUR - 24 * HOUR), "{got:?}");
+    assert_eq!(got.last().map(|x| x.0), Some(BASE + 4 * 24 * HOUR));
+}
+
+#[test]
+fn matchers_labels_and_values() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(opts(d.path())).unwrap();
+    append(&db, &series("a", "x"), &[(BASE, 1.0)]);
+    append(&db, &Labels::from_pairs(&[("__name__", "b"), ("zone", "z")]), &[(BASE + 5000, 1.0)]);
+    db.flush().unwrap();
+    append(&db, &series("a", "y"), &[(BASE + 10_000, 1.0)]);
+    let s = db.snapshot();
+    assert_eq!(s.label_names(&[], i64::MIN, i64::MAX).unwrap(), vec!["__name__", "host", "zone"]);
+    assert_eq!(s.label_values("host", &[], i64::MIN, i64::MAX).unwrap(), vec!["x", "y"]);
+    // Time ranges restrict: only the head series has data after BASE+6s.
+    assert_eq!(s.label_values("host", &[], BASE + 6000, i64::MAX).unwrap(), vec!["y"]);
+    // {host=""} selects series without the label.
+    let sel = s
+        .select(
+            &[Matcher::equal("host", ""), Matcher::new(MatchOp::Regex, "__name__", ".+").unwrap()],
+            i64::MIN,
+            i64::MAX,
+        )
+        .unwrap();
+    assert_eq!(sel.len(), 1);
+    assert!(s.select(&[Matcher::equal("host", "")], 0, 1).is_err(), "must have a non-empty matcher");
+}
+
+#[test]
+fn block_views_report_exclusive_blocks() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(opts(d.path())).unwrap();
+    let a = series("m", "a");
+    let pts: Vec<(i64, f64)> = (0..720).map(|i| (BASE + i * 10_000, i as f64)).collect();
+    append(&db, &a, &pts);
+    db.flush().unwrap();
+    let s = db.snapshot();
+    let sel = s.select(&[Matcher::equal("host", "a")], i64::MIN, i64::MAX).unwrap();
+    let blocks = s.blocks(&sel[0], i64::MIN, i64::MAX).unwrap();
+    assert!(blocks.len() >= 2);
+    assert!(blocks.iter().all(|b| b.exclusive));
+    let total: u32 = blocks.iter().map(|b| b.meta.stats.count).sum();
+    assert_eq!(total, 720);
+    // A rewrite in the head makes the block it overlaps non-exclusive.
+    let o = append(&db, &a, &[(BASE + 719 * 10_000, 99.0)]);
+    assert_eq!(o.appended, 1);
+    let s = db.snapshot();
+    let blocks = s.blocks(&sel[0], i64::MIN, i64::MAX).unwrap();
+    let (last, rest) = blocks.split_last().unwrap();
+    assert!(!last.exclusive);
+    assert!(rest.iter().all(|b| b.exclusive));
+}
+
+#[test]
+fn second_open_of_same_dir_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let _db = Db::open(opts(d.path())).unwrap();
+    let err = Db::open(opts(d.path())).err().unwrap();
+    assert!(err.to_string().contains("in use"), "{err}");
+}

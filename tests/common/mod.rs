@@ -1,0 +1,213 @@
+//! Shared helpers for black-box tests: start the real `strata` binary on an ephemeral port with
+//! its own data directory, talk HTTP to it, signal it, and read its log.
+//!
+//! Every wait here is for an event (a log line, the process exiting), bounded by a generous
+//! guard so a hung server fails the test with its log instead of hanging CI.
+
+#![allow(dead_code)] // Each test binary uses a different subset.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How long to wait for an event before declaring the server hung. Not a performance bound.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// The log line that carries the bound address.
+const LISTENING: &str = "strata listening on ";
+
+/// A running `strata` process. Killed on drop if a test did not stop it.
+pub struct Strata {
+    child: Child,
+    addr: SocketAddr,
+    lines: Receiver<String>,
+    log: Arc<Mutex<Vec<String>>>,
+    agent: ureq::Agent,
+}
+
+/// An HTTP answer, whatever its status.
+#[derive(Debug)]
+pub struct Reply {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The `Content-Type` header, if any.
+    pub content_type: Option<String>,
+    /// The body as text.
+    pub body: String,
+}
+
+/// Runs `strata` with `args` to completion (for flags that stop it before it serves).
+pub fn run_to_exit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run strata")
+}
+
+impl Strata {
+    /// Starts strata on `127.0.0.1:0` with `data_dir` and waits until it has logged the address
+    /// it listens on. The database may still be opening; see [`Strata::wait_ready`].
+    pub fn start(data_dir: &Path) -> Strata {
+        Strata::start_with(data_dir, &[])
+    }
+
+    /// Like [`Strata::start`] with extra flags.
+    pub fn start_with(data_dir: &Path, args: &[&str]) -> Strata {
+        let mut strata = Strata::spawn(data_dir, args);
+        let line = strata.wait_for_log(LISTENING);
+        let addr = line
+            .split(LISTENING)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|addr| addr.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        strata.addr = addr;
+        strata
+    }
+
+    /// Starts strata on `127.0.0.1:0` with `data_dir` without waiting for anything, for tests
+    /// that expect it to fail early.
+    pub fn spawn(data_dir: &Path, args: &[&str]) -> Strata {
+        let mut all =
+            vec![OsString::from("--data-dir"), data_dir.into(), "--listen".into(), "127.0.0.1:0".into()];
+        all.extend(args.iter().map(OsString::from));
+        Strata::launch(all)
+    }
+
+    /// Starts strata with exactly `args`, waiting for nothing.
+    pub fn launch<I, S>(args: I) -> Strata
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            // A developer's RUST_LOG must not hide the lines these helpers wait for.
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn strata");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, lines) = mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let keep = Arc::clone(&log);
+        // Drain stderr continuously so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                keep.lock().unwrap().push(line.clone());
+                if tx.send(line).is_err() {
+                    // The test stopped listening; keep draining into `log`.
+                    continue;
+                }
+            }
+        });
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        Strata { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)), lines, log, agent }
+    }
+
+    /// The address the server is bound to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Everything the server logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// Waits for the next log line containing `needle` and returns it.
+    pub fn wait_for_log(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + HANG_GUARD;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("strata exited before logging {needle:?}; log:\n{}", self.log())
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no {needle:?} after {HANG_GUARD:?}; log:\n{}", self.log())
+                }
+            }
+        }
+    }
+
+    /// Waits until the database is open (the server logs `strata is ready`).
+    pub fn wait_ready(&mut self) {
+        self.wait_for_log("strata is ready");
+    }
+
+    /// `GET path`.
+    pub fn get(&self, path: &str) -> Reply {
+        reply(self.agent.get(self.url(path)).call())
+    }
+
+    /// `HEAD path`.
+    pub fn head(&self, path: &str) -> Reply {
+        reply(self.agent.head(self.url(path)).call())
+    }
+
+    /// Sends `signal` to the process.
+    pub fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits i32"));
+        kill(pid, signal).expect("send signal");
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        self.signal(Signal::SIGTERM);
+        self.wait_exit()
+    }
+
+    /// Waits for the process to exit on its own (its stderr closes), then reaps it.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + HANG_GUARD;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(_) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("strata did not exit within {HANG_GUARD:?}; log:\n{}", self.log())
+                }
+            }
+        }
+        self.child.wait().expect("wait for strata")
+    }
+}
+
+impl Drop for Strata {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn reply(result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply {
+    let mut response = result.expect("HTTP request");
+    let status = response.status().as_u16();
+    let content_type =
+        response.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let body = response.body_mut().read_to_string().unwrap_or_default();
+    Reply { status, content_type, body }
+}
