@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use storage::{Batch, Db, Labels, Options, Sample};
+use storage::{Batch, Db, Labels, Options, Sample, WalSync};
 
 use crate::datagen::{Rng, Shape};
 
@@ -87,7 +87,7 @@ fn scratch(args: &Args, name: &str) -> Result<(Option<tempfile::TempDir>, PathBu
 
 fn quiet(dir: &Path) -> Options {
     let mut o = Options::new(dir);
-    o.maintenance_interval = std::time::Duration::from_secs(3600);
+    o.maintenance_interval = Duration::from_secs(3600);
     o.head_samples_max = usize::MAX;
     o
 }
@@ -168,58 +168,65 @@ fn disk_and_head(args: &Args) -> Res {
 }
 
 fn append(args: &Args) -> Res {
-    println!("### Append throughput (WAL fsync per batch, group commit)\n");
-    println!("| writers | batch samples | samples/s | batches/s | fsyncs/s |");
-    println!("|---|---|---|---|---|");
-    for writers in [1usize, 4] {
-        let (_t, dir) = scratch(args, &format!("append{writers}"))?;
-        let db = Arc::new(Db::open(quiet(&dir)).map_err(e)?);
-        let series_per_writer = 1000;
-        let per_series = 10;
-        let deadline = Instant::now() + std::time::Duration::from_secs(args.append_secs);
-        let started = Instant::now();
-        let threads: Vec<_> = (0..writers)
-            .map(|w| {
-                let db = db.clone();
-                std::thread::spawn(move || -> Result<(u64, u64), String> {
-                    let labels: Vec<Labels> = (0..series_per_writer)
-                        .map(|i| host_labels(METRICS[i % 10], w * 100_000 + i / 10))
-                        .collect();
-                    let (mut samples, mut batches) = (0u64, 0u64);
-                    let mut t = BASE;
-                    let mut v = 0.0;
-                    while Instant::now() < deadline {
-                        let mut b = Batch::new();
-                        for l in &labels {
-                            let s: Vec<Sample> =
-                                (0..per_series).map(|k| Sample::new(t + k * 10_000, v + k as f64)).collect();
-                            b.push(l.clone(), s);
+    println!("### Append throughput\n");
+    println!("| WAL sync | writers | batch samples | samples/s | batches/s | fsyncs/s |");
+    println!("|---|---|---|---|---|---|");
+    let modes =
+        [("per batch", WalSync::PerBatch), ("interval 100ms", WalSync::Interval(Duration::from_millis(100)))];
+    for (mode, sync) in modes {
+        for writers in [1usize, 4] {
+            let (_t, dir) = scratch(args, &format!("append{writers}"))?;
+            let mut o = quiet(&dir);
+            o.wal_sync = sync;
+            let db = Arc::new(Db::open(o).map_err(e)?);
+            let series_per_writer = 1000;
+            let per_series = 10;
+            let deadline = Instant::now() + std::time::Duration::from_secs(args.append_secs);
+            let started = Instant::now();
+            let threads: Vec<_> = (0..writers)
+                .map(|w| {
+                    let db = db.clone();
+                    std::thread::spawn(move || -> Result<(u64, u64), String> {
+                        let labels: Vec<Labels> = (0..series_per_writer)
+                            .map(|i| host_labels(METRICS[i % 10], w * 100_000 + i / 10))
+                            .collect();
+                        let (mut samples, mut batches) = (0u64, 0u64);
+                        let mut t = BASE;
+                        let mut v = 0.0;
+                        while Instant::now() < deadline {
+                            let mut b = Batch::new();
+                            for l in &labels {
+                                let s: Vec<Sample> = (0..per_series)
+                                    .map(|k| Sample::new(t + k * 10_000, v + k as f64))
+                                    .collect();
+                                b.push(l.clone(), s);
+                            }
+                            t += per_series * 10_000;
+                            v += 1.0;
+                            samples += db.append(&b).map_err(e)?.appended;
+                            batches += 1;
                         }
-                        t += per_series * 10_000;
-                        v += 1.0;
-                        samples += db.append(&b).map_err(e)?.appended;
-                        batches += 1;
-                    }
-                    Ok((samples, batches))
+                        Ok((samples, batches))
+                    })
                 })
-            })
-            .collect();
-        let (mut samples, mut batches) = (0, 0);
-        for t in threads {
-            let (s, b) = t.join().map_err(|_| "writer panicked".to_string())??;
-            samples += s;
-            batches += b;
+                .collect();
+            let (mut samples, mut batches) = (0, 0);
+            for t in threads {
+                let (s, b) = t.join().map_err(|_| "writer panicked".to_string())??;
+                samples += s;
+                batches += b;
+            }
+            let secs = started.elapsed().as_secs_f64();
+            let fsyncs = db.wal_stats().fsyncs;
+            println!(
+                "| {mode} | {writers} | {} | {:.0} | {:.0} | {:.0} |",
+                series_per_writer * per_series as usize,
+                samples as f64 / secs,
+                batches as f64 / secs,
+                fsyncs as f64 / secs
+            );
+            db.close().map_err(e)?;
         }
-        let secs = started.elapsed().as_secs_f64();
-        let fsyncs = db.wal_stats().fsyncs;
-        println!(
-            "| {writers} | {} | {:.0} | {:.0} | {:.0} |",
-            series_per_writer * per_series as usize,
-            samples as f64 / secs,
-            batches as f64 / secs,
-            fsyncs as f64 / secs
-        );
-        db.close().map_err(e)?;
     }
     println!();
     Ok(())

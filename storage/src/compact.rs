@@ -187,8 +187,32 @@ impl Inner {
             fsutil::remove_path(&filenames::partition_dir(&self.dir, *p))?;
         }
         self.counters.retention_partitions_removed.fetch_add(expired.len() as u64, Ordering::Relaxed);
+        self.collect_dead_series();
         tracing::info!(partitions = expired.len(), cutoff, "retention removed partitions");
         Ok(expired.len())
+    }
+
+    /// Removes from the index every series that has no data left in any file or head, so the
+    /// index does not grow forever under series churn. Runs with appends paused, because an
+    /// appender must never hold an id that is being removed.
+    fn collect_dead_series(&self) {
+        let _appending = self.appending.write();
+        let state = self.state.read().clone();
+        let mut live: Vec<SeriesId> = state.head.series_ids();
+        for f in &state.frozen {
+            live.extend(f.head.series_ids());
+        }
+        for f in state.partitions.values().flatten() {
+            live.extend(f.file.series_ids());
+        }
+        live.sort_unstable();
+        live.dedup();
+        let dead: Vec<SeriesId> =
+            self.index.select(&[]).into_iter().filter(|id| live.binary_search(id).is_err()).collect();
+        if !dead.is_empty() {
+            self.index.remove(&dead);
+            tracing::info!(series = dead.len(), "removed series with no data left");
+        }
     }
 
     /// Flushes, then records a tombstone that hides the matching data of every existing file.

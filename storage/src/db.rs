@@ -406,6 +406,9 @@ impl Inner {
         if let Some((l, _)) = batch.series.iter().find(|(l, _)| l.is_empty()) {
             return Err(Error::InvalidInput(format!("series with no labels ({l})")));
         }
+        // Held from id resolution to the head insert: a flush's rotation and retention's series
+        // garbage collection take it exclusively, so neither runs in the middle of an append.
+        let _appending = self.appending.read();
         let now = now_ms();
         let future_limit = now.saturating_add(self.opts.future_window_ms);
         // Resolve ids and filter samples outside the accepted window.
@@ -458,7 +461,6 @@ impl Inner {
             return Ok(out);
         }
 
-        let _appending = self.appending.read();
         let head = self.state.read().head.clone();
         let series = &self.series;
         self.wal.append(|segment, buf| {

@@ -143,11 +143,16 @@ fn retention_drops_old_partitions() {
     o.retention_ms = 2 * 24 * HOUR;
     let db = Db::open(o).unwrap();
     let a = series("m", "a");
+    append(&db, &series("m", "gone"), &[(BASE, 1.0)]);
     for day in 0..5 {
         append(&db, &a, &[(BASE + day * 24 * HOUR, day as f64)]);
         db.flush().unwrap();
     }
+    assert_eq!(db.series_count(), 2);
     let removed = db.apply_retention().unwrap();
+    // The series whose only data expired is gone from the index too.
+    assert_eq!(db.series_count(), 1);
+    assert!(read(&db, &series("m", "gone")).is_empty());
     assert!(removed >= 2, "removed {removed}");
     let got = read(&db, &a);
     assert!(got.iter().all(|(t, _)| *t >= BASE + 2 * 24 * HOUR - 24 * HOUR), "{got:?}");

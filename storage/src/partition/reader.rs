@@ -175,7 +175,8 @@ impl PartitionFile {
         for _ in 0..n {
             let len = get_uvarint(buf, &mut pos).map_err(corrupt)?;
             let stats = BlockStats::decode_relative(buf, &mut pos, base_t).map_err(corrupt)?;
-            let len = u32::try_from(len).map_err(|_| Error::corruption(&self.path, Some(at as u64), "block too long"))?;
+            let len = u32::try_from(len)
+                .map_err(|_| Error::corruption(&self.path, Some(at as u64), "block too long"))?;
             out.push(BlockMeta { offset, len, stats });
             base_t = stats.max_t;
             offset = offset.saturating_add(u64::from(len) + 4);
