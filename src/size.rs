@@ -71,7 +71,7 @@ impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0;
         for (name, unit) in [("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)] {
-            if n != 0 && n % unit == 0 {
+            if n != 0 && n.is_multiple_of(unit) {
                 return write!(f, "{}{name}", n / unit);
             }
         }
