@@ -1,1 +1,25 @@
-//! strata's PromQL engine.
+//! strata's PromQL engine: Prometheus 3.x query semantics over [`storage::Querier`].
+//!
+//! A query goes through [`parser::parse`] (text to a type-checked tree, with a depth guard
+//! against stack exhaustion) and is then evaluated over a grid of timestamps by the `eval`
+//! module: selectors read each series once and slide their windows across the steps,
+//! operators and functions work step by step on the results. [`Engine`] ties this together
+//! behind two calls, [`Engine::instant`] and [`Engine::range`], that return a [`QueryResult`]
+//! with the [`Value`], warnings/infos and statistics, or an [`Error`] whose
+//! [`Error::error_type`] is the Prometheus API `errorType`.
+//!
+//! Native histograms are not supported yet: series hold float samples only.
+
+pub mod annotations;
+mod engine;
+pub mod error;
+mod eval;
+pub mod options;
+pub mod parser;
+pub mod value;
+
+pub use annotations::{Annotation, Level};
+pub use engine::Engine;
+pub use error::{Error, Result};
+pub use options::EngineOptions;
+pub use value::{Point, QueryResult, QueryStats, Sample, Series, Value};

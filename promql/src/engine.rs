@@ -1,0 +1,169 @@
+//! The query entry points: parse, evaluate, shape the result.
+
+use std::time::Instant;
+
+use storage::Querier;
+
+use crate::annotations::Level;
+use crate::error::{Error, Result};
+use crate::eval::{Evaluator, Grid, QueryParams, Series, Val, drop_metric_labels};
+use crate::options::EngineOptions;
+use crate::parser::{self, ast::Expr, ast::ValueType};
+use crate::value::{Point, QueryResult, QueryStats, Sample, Value};
+
+/// Stack size of the thread a query is evaluated on. Parsing, checking and evaluating recurse
+/// once per level of the syntax tree, whose depth the parser limits; this leaves ample room even
+/// in unoptimised builds, independently of the caller's thread.
+const EVAL_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// A PromQL engine: configuration plus the entry points for instant and range queries.
+#[derive(Debug, Clone, Default)]
+pub struct Engine {
+    opts: EngineOptions,
+}
+
+impl Engine {
+    /// An engine with the given options.
+    pub fn new(opts: EngineOptions) -> Self {
+        Engine { opts }
+    }
+
+    /// The engine's options.
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    /// Evaluates `query` at `time_ms` (Prometheus' `/api/v1/query`).
+    pub fn instant(&self, querier: &dyn Querier, query: &str, time_ms: i64) -> Result<QueryResult> {
+        self.run(querier, query, QueryParams { start: time_ms, end: time_ms, step: 0 })
+    }
+
+    /// Evaluates `query` at `start_ms, start_ms + step_ms, ... <= end_ms`
+    /// (Prometheus' `/api/v1/query_range`). The query must return a scalar or an instant vector.
+    pub fn range(
+        &self,
+        querier: &dyn Querier,
+        query: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+    ) -> Result<QueryResult> {
+        if step_ms <= 0 {
+            return Err(Error::BadData(
+                "zero or negative query resolution step widths are not accepted. Try a positive integer"
+                    .into(),
+            ));
+        }
+        if end_ms < start_ms {
+            return Err(Error::BadData("end timestamp must not be before start time".into()));
+        }
+        self.run(querier, query, QueryParams { start: start_ms, end: end_ms, step: step_ms })
+    }
+
+    /// Parses and type-checks `query` with this engine's feature flags.
+    pub fn parse(&self, query: &str) -> Result<Expr> {
+        parser::parse(query, &self.opts.parse_options()).map_err(|e| Error::BadData(e.render(query)))
+    }
+
+    fn run(&self, querier: &dyn Querier, query: &str, params: QueryParams) -> Result<QueryResult> {
+        // Everything that recurses over the syntax tree, including dropping it, happens on a
+        // thread with a known, generous stack.
+        std::thread::scope(|scope| {
+            let handle = std::thread::Builder::new()
+                .name("promql-eval".into())
+                .stack_size(EVAL_STACK_BYTES)
+                .spawn_scoped(scope, || self.run_on_this_thread(querier, query, params))
+                .map_err(|e| Error::Execution(format!("cannot start query thread: {e}")))?;
+            handle.join().unwrap_or_else(|_| Err(Error::Execution("query evaluation panicked".into())))
+        })
+    }
+
+    fn run_on_this_thread(
+        &self,
+        querier: &dyn Querier,
+        query: &str,
+        params: QueryParams,
+    ) -> Result<QueryResult> {
+        let started = Instant::now();
+        let expr = self.parse(query)?;
+        let ty = expr.value_type();
+        let is_range = params.step > 0;
+        if is_range && ty != ValueType::Scalar && ty != ValueType::Vector {
+            return Err(Error::BadData(format!(
+                "invalid expression type {:?} for range query, must be Scalar or instant Vector",
+                ty.documented()
+            )));
+        }
+        let prepared = Instant::now();
+        let deadline = started + self.opts.timeout;
+        let mut ev = Evaluator::new(querier, &self.opts, params, deadline);
+        let grid = Grid { start: params.start, end: params.end, step: params.step.max(1) };
+        ev.check_grid(grid)?;
+        let val = ev.eval(&expr, grid)?;
+        let value = finalize(val, grid, is_range, self.opts.delayed_name_removal)?;
+        let stats = QueryStats {
+            samples_read: ev.samples_read,
+            series_selected: ev.series_selected,
+            peak_samples: ev.samples.peak,
+            prepare_time: prepared - started,
+            eval_time: prepared.elapsed(),
+        };
+        let annotations = ev.annotations.to_vec();
+        let render = |level: Level| -> Vec<String> {
+            annotations.iter().filter(|a| a.level == level).map(|a| a.render(query)).collect()
+        };
+        let (warnings, infos) = (render(Level::Warning), render(Level::Info));
+        Ok(QueryResult { value, warnings, infos, annotations, stats })
+    }
+}
+
+fn to_public(s: Series) -> crate::value::Series {
+    crate::value::Series {
+        labels: s.labels,
+        points: s.points.into_iter().map(|p| Point { t: p.t, v: p.f }).collect(),
+    }
+}
+
+/// Applies delayed name removal and shapes the evaluator's value as Prometheus returns it.
+fn finalize(val: Val, g: Grid, is_range: bool, delayed: bool) -> Result<Value> {
+    let clean = |mut m: Vec<Series>| -> Result<Vec<Series>> {
+        if delayed {
+            for s in &mut m {
+                if s.drop_name {
+                    s.labels = drop_metric_labels(&s.labels);
+                }
+            }
+        }
+        Ok(m)
+    };
+    Ok(match val {
+        Val::Str(s) => Value::String { t: g.start, v: s },
+        Val::Scalar(v) if !is_range => {
+            Value::Scalar { t: g.start, v: v.first().copied().unwrap_or(f64::NAN) }
+        }
+        Val::Scalar(v) => Value::Matrix(vec![crate::value::Series {
+            labels: storage::Labels::default(),
+            points: g.timestamps().zip(v).map(|(t, v)| Point { t, v }).collect(),
+        }]),
+        Val::Vector(m) if !is_range => {
+            let m = clean(m)?;
+            if crate::eval::has_duplicate_labels(&m) {
+                return Err(crate::eval::duplicate_labelset());
+            }
+            Value::Vector(
+                m.into_iter()
+                    .filter_map(|s| {
+                        s.points.first().map(|p| Sample { labels: s.labels.clone(), t: g.start, v: p.f })
+                    })
+                    .collect(),
+            )
+        }
+        Val::Vector(m) | Val::Range(m) => {
+            let m = if delayed { crate::eval::merge_same_labelsets(clean(m)?)? } else { m };
+            let mut out: Vec<crate::value::Series> =
+                m.into_iter().filter(|s| !s.points.is_empty()).map(to_public).collect();
+            out.sort_by(|a, b| a.labels.cmp(&b.labels));
+            Value::Matrix(out)
+        }
+    })
+}

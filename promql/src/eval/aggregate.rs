@@ -1,0 +1,361 @@
+//! Aggregation operators (`sum`, `avg`, `topk`, `count_values`, ...) with `by`/`without`.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use storage::{Label, Labels};
+
+use super::functions::{go_max, go_min};
+use super::range_fn::{fmt_g, kahan_inc, quantile};
+use super::series::{OutputBuilder, StepCursor};
+use super::{Evaluator, Grid, Val, labels};
+use crate::error::{Error, Result};
+use crate::parser::ast::{AggOp, AggregateExpr, Expr};
+
+/// Running state of one group at one step.
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    seen: bool,
+    value: f64,
+    mean: f64,
+    kahan_c: f64,
+    count: f64,
+    incremental_mean: bool,
+    drop_name: bool,
+    values: Vec<f64>,
+}
+
+/// Labels identifying an input series' group.
+fn group_labels(l: &Labels, grouping: &[String], without: bool) -> Labels {
+    if without {
+        let mut names: Vec<&str> = grouping.iter().map(String::as_str).collect();
+        names.push(storage::METRIC_NAME);
+        labels::without(l, &names)
+    } else if grouping.is_empty() {
+        Labels::default()
+    } else {
+        labels::keep(l, grouping)
+    }
+}
+
+/// An aggregation parameter over all steps, with Go's NaN-propagating min and max.
+struct Params {
+    values: Vec<f64>,
+    min: f64,
+    max: f64,
+    any_nan: bool,
+}
+
+impl Params {
+    fn new(values: Vec<f64>) -> Self {
+        let any_nan = values.iter().any(|v| v.is_nan());
+        let min = values.iter().copied().reduce(go_min).unwrap_or(f64::NAN);
+        let max = values.iter().copied().reduce(go_max).unwrap_or(f64::NAN);
+        Params { values, min, max, any_nan }
+    }
+}
+
+/// Orders for `topk` output: descending, NaN last.
+fn cmp_desc_nan_last(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => b.partial_cmp(&a).unwrap_or(Ordering::Equal),
+    }
+}
+
+impl<'a> Evaluator<'a> {
+    pub(crate) fn eval_aggregate(&mut self, a: &AggregateExpr, g: Grid) -> Result<Val> {
+        if a.op == AggOp::CountValues {
+            return self.eval_count_values(a, g);
+        }
+        let params = match &a.param {
+            Some(p) => Some(Params::new(self.eval_scalar(p, g)?)),
+            None => None,
+        };
+        let input = self.eval_vector(&a.expr, g)?;
+        let param_pos = a.param.as_ref().map_or(a.start, Expr::start);
+        if let Some(p) = &params {
+            match a.op {
+                AggOp::Topk | AggOp::Bottomk | AggOp::Limitk => {
+                    if p.max < 1.0 {
+                        return Ok(Val::Vector(Vec::new()));
+                    }
+                    if p.any_nan {
+                        return Err(Error::Execution("Parameter value is NaN".into()));
+                    }
+                    if p.min <= i64::MIN as f64 {
+                        return Err(Error::Execution(format!(
+                            "Scalar value {} underflows int64",
+                            fmt_g(p.min)
+                        )));
+                    }
+                    if p.max >= 9_223_372_036_854_774_784.0 {
+                        return Err(Error::Execution(format!(
+                            "Scalar value {} overflows int64",
+                            fmt_g(p.max)
+                        )));
+                    }
+                }
+                AggOp::LimitRatio => {
+                    if p.max == 0.0 && p.min == 0.0 {
+                        return Ok(Val::Vector(Vec::new()));
+                    }
+                    if p.any_nan {
+                        return Err(Error::Execution("Ratio value is NaN".into()));
+                    }
+                    if p.max > 1.0 {
+                        self.annotations.warn(
+                            format!(
+                                "ratio value should be between -1 and 1, got {}, capping to 1",
+                                fmt_g(p.max)
+                            ),
+                            param_pos,
+                        );
+                    }
+                    if p.min < -1.0 {
+                        self.annotations.warn(
+                            format!(
+                                "ratio value should be between -1 and 1, got {}, capping to -1",
+                                fmt_g(p.min)
+                            ),
+                            param_pos,
+                        );
+                    }
+                }
+                AggOp::Quantile => {
+                    let bad: Vec<f64> = [
+                        p.any_nan.then_some(f64::NAN),
+                        (p.max > 1.0).then_some(p.max),
+                        (p.min < 0.0).then_some(p.min),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    for q in bad {
+                        self.annotations.warn(
+                            format!("quantile value should be between 0 and 1, got {}", fmt_g(q)),
+                            param_pos,
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut grouping = a.grouping.clone();
+        grouping.sort();
+        // Map each input series to its group once; labels do not change between steps.
+        let mut group_index: HashMap<Labels, usize> = HashMap::new();
+        let mut group_of = Vec::with_capacity(input.len());
+        let mut group_names: Vec<Labels> = Vec::new();
+        for s in &input {
+            let key = group_labels(&s.labels, &grouping, a.without);
+            let idx = *group_index.entry(key.clone()).or_insert_with(|| {
+                group_names.push(key);
+                group_names.len() - 1
+            });
+            group_of.push(idx);
+        }
+        let k_style = matches!(a.op, AggOp::Topk | AggOp::Bottomk | AggOp::Limitk | AggOp::LimitRatio);
+        let mut out = OutputBuilder::new(g);
+        let mut cursor = StepCursor::new(&input);
+        let mut step = Vec::new();
+        for (si, ts) in g.timestamps().enumerate() {
+            self.check_deadline()?;
+            cursor.at(&input, ts, &mut step);
+            let param = params.as_ref().and_then(|p| p.values.get(si)).copied().unwrap_or(f64::NAN);
+            if k_style {
+                self.aggregate_k(a.op, param, &step, &group_of, group_names.len(), ts, &mut out)?;
+                continue;
+            }
+            let mut accs = vec![Acc::default(); group_names.len()];
+            for s in &step {
+                let acc = &mut accs[group_of[s.idx]];
+                let f = s.f;
+                if !acc.seen {
+                    *acc = Acc {
+                        seen: true,
+                        value: f,
+                        mean: f,
+                        count: 1.0,
+                        drop_name: s.drop_name,
+                        ..Acc::default()
+                    };
+                    match a.op {
+                        AggOp::Stddev | AggOp::Stdvar => {
+                            acc.value = if f.is_finite() { 0.0 } else { f64::NAN }
+                        }
+                        AggOp::Quantile => acc.values.push(f),
+                        AggOp::Group => acc.value = 1.0,
+                        _ => {}
+                    }
+                    continue;
+                }
+                acc.drop_name |= s.drop_name;
+                match a.op {
+                    AggOp::Sum => (acc.value, acc.kahan_c) = kahan_inc(f, acc.value, acc.kahan_c),
+                    AggOp::Avg => {
+                        acc.count += 1.0;
+                        if !acc.incremental_mean {
+                            let (v, c) = kahan_inc(f, acc.value, acc.kahan_c);
+                            if !v.is_infinite() {
+                                (acc.value, acc.kahan_c) = (v, c);
+                                continue;
+                            }
+                            // The direct sum would overflow: switch to an incremental mean.
+                            acc.incremental_mean = true;
+                            acc.mean = acc.value / (acc.count - 1.0);
+                            acc.kahan_c /= acc.count - 1.0;
+                        }
+                        let q = (acc.count - 1.0) / acc.count;
+                        (acc.mean, acc.kahan_c) = kahan_inc(f / acc.count, q * acc.mean, q * acc.kahan_c);
+                    }
+                    AggOp::Max if acc.value < f || acc.value.is_nan() => acc.value = f,
+                    AggOp::Min if acc.value > f || acc.value.is_nan() => acc.value = f,
+                    AggOp::Count => acc.count += 1.0,
+                    AggOp::Stddev | AggOp::Stdvar => {
+                        acc.count += 1.0;
+                        let delta = f - acc.mean;
+                        acc.mean += delta / acc.count;
+                        acc.value += delta * (f - acc.mean);
+                    }
+                    AggOp::Quantile => acc.values.push(f),
+                    _ => {}
+                }
+            }
+            for (gi, acc) in accs.iter_mut().enumerate() {
+                if !acc.seen {
+                    continue;
+                }
+                let v = match a.op {
+                    AggOp::Sum => acc.value + acc.kahan_c,
+                    AggOp::Avg if acc.incremental_mean => acc.mean + acc.kahan_c,
+                    AggOp::Avg => acc.value / acc.count + acc.kahan_c / acc.count,
+                    AggOp::Count => acc.count,
+                    AggOp::Stdvar => acc.value / acc.count,
+                    AggOp::Stddev => (acc.value / acc.count).sqrt(),
+                    AggOp::Quantile => quantile(param, &mut acc.values),
+                    _ => acc.value,
+                };
+                out.push(group_names[gi].clone(), acc.drop_name, ts, v)?;
+            }
+        }
+        Ok(Val::Vector(out.finish(true)?))
+    }
+
+    /// `topk`, `bottomk`, `limitk`, `limit_ratio` at one step: selects input samples, keeping
+    /// their labels.
+    #[allow(clippy::too_many_arguments)]
+    fn aggregate_k(
+        &mut self,
+        op: AggOp,
+        param: f64,
+        step: &[super::series::StepSample<'_>],
+        group_of: &[usize],
+        groups: usize,
+        ts: i64,
+        out: &mut OutputBuilder,
+    ) -> Result<()> {
+        let mut chosen: Vec<Vec<usize>> = vec![Vec::new(); groups];
+        match op {
+            AggOp::LimitRatio => {
+                if param == 0.0 {
+                    return Ok(());
+                }
+                let r = param.clamp(-1.0, 1.0);
+                for (i, s) in step.iter().enumerate() {
+                    if ratio_selects(r, s.labels) {
+                        chosen[group_of[s.idx]].push(i);
+                    }
+                }
+            }
+            _ => {
+                let k = (param as i64).min(group_of.len() as i64);
+                if k < 1 {
+                    return Ok(());
+                }
+                for (i, s) in step.iter().enumerate() {
+                    chosen[group_of[s.idx]].push(i);
+                }
+                for c in &mut chosen {
+                    match op {
+                        AggOp::Topk => c.sort_by(|x, y| cmp_desc_nan_last(step[*x].f, step[*y].f)),
+                        AggOp::Bottomk => c.sort_by(|x, y| cmp_desc_nan_last(-step[*x].f, -step[*y].f)),
+                        _ => {}
+                    }
+                    c.truncate(k as usize);
+                }
+            }
+        }
+        for c in chosen {
+            for i in c {
+                let s = &step[i];
+                out.push(s.labels.clone(), s.drop_name, ts, s.f)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn eval_count_values(&mut self, a: &AggregateExpr, g: Grid) -> Result<Val> {
+        let Some(Expr::String(label)) = a.param.as_ref().map(Expr::unparen) else {
+            return Err(Error::BadData("count_values needs a label name".into()));
+        };
+        if !labels::is_valid_label_name(&label.value, label.valid_utf8) {
+            return Err(Error::Execution(format!("invalid label name {}", label.raw)));
+        }
+        let mut grouping = a.grouping.clone();
+        if !a.without {
+            grouping.push(label.value.clone());
+        }
+        grouping.sort();
+        let input = self.eval_vector(&a.expr, g)?;
+        let mut out = OutputBuilder::new(g);
+        let mut cursor = StepCursor::new(&input);
+        let mut step = Vec::new();
+        for ts in g.timestamps() {
+            self.check_deadline()?;
+            cursor.at(&input, ts, &mut step);
+            let mut counts: Vec<(Labels, f64)> = Vec::new();
+            let mut index: HashMap<Labels, usize> = HashMap::new();
+            for s in &step {
+                let mut l: Vec<Label> =
+                    s.labels.iter().filter(|x| x.name.as_ref() != label.value).cloned().collect();
+                l.push(Label::new(label.value.as_str(), format_value(s.f).as_str()));
+                let with_value = Labels::new(l);
+                let key = group_labels(&with_value, &grouping, a.without);
+                match index.get(&key) {
+                    Some(&i) => counts[i].1 += 1.0,
+                    None => {
+                        index.insert(key.clone(), counts.len());
+                        counts.push((key, 1.0));
+                    }
+                }
+            }
+            for (l, c) in counts {
+                out.push(l, false, ts, c)?;
+            }
+        }
+        Ok(Val::Vector(out.finish(true)?))
+    }
+}
+
+/// A value as `count_values` writes it into a label (Go's `FormatFloat(f, 'f', -1, 64)`).
+fn format_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v == f64::INFINITY {
+        "+Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Whether `limit_ratio(r, ...)` keeps a series: a deterministic pseudo-random offset in
+/// `[0, 1)` from the label set, compared with the ratio (from the other end for negative ratios).
+fn ratio_selects(r: f64, l: &Labels) -> bool {
+    let offset = super::labels::hash(l) as f64 / u64::MAX as f64;
+    (r >= 0.0 && offset < r) || (r < 0.0 && offset >= 1.0 + r)
+}

@@ -1,0 +1,315 @@
+//! Binary operators: scalar/scalar, vector/scalar, and vector/vector with label matching
+//! (`on`, `ignoring`, `group_left`, `group_right`, `fill*`) and the set operators.
+
+use std::collections::HashMap;
+
+use storage::Labels;
+
+use super::series::{OutputBuilder, StepCursor, StepSample, merge_same_labelsets};
+use super::{Evaluator, Grid, Val, drop_metric_labels, labels};
+use crate::error::{Error, Result};
+use crate::parser::ast::{BinOp, BinaryExpr, Cardinality, VectorMatching};
+use crate::parser::strings::go_quote;
+
+/// `op` on two floats: the value and, for comparisons, whether the element is kept.
+pub(crate) fn apply(op: BinOp, l: f64, r: f64) -> (f64, bool) {
+    match op {
+        BinOp::Add => (l + r, true),
+        BinOp::Sub => (l - r, true),
+        BinOp::Mul => (l * r, true),
+        BinOp::Div => (l / r, true),
+        BinOp::Pow => (l.powf(r), true),
+        BinOp::Mod => (l % r, true),
+        BinOp::Atan2 => (l.atan2(r), true),
+        BinOp::Eql => (l, l == r),
+        BinOp::Neq => (l, l != r),
+        BinOp::Gtr => (l, l > r),
+        BinOp::Lss => (l, l < r),
+        BinOp::Gte => (l, l >= r),
+        BinOp::Lte => (l, l <= r),
+        BinOp::And | BinOp::Or | BinOp::Unless => (l, true),
+    }
+}
+
+/// Prometheus' `labels.Labels.String()`: `{__name__="a", b="c"}`.
+fn labels_string(l: &Labels) -> String {
+    let parts: Vec<String> = l.iter().map(|x| format!("{}={}", x.name, go_quote(&x.value))).collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// The labels two series are matched on.
+fn signature(l: &Labels, m: &VectorMatching) -> Labels {
+    if m.on {
+        labels::keep(l, &m.labels)
+    } else {
+        let mut names: Vec<&str> = m.labels.iter().map(String::as_str).collect();
+        names.push(storage::METRIC_NAME);
+        labels::without(l, &names)
+    }
+}
+
+/// Labels of a result element (Prometheus' `resultMetric`).
+fn result_labels(lhs: &Labels, rhs: &Labels, op: BinOp, m: &VectorMatching) -> Labels {
+    let mut l = if op.changes_metric_schema() { drop_metric_labels(lhs) } else { lhs.clone() };
+    if m.card == Cardinality::OneToOne {
+        l = if m.on { labels::keep(&l, &m.labels) } else { labels::without_owned(&l, &m.labels) };
+    }
+    for name in &m.include {
+        l = labels::set(&l, name, rhs.get(name).unwrap_or(""));
+    }
+    l
+}
+
+impl<'a> Evaluator<'a> {
+    pub(crate) fn eval_binary(&mut self, b: &BinaryExpr, g: Grid) -> Result<Val> {
+        let lhs = self.eval(&b.lhs, g)?;
+        let rhs = self.eval(&b.rhs, g)?;
+        let delayed = self.opts.delayed_name_removal;
+        match (lhs, rhs) {
+            (Val::Scalar(l), Val::Scalar(r)) => {
+                let v = l
+                    .iter()
+                    .zip(&r)
+                    .map(|(x, y)| {
+                        let (v, keep) = apply(b.op, *x, *y);
+                        if b.op.is_comparison() { if keep { 1.0 } else { 0.0 } } else { v }
+                    })
+                    .collect();
+                Ok(Val::Scalar(v))
+            }
+            (Val::Vector(m), Val::Scalar(s)) | (Val::Scalar(s), Val::Vector(m)) => {
+                let scalar_left = matches!(b.lhs.value_type(), crate::parser::ast::ValueType::Scalar);
+                let mut out = Vec::with_capacity(m.len());
+                for mut series in m {
+                    series.points.retain_mut(|p| {
+                        let sv = s.get(g.index(p.t)).copied().unwrap_or(f64::NAN);
+                        let (l, r) = if scalar_left { (sv, p.f) } else { (p.f, sv) };
+                        let (mut v, mut keep) = apply(b.op, l, r);
+                        if b.op.is_comparison() {
+                            // The vector element's value is kept, whichever side it is on.
+                            v = p.f;
+                        }
+                        if b.return_bool {
+                            v = if keep { 1.0 } else { 0.0 };
+                            keep = true;
+                        }
+                        p.f = v;
+                        keep
+                    });
+                    if series.points.is_empty() {
+                        continue;
+                    }
+                    if b.op.changes_metric_schema() || b.return_bool {
+                        series.drop_metric_name(delayed);
+                    }
+                    out.push(series);
+                }
+                if !delayed {
+                    out = merge_same_labelsets(out)?;
+                }
+                Ok(Val::Vector(out))
+            }
+            (Val::Vector(l), Val::Vector(r)) => {
+                let m = b.matching.clone().unwrap_or(VectorMatching {
+                    card: Cardinality::OneToOne,
+                    on: false,
+                    labels: Vec::new(),
+                    include: Vec::new(),
+                    fill_lhs: None,
+                    fill_rhs: None,
+                });
+                self.vector_vector(b, &m, l, r, g)
+            }
+            _ => Err(Error::Execution(
+                "binary expression must contain only scalar and instant vector types".into(),
+            )),
+        }
+    }
+
+    fn vector_vector(
+        &mut self,
+        b: &BinaryExpr,
+        m: &VectorMatching,
+        lhs: Vec<super::Series>,
+        rhs: Vec<super::Series>,
+        g: Grid,
+    ) -> Result<Val> {
+        // Signatures are computed once per series and numbered.
+        let mut sig_index: HashMap<Labels, usize> = HashMap::new();
+        let mut sig_labels: Vec<Labels> = Vec::new();
+        let mut number = |l: &Labels| -> usize {
+            let s = signature(l, m);
+            *sig_index.entry(s.clone()).or_insert_with(|| {
+                sig_labels.push(s);
+                sig_labels.len() - 1
+            })
+        };
+        let lsig: Vec<usize> = lhs.iter().map(|s| number(&s.labels)).collect();
+        let rsig: Vec<usize> = rhs.iter().map(|s| number(&s.labels)).collect();
+        let nsigs = sig_labels.len();
+        let (mut lc, mut rc) = (StepCursor::new(&lhs), StepCursor::new(&rhs));
+        let (mut lstep, mut rstep) = (Vec::new(), Vec::new());
+        let mut out = OutputBuilder::new(g);
+        let mut present = vec![false; nsigs];
+        for ts in g.timestamps() {
+            self.check_deadline()?;
+            lc.at(&lhs, ts, &mut lstep);
+            rc.at(&rhs, ts, &mut rstep);
+            match b.op {
+                BinOp::And | BinOp::Unless => {
+                    present.iter_mut().for_each(|p| *p = false);
+                    for s in &rstep {
+                        present[rsig[s.idx]] = true;
+                    }
+                    let want = b.op == BinOp::And;
+                    if want && rstep.is_empty() {
+                        continue;
+                    }
+                    for s in &lstep {
+                        if present[lsig[s.idx]] == want {
+                            out.push(s.labels.clone(), s.drop_name, ts, s.f)?;
+                        }
+                    }
+                }
+                BinOp::Or => {
+                    present.iter_mut().for_each(|p| *p = false);
+                    for s in &lstep {
+                        present[lsig[s.idx]] = true;
+                        out.push(s.labels.clone(), s.drop_name, ts, s.f)?;
+                    }
+                    for s in &rstep {
+                        if !present[rsig[s.idx]] {
+                            out.push(s.labels.clone(), s.drop_name, ts, s.f)?;
+                        }
+                    }
+                }
+                _ => self.binop_step(b, m, &lstep, &rstep, &lsig, &rsig, ts, &mut out)?,
+            }
+        }
+        Ok(Val::Vector(out.finish(self.opts.delayed_name_removal)?))
+    }
+
+    /// One step of an arithmetic or comparison operation between vectors (Prometheus'
+    /// `VectorBinop`).
+    #[allow(clippy::too_many_arguments)]
+    fn binop_step(
+        &mut self,
+        b: &BinaryExpr,
+        m: &VectorMatching,
+        lstep: &[StepSample<'_>],
+        rstep: &[StepSample<'_>],
+        lsig: &[usize],
+        rsig: &[usize],
+        ts: i64,
+        out: &mut OutputBuilder,
+    ) -> Result<()> {
+        let filling = m.fill_lhs.is_some() || m.fill_rhs.is_some();
+        if (lstep.is_empty() && rstep.is_empty()) || ((lstep.is_empty() || rstep.is_empty()) && !filling) {
+            return Ok(());
+        }
+        // Work as many-to-one; for one-to-many swap the sides and swap back when computing.
+        let swapped = m.card == Cardinality::OneToMany;
+        let (many, one, many_sig, one_sig) =
+            if swapped { (rstep, lstep, rsig, lsig) } else { (lstep, rstep, lsig, rsig) };
+        let mut one_by_sig: HashMap<usize, usize> = HashMap::with_capacity(one.len());
+        for (i, s) in one.iter().enumerate() {
+            let sig = one_sig[s.idx];
+            if let Some(&prev) = one_by_sig.get(&sig) {
+                let side = if swapped { "left" } else { "right" };
+                let matched = if m.on {
+                    labels::keep(s.labels, &m.labels)
+                } else {
+                    let mut names: Vec<&str> = m.labels.iter().map(String::as_str).collect();
+                    names.push(storage::METRIC_NAME);
+                    labels::without(s.labels, &names)
+                };
+                let mut pair = [labels_string(one[prev].labels), labels_string(s.labels)];
+                pair.sort();
+                return Err(Error::Execution(format!(
+                    "found duplicate series for the match group {} on the {side} hand-side of the operation: [{}, {}];\
+                     many-to-many matching not allowed: matching labels must be unique on one side",
+                    labels_string(&matched),
+                    pair[0],
+                    pair[1]
+                )));
+            }
+            one_by_sig.insert(sig, i);
+        }
+        let delayed = self.opts.delayed_name_removal;
+        // For one-to-one: which signatures produced a result; for many-to-one: result labels
+        // per signature, to detect ambiguous matches.
+        let mut matched: HashMap<usize, Vec<Labels>> = HashMap::new();
+        let match_labels = |l: &Labels| -> Labels {
+            if m.on {
+                labels::keep(l, &m.labels)
+            } else {
+                let mut names: Vec<&str> = m.labels.iter().map(String::as_str).collect();
+                names.push(storage::METRIC_NAME);
+                labels::without(l, &names)
+            }
+        };
+        let do_op = |matched: &mut HashMap<usize, Vec<Labels>>,
+                     ll: &Labels,
+                     lf: f64,
+                     rl: &Labels,
+                     rf: f64,
+                     sig: usize,
+                     out: &mut OutputBuilder|
+         -> Result<()> {
+            let (fl, fr) = if swapped { (rf, lf) } else { (lf, rf) };
+            let (mut v, keep) = apply(b.op, fl, fr);
+            if b.return_bool {
+                v = if keep { 1.0 } else { 0.0 };
+            }
+            let mut metric = result_labels(ll, rl, b.op, m);
+            if !delayed && b.return_bool {
+                metric = drop_metric_labels(&metric);
+            }
+            let entry = matched.entry(sig).or_default();
+            if m.card == Cardinality::OneToOne {
+                if !entry.is_empty() {
+                    return Err(Error::Execution(
+                        "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)"
+                            .into(),
+                    ));
+                }
+                entry.push(Labels::default());
+            } else {
+                if entry.contains(&metric) {
+                    return Err(Error::Execution(
+                        "multiple matches for labels: grouping labels must ensure unique matches".into(),
+                    ));
+                }
+                entry.push(metric.clone());
+            }
+            if !keep && !b.return_bool {
+                return Ok(());
+            }
+            out.push(metric, b.return_bool, ts, v)
+        };
+        let (fill_many, fill_one) = (m.fill_lhs, m.fill_rhs);
+        for s in many {
+            let sig = many_sig[s.idx];
+            match one_by_sig.get(&sig) {
+                Some(&j) => do_op(&mut matched, s.labels, s.f, one[j].labels, one[j].f, sig, out)?,
+                None => {
+                    if let Some(fill) = fill_one {
+                        let filled = match_labels(s.labels);
+                        do_op(&mut matched, s.labels, s.f, &filled, fill, sig, out)?;
+                    }
+                }
+            }
+        }
+        if let Some(fill) = fill_many {
+            for s in one {
+                let sig = one_sig[s.idx];
+                if matched.contains_key(&sig) {
+                    continue;
+                }
+                let filled = match_labels(s.labels);
+                do_op(&mut matched, &filled, fill, s.labels, s.f, sig, out)?;
+            }
+        }
+        Ok(())
+    }
+}

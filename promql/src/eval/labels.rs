@@ -1,0 +1,137 @@
+//! Small label-set operations used throughout evaluation.
+
+use storage::{Label, Labels};
+
+/// `l` without the labels named in `names`.
+pub(crate) fn without(l: &Labels, names: &[&str]) -> Labels {
+    if !l.iter().any(|x| names.contains(&x.name.as_ref())) {
+        return l.clone();
+    }
+    Labels::from_sorted(l.iter().filter(|x| !names.contains(&x.name.as_ref())).cloned().collect())
+}
+
+/// `l` without the labels named in `names` (owned-string variant).
+pub(crate) fn without_owned(l: &Labels, names: &[String]) -> Labels {
+    if !l.iter().any(|x| names.iter().any(|n| n == x.name.as_ref())) {
+        return l.clone();
+    }
+    Labels::from_sorted(l.iter().filter(|x| !names.iter().any(|n| n == x.name.as_ref())).cloned().collect())
+}
+
+/// Only the labels of `l` named in `names`.
+pub(crate) fn keep(l: &Labels, names: &[String]) -> Labels {
+    Labels::from_sorted(l.iter().filter(|x| names.iter().any(|n| n == x.name.as_ref())).cloned().collect())
+}
+
+/// `l` with label `name` set to `value` (removed if `value` is empty).
+pub(crate) fn set(l: &Labels, name: &str, value: &str) -> Labels {
+    let mut v: Vec<Label> = l.iter().filter(|x| x.name.as_ref() != name).cloned().collect();
+    if !value.is_empty() {
+        v.push(Label::new(name, value));
+    }
+    Labels::new(v)
+}
+
+/// The metric name or "".
+pub(crate) fn metric_name(l: &Labels) -> &str {
+    l.metric_name().unwrap_or("")
+}
+
+/// A valid label name (UTF-8, non-empty), as Prometheus 3 accepts them.
+pub(crate) fn is_valid_label_name(name: &str, valid_utf8: bool) -> bool {
+    valid_utf8 && !name.is_empty()
+}
+
+/// The label-set hash Prometheus uses (`labels.Labels.Hash`): xxHash64 of
+/// `name 0xff value 0xff ...`. `limit_ratio` relies on it to pick the same series Prometheus does.
+pub(crate) fn hash(l: &Labels) -> u64 {
+    let mut buf = Vec::with_capacity(256);
+    for x in l.iter() {
+        buf.extend_from_slice(x.name.as_bytes());
+        buf.push(0xff);
+        buf.extend_from_slice(x.value.as_bytes());
+        buf.push(0xff);
+    }
+    xxh64(&buf)
+}
+
+const P1: u64 = 0x9E37_79B1_85EB_CA87;
+const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const P3: u64 = 0x1656_67B1_9E37_79F9;
+const P4: u64 = 0x85EB_CA77_C2B2_AE63;
+const P5: u64 = 0x27D4_EB2F_1656_67C5;
+
+fn round(acc: u64, input: u64) -> u64 {
+    acc.wrapping_add(input.wrapping_mul(P2)).rotate_left(31).wrapping_mul(P1)
+}
+
+fn merge_round(acc: u64, val: u64) -> u64 {
+    (acc ^ round(0, val)).wrapping_mul(P1).wrapping_add(P4)
+}
+
+fn read_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+/// xxHash64 with seed 0.
+pub(crate) fn xxh64(data: &[u8]) -> u64 {
+    let len = data.len() as u64;
+    let mut rest = data;
+    let mut h = if data.len() >= 32 {
+        let mut v = [P1.wrapping_add(P2), P2, 0, 0u64.wrapping_sub(P1)];
+        while rest.len() >= 32 {
+            for (i, lane) in v.iter_mut().enumerate() {
+                *lane = round(*lane, read_u64(&rest[i * 8..]));
+            }
+            rest = &rest[32..];
+        }
+        let mut h = v[0]
+            .rotate_left(1)
+            .wrapping_add(v[1].rotate_left(7))
+            .wrapping_add(v[2].rotate_left(12))
+            .wrapping_add(v[3].rotate_left(18));
+        for lane in v {
+            h = merge_round(h, lane);
+        }
+        h
+    } else {
+        P5
+    };
+    h = h.wrapping_add(len);
+    while rest.len() >= 8 {
+        h ^= round(0, read_u64(rest));
+        h = h.rotate_left(27).wrapping_mul(P1).wrapping_add(P4);
+        rest = &rest[8..];
+    }
+    if rest.len() >= 4 {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&rest[..4]);
+        h ^= u64::from(u32::from_le_bytes(a)).wrapping_mul(P1);
+        h = h.rotate_left(23).wrapping_mul(P2).wrapping_add(P3);
+        rest = &rest[4..];
+    }
+    for &b in rest {
+        h ^= u64::from(b).wrapping_mul(P5);
+        h = h.rotate_left(11).wrapping_mul(P1);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(P2);
+    h ^= h >> 29;
+    h = h.wrapping_mul(P3);
+    h ^ (h >> 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xxh64_reference_values() {
+        assert_eq!(xxh64(b""), 0xEF46_DB37_51D8_E999);
+        assert_eq!(xxh64(b"a"), 0xD24E_C4F1_A98C_6E5B);
+        assert_eq!(xxh64(b"abc"), 0x44BC_2CF5_AD77_0999);
+        assert_eq!(xxh64(b"Nobody inspects the spammish repetition"), 0xFBCE_A83C_8A37_8BF1);
+    }
+}

@@ -1,0 +1,366 @@
+//! Evaluation of a parsed expression over a grid of evaluation timestamps.
+//!
+//! Like Prometheus, every node is evaluated for all steps of the query at once: an instant
+//! vector becomes a set of series with one point per step at which the series exists, a scalar
+//! becomes one number per step. An instant query is the one-step case. Selectors read each
+//! series' samples from storage once and slide their look-back or range window across the steps,
+//! so the cost is one pass over the samples per series, not one storage read per step.
+//!
+//! Recursion follows the syntax tree, whose depth the parser bounded.
+
+mod aggregate;
+mod binary;
+mod functions;
+mod histogram;
+mod info;
+mod labels;
+mod range_fn;
+mod rate;
+mod selector;
+mod series;
+
+use std::time::Instant;
+
+use storage::{Labels, Querier};
+
+use crate::annotations::Annotations;
+use crate::error::{Error, Result};
+use crate::options::EngineOptions;
+use crate::parser::ast::{AtModifier, DurationExpr, DurationOp, Expr, Subquery};
+
+pub(crate) use series::{FPoint, Series, has_duplicate_labels, merge_same_labelsets};
+
+/// The evaluation timestamps: `start, start+step, ..., <= end` (ms). `step >= 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grid {
+    pub start: i64,
+    pub end: i64,
+    pub step: i64,
+}
+
+impl Grid {
+    /// Number of evaluation steps.
+    pub fn len(&self) -> usize {
+        if self.end < self.start { 0 } else { (self.end.saturating_sub(self.start) / self.step) as usize + 1 }
+    }
+
+    /// Timestamp of step `i`.
+    pub fn ts(&self, i: usize) -> i64 {
+        self.start + i as i64 * self.step
+    }
+
+    /// Step index of timestamp `t` (which must be on the grid).
+    pub fn index(&self, t: i64) -> usize {
+        ((t - self.start) / self.step) as usize
+    }
+
+    /// A single evaluation (instant query, or a step-invariant part).
+    pub fn is_instant(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Iterates over all step timestamps.
+    pub fn timestamps(&self) -> impl Iterator<Item = i64> + use<> {
+        let g = *self;
+        (0..g.len()).map(move |i| g.ts(i))
+    }
+}
+
+/// The value of a sub-expression over a grid.
+#[derive(Debug, Clone)]
+pub(crate) enum Val {
+    /// One value per grid step.
+    Scalar(Vec<f64>),
+    /// An instant vector: series with points at grid timestamps.
+    Vector(Vec<Series>),
+    /// A range vector (only at the top of an instant query): series with raw sample points.
+    Range(Vec<Series>),
+    /// A string.
+    Str(String),
+}
+
+impl Val {
+    fn sample_count(&self) -> usize {
+        match self {
+            Val::Scalar(v) => v.len(),
+            Val::Vector(m) | Val::Range(m) => m.iter().map(|s| s.points.len()).sum(),
+            Val::Str(_) => 0,
+        }
+    }
+}
+
+/// Parameters of the whole query, needed by `start()`, `end()`, `step()`, `range()` and
+/// `@ start()`/`@ end()` at any depth.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueryParams {
+    pub start: i64,
+    pub end: i64,
+    /// 0 for instant queries.
+    pub step: i64,
+}
+
+/// Tracks samples held in memory against the limit.
+#[derive(Debug, Default)]
+pub(crate) struct SampleCounter {
+    pub current: usize,
+    pub peak: usize,
+    pub max: usize,
+}
+
+impl SampleCounter {
+    fn add(&mut self, n: usize) -> Result<()> {
+        self.current += n;
+        self.peak = self.peak.max(self.current);
+        if self.current > self.max {
+            return Err(Error::TooManySamples("query execution"));
+        }
+        Ok(())
+    }
+}
+
+/// Evaluation state of one query.
+pub(crate) struct Evaluator<'a> {
+    pub querier: &'a dyn Querier,
+    pub opts: &'a EngineOptions,
+    pub query: QueryParams,
+    pub deadline: Instant,
+    pub annotations: Annotations,
+    pub samples: SampleCounter,
+    pub samples_read: u64,
+    pub series_selected: u64,
+    ticks: u32,
+}
+
+/// Error for duplicate output series; the exact text Prometheus uses.
+pub(crate) fn duplicate_labelset() -> Error {
+    Error::Execution("vector cannot contain metrics with the same labelset".to_string())
+}
+
+impl<'a> Evaluator<'a> {
+    pub fn new(
+        querier: &'a dyn Querier,
+        opts: &'a EngineOptions,
+        query: QueryParams,
+        deadline: Instant,
+    ) -> Self {
+        Evaluator {
+            querier,
+            opts,
+            query,
+            deadline,
+            annotations: Annotations::default(),
+            samples: SampleCounter { current: 0, peak: 0, max: opts.max_samples },
+            samples_read: 0,
+            series_selected: 0,
+            ticks: 0,
+        }
+    }
+
+    /// Returns an error once the query's time is up. Cheap enough for inner loops: the clock
+    /// is read every 64 calls.
+    pub fn check_deadline(&mut self) -> Result<()> {
+        self.ticks = self.ticks.wrapping_add(1);
+        if self.ticks.is_multiple_of(64) && Instant::now() > self.deadline {
+            return Err(Error::Timeout("expression evaluation"));
+        }
+        Ok(())
+    }
+
+    /// Rejects a grid with more steps than samples may be held, before anything is allocated
+    /// for it.
+    pub fn check_grid(&self, g: Grid) -> Result<()> {
+        let steps = (g.end.saturating_sub(g.start) / g.step).saturating_add(1);
+        if g.end >= g.start && steps as u64 > self.opts.max_samples as u64 {
+            return Err(Error::TooManySamples("query execution"));
+        }
+        Ok(())
+    }
+
+    /// Counts `n` more samples held in memory.
+    pub fn track(&mut self, n: usize) -> Result<()> {
+        self.samples.add(n)
+    }
+
+    /// Evaluates `e` over `g`.
+    pub fn eval(&mut self, e: &Expr, g: Grid) -> Result<Val> {
+        if Instant::now() > self.deadline {
+            return Err(Error::Timeout("expression evaluation"));
+        }
+        let before = self.samples.current;
+        let v = self.eval_node(e, g)?;
+        // The children's values are consumed by now; only the result stays in memory.
+        self.samples.current = before;
+        self.track(v.sample_count())?;
+        Ok(v)
+    }
+
+    fn eval_node(&mut self, e: &Expr, g: Grid) -> Result<Val> {
+        match e {
+            Expr::Number(n) => Ok(Val::Scalar(vec![n.value; g.len()])),
+            Expr::String(s) => Ok(Val::Str(s.value.clone())),
+            Expr::Paren(p) => self.eval(&p.expr, g),
+            Expr::Unary(u) => {
+                let v = self.eval(&u.expr, g)?;
+                if !u.negate {
+                    return Ok(v);
+                }
+                match v {
+                    Val::Scalar(mut s) => {
+                        s.iter_mut().for_each(|x| *x = -*x);
+                        Ok(Val::Scalar(s))
+                    }
+                    Val::Vector(mut m) => {
+                        for s in &mut m {
+                            s.drop_metric_name(self.opts.delayed_name_removal);
+                            s.points.iter_mut().for_each(|p| p.f = -p.f);
+                        }
+                        if !self.opts.delayed_name_removal {
+                            m = series::merge_same_labelsets(m)?;
+                        }
+                        Ok(Val::Vector(m))
+                    }
+                    other => Ok(other),
+                }
+            }
+            Expr::Vector(vs) => self.eval_vector_selector(vs, g, false),
+            Expr::Matrix(ms) => {
+                if !g.is_instant() {
+                    return Err(Error::Execution("cannot do range evaluation of matrix selector".into()));
+                }
+                self.eval_matrix_selector_raw(ms, g.start)
+            }
+            Expr::Subquery(sq) => {
+                if !g.is_instant() {
+                    return Err(Error::Execution("cannot do range evaluation of subquery".into()));
+                }
+                self.eval_subquery_raw(sq, g.start)
+            }
+            Expr::Binary(b) => self.eval_binary(b, g),
+            Expr::Aggregate(a) => self.eval_aggregate(a, g),
+            Expr::Call(c) => self.eval_call(c, g),
+        }
+    }
+
+    /// Evaluates a scalar-typed argument into one value per step.
+    pub fn eval_scalar(&mut self, e: &Expr, g: Grid) -> Result<Vec<f64>> {
+        match self.eval(e, g)? {
+            Val::Scalar(v) => Ok(v),
+            _ => Err(Error::Execution("expected a scalar".into())),
+        }
+    }
+
+    /// Evaluates an instant-vector-typed expression.
+    pub fn eval_vector(&mut self, e: &Expr, g: Grid) -> Result<Vec<Series>> {
+        match self.eval(e, g)? {
+            Val::Vector(m) => Ok(m),
+            _ => Err(Error::Execution("expected an instant vector".into())),
+        }
+    }
+
+    /// Resolves a duration expression to milliseconds. `allow_negative` is for offsets.
+    pub fn duration_ms(&self, d: &DurationExpr, allow_negative: bool) -> Result<i64> {
+        if let DurationExpr::Literal(v) = d {
+            // Literals: rounded to nanoseconds, then truncated to milliseconds (Go's
+            // time.Duration semantics in the parser).
+            let ns = (v * 1e9).round();
+            if !ns.is_finite() || ns.abs() > 9.2e18 {
+                return Err(Error::BadData("duration out of range".into()));
+            }
+            return Ok((ns as i64) / 1_000_000);
+        }
+        let secs = self.duration_secs(d)?;
+        if secs <= 0.0 && !allow_negative {
+            return Err(Error::BadData("duration must be greater than 0".into()));
+        }
+        let ms = secs * 1000.0;
+        if !ms.is_finite() || ms.abs() > 9.2e15 {
+            return Err(Error::BadData("duration is out of range".into()));
+        }
+        Ok(ms.trunc() as i64)
+    }
+
+    fn duration_secs(&self, d: &DurationExpr) -> Result<f64> {
+        Ok(match d {
+            DurationExpr::Literal(v) => *v,
+            DurationExpr::Step => self.query.step as f64 / 1000.0,
+            DurationExpr::Range => (self.query.end - self.query.start) as f64 / 1000.0,
+            DurationExpr::Neg(x) => -self.duration_secs(x)?,
+            DurationExpr::Binary(op, a, b) => {
+                let (a, b) = (self.duration_secs(a)?, self.duration_secs(b)?);
+                match op {
+                    DurationOp::Add => a + b,
+                    DurationOp::Sub => a - b,
+                    DurationOp::Mul => a * b,
+                    DurationOp::Div if b == 0.0 => return Err(Error::BadData("division by zero".into())),
+                    DurationOp::Div => a / b,
+                    DurationOp::Mod if b == 0.0 => return Err(Error::BadData("modulo by zero".into())),
+                    DurationOp::Mod => a % b,
+                    DurationOp::Pow => a.powf(b),
+                    DurationOp::Min => a.min(b),
+                    DurationOp::Max => a.max(b),
+                }
+            }
+        })
+    }
+
+    /// Resolves an optional offset to milliseconds (0 when absent).
+    pub fn offset_ms(&self, d: &Option<DurationExpr>) -> Result<i64> {
+        d.as_ref().map_or(Ok(0), |d| self.duration_ms(d, true))
+    }
+
+    /// Resolves `@` to a timestamp in milliseconds.
+    pub fn at_ms(&self, at: Option<AtModifier>) -> Option<i64> {
+        at.map(|a| match a {
+            AtModifier::Timestamp(t) => t,
+            AtModifier::Start => self.query.start,
+            AtModifier::End => self.query.end,
+        })
+    }
+
+    /// A top-level subquery of an instant query: the inner points in `(t - range, t]`.
+    fn eval_subquery_raw(&mut self, sq: &Subquery, t: i64) -> Result<Val> {
+        let (inner, range, refs) = self.eval_subquery_inner(sq, Grid { start: t, end: t, step: 1 })?;
+        let ref_t = refs.first().copied().unwrap_or(t);
+        let mut out = Vec::with_capacity(inner.len());
+        for mut s in inner {
+            s.points.retain(|p| p.t > ref_t - range && p.t <= ref_t);
+            if !s.points.is_empty() {
+                out.push(s);
+            }
+        }
+        Ok(Val::Range(out))
+    }
+
+    /// Evaluates a subquery's inner expression on its own grid, covering the windows of all
+    /// steps of `g`. Returns the inner series, the range in ms, and each step's window end.
+    pub fn eval_subquery_inner(&mut self, sq: &Subquery, g: Grid) -> Result<(Vec<Series>, i64, Vec<i64>)> {
+        let range = self.duration_ms(&sq.range, false)?;
+        let step = match &sq.step {
+            Some(s) => self.duration_ms(s, false)?,
+            None => self.opts.default_subquery_step_ms,
+        };
+        if step <= 0 {
+            return Err(Error::BadData("subquery step must be greater than 0".into()));
+        }
+        let offset = self.offset_ms(&sq.offset)?;
+        let at = self.at_ms(sq.at);
+        let refs: Vec<i64> = g.timestamps().map(|ts| at.unwrap_or(ts).saturating_sub(offset)).collect();
+        let (Some(&first), Some(&last)) = (refs.first(), refs.last()) else {
+            return Ok((Vec::new(), range, refs));
+        };
+        let lowest = first.min(last).saturating_sub(range);
+        // The first multiple of the step strictly after the window start (Prometheus aligns
+        // subquery steps to the epoch so results do not depend on the query's start).
+        let start = lowest.div_euclid(step).saturating_mul(step).saturating_add(step);
+        let inner_grid = Grid { start, end: first.max(last), step };
+        self.check_grid(inner_grid)?;
+        let inner = if inner_grid.len() == 0 { Vec::new() } else { self.eval_vector(&sq.expr, inner_grid)? };
+        Ok((inner, range, refs))
+    }
+}
+
+/// Creates labels without `__name__`, `__type__` and `__unit__` (what Prometheus drops when a
+/// function changes a metric's meaning).
+pub(crate) fn drop_metric_labels(l: &Labels) -> Labels {
+    labels::without(l, &[storage::METRIC_NAME, "__type__", "__unit__"])
+}

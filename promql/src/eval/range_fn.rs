@@ -1,0 +1,493 @@
+//! Functions over range vectors (`*_over_time`, `rate`, `deriv`, ...): one pass per series,
+//! sliding the window across the evaluation steps.
+
+use storage::{Labels, is_stale};
+
+use super::rate::{Bounds, extended_rate, extrapolated_rate, first_index_at_or_before, instant_value};
+use super::selector::WindowSpec;
+use super::series::has_duplicate_labels;
+use super::{Evaluator, FPoint, Grid, Series, Val, drop_metric_labels, duplicate_labelset, labels};
+use crate::error::{Error, Result};
+use crate::parser::ast::{Call, Expr};
+
+const ANCHORED_SAFE: &[&str] = &["changes", "delta", "increase", "rate", "resets"];
+const SMOOTHED_SAFE: &[&str] = &["delta", "increase", "rate"];
+
+/// Per-window context handed to a range function.
+struct Window<'w> {
+    points: &'w [FPoint],
+    /// Evaluation timestamp of the step.
+    ts: i64,
+    bounds: Bounds,
+    anchored: bool,
+    smoothed: bool,
+    /// Values of the scalar arguments at this step, in argument order.
+    scalars: &'w [f64],
+}
+
+/// Neumaier's improved Kahan summation step (Prometheus' `kahansum.Inc`).
+pub(crate) fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
+    let t = sum + inc;
+    let c = if t.is_infinite() {
+        0.0
+    } else if sum.abs() >= inc.abs() {
+        c + ((sum - t) + inc)
+    } else {
+        c + ((inc - t) + sum)
+    };
+    (t, c)
+}
+
+/// The `q`-quantile of `values` with linear interpolation between closest ranks (sorts them).
+pub(crate) fn quantile(q: f64, values: &mut [f64]) -> f64 {
+    if values.is_empty() || q.is_nan() {
+        return f64::NAN;
+    }
+    if q < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if q > 1.0 {
+        return f64::INFINITY;
+    }
+    // NaN sorts first, as in Prometheus' vectorByValueHeap.
+    values.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        _ => a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal),
+    });
+    let n = values.len() as f64;
+    let rank = q * (n - 1.0);
+    let lower = rank.floor().max(0.0);
+    let upper = (lower + 1.0).min(n - 1.0);
+    let weight = rank - rank.floor();
+    values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
+}
+
+/// Least-squares slope and intercept (at `intercept_t`) with Kahan-compensated sums.
+pub(crate) fn linear_regression(w: &[FPoint], intercept_t: i64) -> (f64, f64) {
+    let (mut n, mut sx, mut cx, mut sy, mut cy, mut sxy, mut cxy, mut sx2, mut cx2) =
+        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    let init_y = w[0].f;
+    let mut const_y = true;
+    for (i, p) in w.iter().enumerate() {
+        if const_y && i > 0 && p.f != init_y {
+            const_y = false;
+        }
+        n += 1.0;
+        let x = (p.t - intercept_t) as f64 / 1e3;
+        (sx, cx) = kahan_inc(x, sx, cx);
+        (sy, cy) = kahan_inc(p.f, sy, cy);
+        (sxy, cxy) = kahan_inc(x * p.f, sxy, cxy);
+        (sx2, cx2) = kahan_inc(x * x, sx2, cx2);
+    }
+    if const_y {
+        if init_y.is_infinite() {
+            return (f64::NAN, f64::NAN);
+        }
+        return (0.0, init_y);
+    }
+    let (sx, sy, sxy, sx2) = (sx + cx, sy + cy, sxy + cxy, sx2 + cx2);
+    let cov = sxy - sx * sy / n;
+    let var = sx2 - sx * sx / n;
+    let slope = cov / var;
+    (slope, sy / n - slope * sx / n)
+}
+
+fn avg(w: &[FPoint]) -> f64 {
+    let (mut sum, mut count) = (w[0].f, 1.0);
+    let (mut mean, mut c) = (0.0, 0.0);
+    let mut incremental = false;
+    for (i, p) in w[1..].iter().enumerate() {
+        count = (i + 2) as f64;
+        if !incremental {
+            let (ns, nc) = kahan_inc(p.f, sum, c);
+            if !ns.is_infinite() {
+                (sum, c) = (ns, nc);
+                continue;
+            }
+            // The sum would overflow: continue with an incremental mean.
+            incremental = true;
+            mean = sum / (count - 1.0);
+            c /= count - 1.0;
+        }
+        let q = (count - 1.0) / count;
+        (mean, c) = kahan_inc(p.f / count, q * mean, q * c);
+    }
+    if incremental { mean + c } else { sum / count + c / count }
+}
+
+fn variance(w: &[FPoint]) -> f64 {
+    let (mut count, mut mean, mut cm, mut aux, mut ca) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for p in w {
+        count += 1.0;
+        let delta = p.f - (mean + cm);
+        (mean, cm) = kahan_inc(delta / count, mean, cm);
+        (aux, ca) = kahan_inc(delta * (p.f - (mean + cm)), aux, ca);
+    }
+    (aux + ca) / count
+}
+
+fn compare_over_time(w: &[FPoint], better: impl Fn(f64, f64) -> bool, want_ts: bool) -> f64 {
+    let (mut best, mut best_t) = (w[0].f, w[0].t);
+    for p in w {
+        if better(p.f, best) || best.is_nan() {
+            best = p.f;
+            best_t = p.t;
+        }
+    }
+    if want_ts { best_t as f64 / 1000.0 } else { best }
+}
+
+fn double_exponential_smoothing(w: &[FPoint], sf: f64, tf: f64) -> Result<Option<f64>> {
+    if sf <= 0.0 || sf >= 1.0 {
+        return Err(Error::Execution(format!(
+            "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}"
+        )));
+    }
+    if tf <= 0.0 || tf >= 1.0 {
+        return Err(Error::Execution(format!("invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}")));
+    }
+    if w.len() < 2 {
+        return Ok(None);
+    }
+    let (mut s0, mut s1) = (0.0, w[0].f);
+    let mut b = w[1].f - w[0].f;
+    for (i, p) in w.iter().enumerate().skip(1) {
+        let x = sf * p.f;
+        if i > 1 {
+            b = tf * (s1 - s0) + (1.0 - tf) * b;
+        }
+        let y = (1.0 - sf) * (s1 + b);
+        (s0, s1) = (s1, x + y);
+    }
+    Ok(Some(s1))
+}
+
+/// Applies the named range function to one window.
+fn apply(name: &str, w: &Window<'_>) -> Result<Option<f64>> {
+    let p = w.points;
+    Ok(match name {
+        "rate" | "increase" | "delta" => {
+            let (is_counter, is_rate) = (name != "delta", name == "rate");
+            if w.anchored || w.smoothed {
+                extended_rate(p, w.bounds, w.smoothed, is_counter, is_rate)
+            } else {
+                extrapolated_rate(p, w.bounds, is_counter, is_rate)
+            }
+        }
+        "irate" => instant_value(p, true),
+        "idelta" => instant_value(p, false),
+        "avg_over_time" => Some(avg(p)),
+        "count_over_time" => Some(p.len() as f64),
+        "sum_over_time" => {
+            let (mut sum, mut c) = (0.0, 0.0);
+            for x in p {
+                (sum, c) = kahan_inc(x.f, sum, c);
+            }
+            Some(if sum.is_infinite() { sum } else { sum + c })
+        }
+        "min_over_time" => Some(compare_over_time(p, |cur, best| cur < best, false)),
+        "max_over_time" => Some(compare_over_time(p, |cur, best| cur > best, false)),
+        "ts_of_min_over_time" => Some(compare_over_time(p, |cur, best| cur <= best, true)),
+        "ts_of_max_over_time" => Some(compare_over_time(p, |cur, best| cur >= best, true)),
+        "ts_of_first_over_time" => Some(p[0].t as f64 / 1000.0),
+        "ts_of_last_over_time" => Some(p[p.len() - 1].t as f64 / 1000.0),
+        "first_over_time" => Some(p[0].f),
+        "last_over_time" => Some(p[p.len() - 1].f),
+        "present_over_time" | "absent_over_time" => Some(1.0),
+        "stdvar_over_time" => Some(variance(p)),
+        "stddev_over_time" => Some(variance(p).sqrt()),
+        "quantile_over_time" => {
+            let mut vals: Vec<f64> = p.iter().map(|x| x.f).collect();
+            Some(quantile(w.scalars.first().copied().unwrap_or(f64::NAN), &mut vals))
+        }
+        "mad_over_time" => {
+            if p.iter().any(|x| x.f.is_nan()) {
+                return Ok(Some(f64::NAN));
+            }
+            let mut vals: Vec<f64> = p.iter().map(|x| x.f).collect();
+            let median = quantile(0.5, &mut vals);
+            let mut dev: Vec<f64> = p.iter().map(|x| (x.f - median).abs()).collect();
+            Some(quantile(0.5, &mut dev))
+        }
+        "changes" | "resets" => {
+            let first = if w.anchored {
+                if p[p.len() - 1].t <= w.bounds.range_start {
+                    return Ok(None);
+                }
+                first_index_at_or_before(p, w.bounds.range_start)
+            } else {
+                0
+            };
+            let mut n = 0;
+            for pair in p[first..].windows(2) {
+                let (a, b) = (pair[0].f, pair[1].f);
+                let hit = if name == "changes" { a != b && !(a.is_nan() && b.is_nan()) } else { b < a };
+                if hit {
+                    n += 1;
+                }
+            }
+            Some(n as f64)
+        }
+        "deriv" => {
+            if p.len() < 2 {
+                return Ok(None);
+            }
+            Some(linear_regression(p, p[0].t).0)
+        }
+        "predict_linear" => {
+            if p.len() < 2 {
+                return Ok(None);
+            }
+            let (slope, intercept) = linear_regression(p, w.ts);
+            Some(slope * w.scalars.first().copied().unwrap_or(0.0) + intercept)
+        }
+        "double_exponential_smoothing" => {
+            let sf = w.scalars.first().copied().unwrap_or(f64::NAN);
+            let tf = w.scalars.get(1).copied().unwrap_or(f64::NAN);
+            double_exponential_smoothing(p, sf, tf)?
+        }
+        other => return Err(Error::Execution(format!("function {other:?} does not take a range vector"))),
+    })
+}
+
+/// Where the windows' points come from: a range selector or a subquery.
+enum Source {
+    Selector(Vec<storage::SeriesRef>, i64, i64),
+    Subquery(Vec<Series>),
+}
+
+impl<'a> Evaluator<'a> {
+    /// Evaluates a call whose argument `mi` is a range vector.
+    pub(crate) fn eval_range_call(&mut self, c: &Call, g: Grid, mi: usize) -> Result<Val> {
+        let name = c.func.name;
+        let arg = &c.args[mi];
+        let mut scalar_args = Vec::new();
+        for (i, a) in c.args.iter().enumerate() {
+            if i != mi {
+                scalar_args.push(self.eval_scalar(a, g)?);
+            }
+        }
+        let (source, spec, refs, anchored, smoothed) = match arg {
+            Expr::Matrix(ms) => {
+                if ms.vs.anchored && !ANCHORED_SAFE.contains(&name) {
+                    return Err(Error::Execution(format!(
+                        "anchored modifier can only be used with: {} - not with {name}",
+                        ANCHORED_SAFE.join(", ")
+                    )));
+                }
+                if ms.vs.smoothed && !SMOOTHED_SAFE.contains(&name) {
+                    return Err(Error::Execution(format!(
+                        "smoothed modifier can only be used with: {} - not with {name}",
+                        SMOOTHED_SAFE.join(", ")
+                    )));
+                }
+                let spec = self.window_spec(ms)?;
+                let offset = self.offset_ms(&ms.vs.offset)?;
+                let at = self.at_ms(ms.vs.at);
+                let refs: Vec<i64> =
+                    g.timestamps().map(|ts| at.unwrap_or(ts).saturating_sub(offset)).collect();
+                let lo = refs.iter().min().copied().unwrap_or(0);
+                let hi = refs.iter().max().copied().unwrap_or(0);
+                let (mint, maxt) =
+                    (lo.saturating_sub(spec.before).saturating_add(1), hi.saturating_add(spec.after));
+                let series = self.select(&ms.vs.matchers, mint, maxt)?;
+                (Source::Selector(series, mint, maxt), spec, refs, ms.vs.anchored, ms.vs.smoothed)
+            }
+            Expr::Subquery(sq) => {
+                let (inner, range, refs) = self.eval_subquery_inner(sq, g)?;
+                (Source::Subquery(inner), WindowSpec { range, before: range, after: 0 }, refs, false, false)
+            }
+            _ => return Err(Error::Execution(format!("expected a range vector argument for {name}"))),
+        };
+        let keep_name = name == "last_over_time" || name == "first_over_time";
+        let delayed = self.opts.delayed_name_removal;
+        let mut out: Vec<Series> = Vec::new();
+        let mut step_scalars = vec![0.0; scalar_args.len()];
+        // With `@` (or a pinned subquery) every step sees the same window: compute it once
+        // (not for predict_linear, which also depends on the evaluation time).
+        let invariant = refs.len() > 1
+            && refs.windows(2).all(|w| w[0] == w[1])
+            && name != "predict_linear"
+            && scalar_args.iter().all(|s| s.windows(2).all(|w| w[0].to_bits() == w[1].to_bits()));
+        let mut run =
+            |ev: &mut Evaluator<'a>, labels: &Labels, drop_name: bool, points: &[FPoint]| -> Result<()> {
+                let mut result: Vec<FPoint> = Vec::new();
+                let (mut lo, mut hi) = (0usize, 0usize);
+                for (i, &r) in refs.iter().enumerate() {
+                    ev.check_deadline()?;
+                    if invariant && i > 0 {
+                        if let Some(first) = result.first().copied() {
+                            result.push(FPoint { t: g.ts(i), f: first.f });
+                        }
+                        continue;
+                    }
+                    if i > 0 && r < refs[i - 1] {
+                        (lo, hi) = (0, 0);
+                    }
+                    let (lower, upper) = (r.saturating_sub(spec.before), r.saturating_add(spec.after));
+                    while hi < points.len() && points[hi].t <= upper {
+                        hi += 1;
+                    }
+                    while lo < hi && points[lo].t <= lower {
+                        lo += 1;
+                    }
+                    if lo >= hi {
+                        continue;
+                    }
+                    for (k, s) in scalar_args.iter().enumerate() {
+                        step_scalars[k] = s.get(i).copied().unwrap_or(f64::NAN);
+                    }
+                    if name == "quantile_over_time" {
+                        let q = step_scalars.first().copied().unwrap_or(f64::NAN);
+                        if q.is_nan() || !(0.0..=1.0).contains(&q) {
+                            let msg = format!("quantile value should be between 0 and 1, got {}", fmt_g(q));
+                            ev.annotations.warn(msg, c.args[0].start());
+                        }
+                    }
+                    let w = Window {
+                        points: &points[lo..hi],
+                        ts: g.ts(i),
+                        bounds: Bounds {
+                            range_start: r.saturating_sub(spec.range),
+                            range_end: r,
+                            range_secs: spec.range as f64 / 1000.0,
+                        },
+                        anchored,
+                        smoothed,
+                        scalars: &step_scalars,
+                    };
+                    if let Some(v) = apply(name, &w)? {
+                        result.push(FPoint { t: g.ts(i), f: v });
+                    }
+                }
+                if result.is_empty() {
+                    return Ok(());
+                }
+                ev.track(result.len())?;
+                if name == "rate" || name == "increase" {
+                    ev.note_possible_non_counter(labels, c.args[0].start());
+                }
+                let out_labels =
+                    if !keep_name && !delayed { drop_metric_labels(labels) } else { labels.clone() };
+                // `last_over_time` and `first_over_time` keep the name, unless the series was already
+                // due to lose it (a subquery over a name-dropping function).
+                out.push(Series::new(out_labels, !keep_name || drop_name, result));
+                Ok(())
+            };
+        match source {
+            Source::Selector(series, mint, maxt) => {
+                let mut buf = Vec::new();
+                let mut points = Vec::new();
+                for r in &series {
+                    self.load(r, mint, maxt, &mut buf)?;
+                    points.clear();
+                    points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
+                    run(self, &r.labels, false, &points)?;
+                }
+            }
+            Source::Subquery(inner) => {
+                for s in &inner {
+                    run(self, &s.labels, s.drop_name, &s.points)?;
+                }
+            }
+        }
+        if name == "absent_over_time" {
+            return Ok(Val::Vector(absent_over_time(&out, g, arg)));
+        }
+        if !delayed && has_duplicate_labels(&out) {
+            return Err(duplicate_labelset());
+        }
+        Ok(Val::Vector(out))
+    }
+
+    /// Info for `rate`/`increase` over a metric whose name does not look like a counter.
+    fn note_possible_non_counter(&mut self, l: &Labels, pos: usize) {
+        let name = labels::metric_name(l);
+        if name.is_empty() {
+            return;
+        }
+        if self.opts.type_and_unit_labels {
+            let t = l.get("__type__").unwrap_or("");
+            if t != "counter" && t != "histogram" {
+                self.annotations.info(
+                    format!(
+                        "metric might not be a counter, __type__ label is not set to \"counter\" or \"histogram\", got {t:?}: {name:?}"
+                    ),
+                    pos,
+                );
+            }
+        } else if !["_total", "_sum", "_count", "_bucket"].iter().any(|s| name.ends_with(s)) {
+            self.annotations.info(
+                format!(
+                    "metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {name:?}"
+                ),
+                pos,
+            );
+        }
+    }
+}
+
+/// `absent_over_time`: 1 at every step where no series had a sample in its window.
+fn absent_over_time(present: &[Series], g: Grid, arg: &Expr) -> Vec<Series> {
+    let mut found = vec![false; g.len()];
+    for s in present {
+        for p in &s.points {
+            found[g.index(p.t)] = true;
+        }
+    }
+    let points: Vec<FPoint> =
+        g.timestamps().zip(found).filter(|(_, f)| !f).map(|(t, _)| FPoint { t, f: 1.0 }).collect();
+    if points.is_empty() {
+        return Vec::new();
+    }
+    vec![Series::new(absent_labels(arg), true, points)]
+}
+
+/// Labels for `absent()`/`absent_over_time()`: the equality matchers of the selector, except a
+/// label matched more than once (Prometheus' `createLabelsForAbsentFunction`).
+pub(crate) fn absent_labels(arg: &Expr) -> Labels {
+    let matchers = match arg.unparen() {
+        Expr::Vector(vs) => &vs.matchers,
+        Expr::Matrix(ms) => &ms.vs.matchers,
+        _ => return Labels::default(),
+    };
+    // An equality matcher sets its label the first time it is seen; any other matcher, or a
+    // repeated equality matcher, removes it.
+    let mut set: Vec<(String, String)> = Vec::new();
+    let mut has: Vec<&str> = Vec::new();
+    for m in matchers {
+        if m.name == storage::METRIC_NAME {
+            continue;
+        }
+        if m.op == storage::MatchOp::Equal && !has.contains(&m.name.as_str()) {
+            set.retain(|(n, _)| *n != m.name);
+            set.push((m.name.clone(), m.value.clone()));
+            has.push(&m.name);
+        } else {
+            set.retain(|(n, _)| *n != m.name);
+        }
+    }
+    Labels::new(set.into_iter().map(|(n, v)| storage::Label::new(n.as_str(), v.as_str())).collect())
+}
+
+/// Formats a float like Go's `%g` (shortest representation; exponent form below 1e-4 and
+/// from 1e6 on).
+pub(crate) fn fmt_g(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf".into() } else { "-Inf".into() };
+    }
+    let e = format!("{v:e}");
+    let Some((mantissa, exp)) = e.split_once('e') else {
+        return e;
+    };
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..6).contains(&exp) {
+        return format!("{v}");
+    }
+    format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.unsigned_abs())
+}

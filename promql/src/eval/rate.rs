@@ -1,0 +1,202 @@
+//! `rate`, `increase`, `delta` (with Prometheus' extrapolation), their anchored/smoothed
+//! variants, and `irate`/`idelta`.
+
+use super::FPoint;
+use super::selector::interpolate;
+
+/// Where a window sits in time, for functions that look at its boundaries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    /// Start of the range (exclusive), ms.
+    pub range_start: i64,
+    /// End of the range (inclusive), ms.
+    pub range_end: i64,
+    /// Range length in seconds.
+    pub range_secs: f64,
+}
+
+/// Prometheus' `extrapolatedRate` for floats: the increase between the first and last sample
+/// (corrected for counter resets), extrapolated towards the range boundaries when the samples
+/// come close enough to them, and never below the counter's zero point.
+pub(crate) fn extrapolated_rate(w: &[FPoint], b: Bounds, is_counter: bool, is_rate: bool) -> Option<f64> {
+    if w.len() < 2 {
+        return None;
+    }
+    let (first, last) = (w[0], w[w.len() - 1]);
+    let mut result = last.f - first.f;
+    if is_counter {
+        for pair in w.windows(2) {
+            if pair[1].f < pair[0].f {
+                result += pair[0].f;
+            }
+        }
+    }
+    let mut to_start = (first.t - b.range_start) as f64 / 1000.0;
+    let mut to_end = (b.range_end - last.t) as f64 / 1000.0;
+    let sampled = (last.t - first.t) as f64 / 1000.0;
+    let avg_gap = sampled / (w.len() - 1) as f64;
+    // Extrapolate to a boundary only if a sample "should" have been there; otherwise assume the
+    // series started or ended half an average gap beyond the outermost sample.
+    let threshold = avg_gap * 1.1;
+    if to_start >= threshold {
+        to_start = avg_gap / 2.0;
+    }
+    if is_counter && result > 0.0 && first.f >= 0.0 {
+        // A counter cannot go below zero: do not extrapolate past the point where it would.
+        let to_zero = sampled * (first.f / result);
+        if to_zero < to_start {
+            to_start = to_zero;
+        }
+    }
+    if to_end >= threshold {
+        to_end = avg_gap / 2.0;
+    }
+    let mut factor = (sampled + to_start + to_end) / sampled;
+    if is_rate {
+        factor /= b.range_secs;
+    }
+    Some(result * factor)
+}
+
+/// Interpolation that treats a drop as a counter reset to zero.
+fn interpolate_counter(p1: FPoint, p2: FPoint, t: i64, is_counter: bool) -> f64 {
+    if is_counter && p2.f < p1.f {
+        return interpolate(FPoint { t: p1.t, f: 0.0 }, p2, t);
+    }
+    interpolate(p1, p2, t)
+}
+
+/// Index of the last sample at or before `start`, or 0 (Prometheus' `sort.Search(...) - 1`).
+pub(crate) fn first_index_at_or_before(w: &[FPoint], start: i64) -> usize {
+    let n = w.len().saturating_sub(1);
+    w[..n].partition_point(|p| p.t <= start).saturating_sub(1)
+}
+
+/// `rate`/`increase`/`delta` over an `anchored` or `smoothed` range: the difference between
+/// the values at the range boundaries (the sample at or before the start for anchored ranges,
+/// interpolated values for smoothed ones), without extrapolation.
+pub(crate) fn extended_rate(
+    w: &[FPoint],
+    b: Bounds,
+    smoothed: bool,
+    is_counter: bool,
+    is_rate: bool,
+) -> Option<f64> {
+    if w.is_empty() {
+        return None;
+    }
+    let mut last = w.len() - 1;
+    let mut first = first_index_at_or_before(w, b.range_start);
+    if smoothed {
+        // Data only after the range: nothing to interpolate from.
+        if w[0].t > b.range_end {
+            return None;
+        }
+        last = w[..last].partition_point(|p| p.t < b.range_end);
+    }
+    if w[last].t <= b.range_start {
+        return None;
+    }
+    let left = if smoothed && w[first].t < b.range_start && first + 1 < w.len() {
+        interpolate_counter(w[first], w[first + 1], b.range_start, is_counter)
+    } else {
+        w[first].f
+    };
+    let right = if smoothed && last > 0 && w[last].t > b.range_end {
+        interpolate_counter(w[last - 1], w[last], b.range_end, is_counter)
+    } else {
+        w[last].f
+    };
+    let mut result = right - left;
+    if is_counter {
+        if w[first].t <= b.range_start {
+            first += 1;
+        }
+        let inner_end = if w[last].t >= b.range_end { last } else { last + 1 };
+        let inner = if first < inner_end { &w[first..inner_end] } else { &[][..] };
+        let mut prev = left;
+        for p in inner {
+            if p.f < prev {
+                result += prev;
+            }
+            prev = p.f;
+        }
+        if right < prev {
+            result += prev;
+        }
+    }
+    if is_rate {
+        result /= b.range_secs;
+    }
+    Some(result)
+}
+
+/// `irate` (`is_rate`) and `idelta`: from the last two samples of the window.
+pub(crate) fn instant_value(w: &[FPoint], is_rate: bool) -> Option<f64> {
+    if w.len() < 2 {
+        return None;
+    }
+    let (a, b) = (w[w.len() - 2], w[w.len() - 1]);
+    let interval = b.t - a.t;
+    if interval == 0 {
+        return None;
+    }
+    // For a counter reset the new value itself is the increase since the reset.
+    let mut v = if is_rate && b.f < a.f { b.f } else { b.f - a.f };
+    if is_rate {
+        v /= interval as f64 / 1000.0;
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pts(v: &[(i64, f64)]) -> Vec<FPoint> {
+        v.iter().map(|&(t, f)| FPoint { t, f }).collect()
+    }
+
+    #[test]
+    fn rate_extrapolates_to_the_boundaries() {
+        // Samples every 10s from 10s to 50s, increasing by 10; range (0, 60s].
+        let w = pts(&[(10_000, 10.0), (20_000, 20.0), (30_000, 30.0), (40_000, 40.0), (50_000, 50.0)]);
+        let b = Bounds { range_start: 0, range_end: 60_000, range_secs: 60.0 };
+        // The zero point (0s) limits extrapolation at the start; the end extends 10s.
+        assert_eq!(extrapolated_rate(&w, b, true, false), Some(60.0));
+        assert_eq!(extrapolated_rate(&w, b, true, true), Some(1.0));
+        // A gauge (delta) extrapolates fully at both ends.
+        assert_eq!(extrapolated_rate(&w, b, false, false), Some(60.0));
+    }
+
+    #[test]
+    fn rate_handles_counter_resets_and_gaps() {
+        let w = pts(&[(0, 5.0), (10_000, 10.0), (20_000, 2.0), (30_000, 7.0)]);
+        let b = Bounds { range_start: -10_000, range_end: 40_000, range_secs: 50.0 };
+        // Increase 2 + 10 (reset) = 12 over 30s sampled; both ends 10s away (= avg gap, < 1.1x).
+        let inc = extrapolated_rate(&w, b, true, false).unwrap();
+        assert!((inc - 12.0 * 50.0 / 30.0).abs() < 1e-9, "{inc}");
+        // Far boundaries extrapolate only half a gap.
+        let b = Bounds { range_start: -100_000, range_end: 100_000, range_secs: 200.0 };
+        let inc = extrapolated_rate(&w, b, true, false).unwrap();
+        assert!((inc - 12.0 * 40.0 / 30.0).abs() < 1e-9, "{inc}");
+        assert_eq!(extrapolated_rate(&w[..1], b, true, false), None);
+    }
+
+    #[test]
+    fn irate_uses_last_two_samples() {
+        let w = pts(&[(0, 1.0), (10_000, 5.0), (20_000, 2.0)]);
+        assert_eq!(instant_value(&w, true), Some(0.2));
+        assert_eq!(instant_value(&w, false), Some(-3.0));
+    }
+
+    #[test]
+    fn anchored_increase_uses_the_sample_before_the_range() {
+        let w = pts(&[(0, 1.0), (30_000, 4.0), (60_000, 9.0)]);
+        let b = Bounds { range_start: 10_000, range_end: 60_000, range_secs: 50.0 };
+        assert_eq!(extended_rate(&w, b, false, true, false), Some(8.0));
+        let w = pts(&[(0, 0.0), (20_000, 20.0), (40_000, 40.0), (80_000, 80.0)]);
+        // Smoothed: interpolate at 10s (10) and 60s (60).
+        assert_eq!(extended_rate(&w, b, true, true, false), Some(50.0));
+    }
+}

@@ -1,0 +1,225 @@
+//! Instant and range vector selectors: reading samples and sliding windows over them.
+//!
+//! Prometheus 3 semantics: an instant selector at time `t` takes the latest sample in
+//! `(t - lookback, t]` unless that sample is a stale marker; a range selector `[r]` covers
+//! `(t - r, t]` and ignores stale markers. `offset o` shifts `t` back by `o`, `@ a` replaces `t`
+//! with `a`. Each series is read once for the union of all steps' windows.
+
+use storage::{Matcher, Sample, SeriesRef, is_stale};
+
+use super::{Evaluator, FPoint, Grid, Series, Val};
+use crate::error::{Error, Result};
+use crate::parser::ast::{MatrixSelector, VectorSelector};
+
+/// Linear interpolation between two points at time `t`.
+pub(crate) fn interpolate(p1: FPoint, p2: FPoint, t: i64) -> f64 {
+    p1.f + (p2.f - p1.f) * (t - p1.t) as f64 / (p2.t - p1.t) as f64
+}
+
+impl<'a> Evaluator<'a> {
+    /// Selects series (counting them against the series limit).
+    pub fn select(&mut self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>> {
+        let refs = self.querier.select(matchers, mint, maxt)?;
+        if self.opts.max_series > 0 && refs.len() > self.opts.max_series {
+            return Err(Error::TooManySeries(refs.len()));
+        }
+        self.series_selected += refs.len() as u64;
+        Ok(refs)
+    }
+
+    /// Reads the samples of one series in `[mint, maxt]` into `buf` (replacing its contents).
+    pub fn load(&mut self, r: &SeriesRef, mint: i64, maxt: i64, buf: &mut Vec<Sample>) -> Result<()> {
+        self.check_deadline()?;
+        buf.clear();
+        self.querier.samples(r, mint, maxt, buf)?;
+        self.samples_read += buf.len() as u64;
+        Ok(())
+    }
+
+    /// The window end (`t - offset`, or `@ - offset`) for every step.
+    fn refs(&self, vs: &VectorSelector, g: Grid) -> Result<Vec<i64>> {
+        let offset = self.offset_ms(&vs.offset)?;
+        let at = self.at_ms(vs.at);
+        Ok(g.timestamps().map(|ts| at.unwrap_or(ts).saturating_sub(offset)).collect())
+    }
+
+    /// Evaluates an instant vector selector. With `timestamps`, each point's value is the
+    /// timestamp (in seconds) of the sample it came from, which is what `timestamp(selector)`
+    /// returns.
+    pub fn eval_vector_selector(&mut self, vs: &VectorSelector, g: Grid, timestamps: bool) -> Result<Val> {
+        let refs = self.refs(vs, g)?;
+        let (Some(&lo), Some(&hi)) = (refs.iter().min(), refs.iter().max()) else {
+            return Ok(Val::Vector(Vec::new()));
+        };
+        let lb = self.opts.lookback_delta_ms;
+        let mint = lo.saturating_sub(lb).saturating_add(1);
+        let maxt = if vs.smoothed { hi.saturating_add(lb) } else { hi };
+        let series = self.select(&vs.matchers, mint, maxt)?;
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        for r in &series {
+            self.load(r, mint, maxt, &mut buf)?;
+            let points = if vs.smoothed {
+                smoothed_points(&buf, &refs, g, lb)
+            } else {
+                latest_points(&buf, &refs, g, lb, timestamps)
+            };
+            if !points.is_empty() {
+                self.track(points.len())?;
+                out.push(Series::new(r.labels.clone(), false, points));
+            }
+        }
+        Ok(Val::Vector(out))
+    }
+
+    /// A range vector at the top of an instant query: the raw samples of each series.
+    pub fn eval_matrix_selector_raw(&mut self, ms: &MatrixSelector, t: i64) -> Result<Val> {
+        let w = self.window_spec(ms)?;
+        let refs = self.refs(&ms.vs, Grid { start: t, end: t, step: 1 })?;
+        let ref_t = refs.first().copied().unwrap_or(t);
+        let (mint, maxt) = (ref_t.saturating_sub(w.before).saturating_add(1), ref_t.saturating_add(w.after));
+        let series = self.select(&ms.vs.matchers, mint, maxt)?;
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        for r in &series {
+            self.load(r, mint, maxt, &mut buf)?;
+            let mut points: Vec<FPoint> =
+                buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
+            if ms.vs.anchored || ms.vs.smoothed {
+                points = extend_floats(&points, ref_t.saturating_sub(w.range), ref_t, ms.vs.smoothed);
+            }
+            if !points.is_empty() {
+                self.track(points.len())?;
+                out.push(Series::new(r.labels.clone(), false, points));
+            }
+        }
+        Ok(Val::Range(out))
+    }
+
+    /// Range and window extension of a range selector.
+    pub fn window_spec(&self, ms: &MatrixSelector) -> Result<WindowSpec> {
+        let range = self.duration_ms(&ms.range, false)?;
+        let lb = self.opts.lookback_delta_ms;
+        let (before, after) = if ms.vs.anchored {
+            (range + lb, 0)
+        } else if ms.vs.smoothed {
+            (range + lb, lb)
+        } else {
+            (range, 0)
+        };
+        Ok(WindowSpec { range, before, after })
+    }
+}
+
+/// How far a range selector's window reaches around its end time `t`: samples in
+/// `(t - before, t + after]`. `before` exceeds `range` for anchored and smoothed selectors, which
+/// look for the samples just outside the range.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WindowSpec {
+    pub range: i64,
+    pub before: i64,
+    pub after: i64,
+}
+
+/// For each step, the latest non-stale sample in `(ref - lb, ref]`.
+fn latest_points(buf: &[Sample], refs: &[i64], g: Grid, lb: i64, timestamps: bool) -> Vec<FPoint> {
+    let mut points = Vec::new();
+    let mut j = 0;
+    let mut prev_ref = i64::MIN;
+    for (i, &r) in refs.iter().enumerate() {
+        if r < prev_ref {
+            j = 0;
+        }
+        prev_ref = r;
+        while j < buf.len() && buf[j].t <= r {
+            j += 1;
+        }
+        if j == 0 {
+            continue;
+        }
+        let s = buf[j - 1];
+        if s.t > r - lb && !is_stale(s.v) {
+            let f = if timestamps { s.t as f64 / 1000.0 } else { s.v };
+            points.push(FPoint { t: g.ts(i), f });
+        }
+    }
+    points
+}
+
+/// The `smoothed` instant selector: the value at each step interpolated between the samples
+/// around it, or the last value when no later sample exists yet.
+fn smoothed_points(buf: &[Sample], refs: &[i64], g: Grid, lb: i64) -> Vec<FPoint> {
+    let floats: Vec<FPoint> =
+        buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
+    let mut points = Vec::new();
+    for (i, &r) in refs.iter().enumerate() {
+        // Samples in (r - lb, r + lb].
+        let lo = floats.partition_point(|p| p.t <= r - lb);
+        let hi = floats.partition_point(|p| p.t <= r + lb);
+        let w = &floats[lo..hi];
+        if w.is_empty() {
+            continue;
+        }
+        let k = w.partition_point(|p| p.t < r);
+        let f = if k < w.len() && w[k].t == r {
+            w[k].f
+        } else if k > 0 && k < w.len() {
+            interpolate(w[k - 1], w[k], r)
+        } else if k > 0 {
+            w[k - 1].f
+        } else {
+            continue;
+        };
+        points.push(FPoint { t: g.ts(i), f });
+    }
+    points
+}
+
+/// Extends the samples of an anchored or smoothed range to its boundaries (Prometheus'
+/// `extendFloats`): a point at `mint` (the last sample at or before it, or for smoothed ranges
+/// the value interpolated there) and one at `maxt`, with the samples strictly inside between.
+pub(crate) fn extend_floats(floats: &[FPoint], mint: i64, maxt: i64, smoothed: bool) -> Vec<FPoint> {
+    if floats.is_empty() {
+        return Vec::new();
+    }
+    let mut last = floats.len() - 1;
+    let mut first = floats[..last].partition_point(|p| p.t <= mint).saturating_sub(1);
+    if smoothed {
+        last = floats[..last].partition_point(|p| p.t < maxt);
+    }
+    if floats[last].t <= mint {
+        return Vec::new();
+    }
+    let left = pick_left(floats, first, mint, smoothed);
+    let right = pick_right(floats, last, maxt, smoothed);
+    if floats[first].t <= mint {
+        first += 1;
+    }
+    let mut out = Vec::with_capacity(last.saturating_sub(first) + 3);
+    out.push(FPoint { t: mint, f: left });
+    if floats[last].t >= maxt {
+        if last > first {
+            out.extend_from_slice(&floats[first..last]);
+        }
+    } else if last >= first {
+        out.extend_from_slice(&floats[first..=last]);
+    }
+    out.push(FPoint { t: maxt, f: right });
+    out
+}
+
+/// The value at the left boundary: interpolated for smoothed ranges, else the first sample.
+pub(crate) fn pick_left(floats: &[FPoint], first: usize, start: i64, smoothed: bool) -> f64 {
+    if smoothed && floats[first].t < start && first + 1 < floats.len() {
+        return interpolate(floats[first], floats[first + 1], start);
+    }
+    floats[first].f
+}
+
+/// The value at the right boundary: interpolated for smoothed ranges, else the last sample.
+pub(crate) fn pick_right(floats: &[FPoint], last: usize, end: i64, smoothed: bool) -> f64 {
+    if smoothed && last > 0 && floats[last].t > end {
+        return interpolate(floats[last - 1], floats[last], end);
+    }
+    floats[last].f
+}

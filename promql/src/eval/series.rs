@@ -1,0 +1,158 @@
+//! Series as the evaluator holds them, and helpers to walk them step by step.
+
+use std::collections::HashMap;
+
+use storage::Labels;
+
+use super::{Grid, drop_metric_labels, duplicate_labelset};
+use crate::error::Result;
+
+/// A float point (ms, value).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct FPoint {
+    pub t: i64,
+    pub f: f64,
+}
+
+/// A series during evaluation.
+#[derive(Debug, Clone)]
+pub(crate) struct Series {
+    pub labels: Labels,
+    /// With delayed name removal: `__name__` is to be dropped at the end of evaluation.
+    pub drop_name: bool,
+    pub points: Vec<FPoint>,
+}
+
+impl Series {
+    pub fn new(labels: Labels, drop_name: bool, points: Vec<FPoint>) -> Self {
+        Series { labels, drop_name, points }
+    }
+
+    /// Marks the metric name for removal: right away, or at the end with delayed name removal.
+    pub fn drop_metric_name(&mut self, delayed: bool) {
+        if !delayed {
+            self.labels = drop_metric_labels(&self.labels);
+        }
+        self.drop_name = true;
+    }
+}
+
+/// One element of an instant vector at one step.
+#[derive(Debug, Clone)]
+pub(crate) struct StepSample<'a> {
+    /// Index of the series in its matrix.
+    pub idx: usize,
+    pub labels: &'a Labels,
+    pub drop_name: bool,
+    pub f: f64,
+}
+
+/// Walks a matrix of step-aligned series one grid step at a time.
+pub(crate) struct StepCursor {
+    pos: Vec<usize>,
+}
+
+impl StepCursor {
+    pub fn new(m: &[Series]) -> Self {
+        StepCursor { pos: vec![0; m.len()] }
+    }
+
+    /// The samples of `m` at timestamp `t`; must be called with increasing `t`.
+    pub fn at<'a>(&mut self, m: &'a [Series], t: i64, out: &mut Vec<StepSample<'a>>) {
+        out.clear();
+        for (idx, s) in m.iter().enumerate() {
+            let p = &mut self.pos[idx];
+            while *p < s.points.len() && s.points[*p].t < t {
+                *p += 1;
+            }
+            if let Some(pt) = s.points.get(*p)
+                && pt.t == t
+            {
+                out.push(StepSample { idx, labels: &s.labels, drop_name: s.drop_name, f: pt.f });
+                *p += 1;
+            }
+        }
+    }
+}
+
+/// Collects per-step results into series, like Prometheus' `rangeEval`: for a single-step grid
+/// the order of the results is kept (it matters after `sort`, `topk`, ...); otherwise results are
+/// grouped by label set, and a label set produced twice at the same step is an error.
+pub(crate) struct OutputBuilder {
+    instant: bool,
+    series: Vec<Series>,
+    index: HashMap<Labels, usize>,
+}
+
+impl OutputBuilder {
+    pub fn new(g: Grid) -> Self {
+        OutputBuilder { instant: g.is_instant(), series: Vec::new(), index: HashMap::new() }
+    }
+
+    pub fn push(&mut self, labels: Labels, drop_name: bool, t: i64, f: f64) -> Result<()> {
+        if self.instant {
+            self.series.push(Series::new(labels, drop_name, vec![FPoint { t, f }]));
+            return Ok(());
+        }
+        match self.index.get(&labels) {
+            Some(&i) => {
+                let s = &mut self.series[i];
+                if s.points.last().is_some_and(|p| p.t == t) {
+                    return Err(duplicate_labelset());
+                }
+                s.points.push(FPoint { t, f });
+            }
+            None => {
+                self.index.insert(labels.clone(), self.series.len());
+                self.series.push(Series::new(labels, drop_name, vec![FPoint { t, f }]));
+            }
+        }
+        Ok(())
+    }
+
+    /// The collected series. For a single step without delayed name removal, duplicates are
+    /// an error here (with delayed removal they are checked after names are dropped).
+    pub fn finish(self, delayed_name_removal: bool) -> Result<Vec<Series>> {
+        if self.instant && !delayed_name_removal && has_duplicate_labels(&self.series) {
+            return Err(duplicate_labelset());
+        }
+        Ok(self.series)
+    }
+}
+
+/// True if two series share a label set.
+pub(crate) fn has_duplicate_labels(m: &[Series]) -> bool {
+    if m.len() < 2 {
+        return false;
+    }
+    let mut seen = std::collections::HashSet::with_capacity(m.len());
+    m.iter().any(|s| !seen.insert(&s.labels))
+}
+
+/// Merges series that ended up with the same labels (after dropping names) if their points do
+/// not overlap in time; overlapping points are an error (Prometheus'
+/// `mergeSeriesWithSameLabelset`).
+pub(crate) fn merge_same_labelsets(m: Vec<Series>) -> Result<Vec<Series>> {
+    if !has_duplicate_labels(&m) {
+        return Ok(m);
+    }
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut out: Vec<Series> = Vec::with_capacity(m.len());
+    for s in m {
+        match index.get(&s.labels) {
+            Some(&i) => {
+                let base = &mut out[i];
+                base.points.extend(s.points);
+                base.points.sort_by_key(|p| p.t);
+                if base.points.windows(2).any(|w| w[0].t == w[1].t) {
+                    return Err(duplicate_labelset());
+                }
+            }
+            None => {
+                index.insert(s.labels.clone(), out.len());
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}

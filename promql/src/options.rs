@@ -1,0 +1,71 @@
+//! Engine configuration: limits and optional language features.
+
+use std::time::Duration;
+
+/// Configuration of an [`crate::Engine`]. Defaults follow Prometheus' defaults: experimental
+/// features are off, limits are `--query.max-samples=50000000` and `--query.timeout=2m`.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// How far back an instant selector looks for the latest sample (`--query.lookback-delta`).
+    pub lookback_delta_ms: i64,
+    /// Maximum number of samples held in memory at once by one query.
+    pub max_samples: usize,
+    /// Maximum number of series one selector may match; 0 means no limit.
+    pub max_series: usize,
+    /// Wall-clock limit for one query.
+    pub timeout: Duration,
+    /// Resolution of subqueries written without a step (`x[1h:]`).
+    pub default_subquery_step_ms: i64,
+    /// Maximum nesting depth of a query; deeper queries are rejected as bad data.
+    pub max_depth: usize,
+    /// Experimental functions and aggregations (`limitk`, `info`, `sort_by_label`, `step()`, ...)
+    /// (`--enable-feature=promql-experimental-functions`).
+    pub experimental_functions: bool,
+    /// Arithmetic in durations, `[5m + 30s]`, `offset step()`
+    /// (`--enable-feature=promql-duration-expr`).
+    pub duration_expressions: bool,
+    /// `anchored` and `smoothed` range selectors
+    /// (`--enable-feature=promql-extended-range-selectors`).
+    pub extended_range_selectors: bool,
+    /// `fill()`, `fill_left()`, `fill_right()` on binary operators
+    /// (`--enable-feature=promql-binop-fill-modifiers`).
+    pub binop_fill_modifiers: bool,
+    /// Drop `__name__` at the end of evaluation instead of in each function, so e.g.
+    /// `label_replace` can act on it (`--enable-feature=promql-delayed-name-removal`).
+    pub delayed_name_removal: bool,
+    /// Use the `__type__` label to decide whether `rate()` input looks like a counter
+    /// (`--enable-feature=type-and-unit-labels`).
+    pub type_and_unit_labels: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            lookback_delta_ms: 5 * 60 * 1000,
+            max_samples: 50_000_000,
+            max_series: 0,
+            timeout: Duration::from_secs(120),
+            default_subquery_step_ms: 60 * 1000,
+            max_depth: crate::parser::DEFAULT_MAX_DEPTH,
+            experimental_functions: false,
+            duration_expressions: false,
+            extended_range_selectors: false,
+            binop_fill_modifiers: false,
+            delayed_name_removal: false,
+            type_and_unit_labels: false,
+        }
+    }
+}
+
+impl EngineOptions {
+    /// The parser options implied by the feature flags.
+    pub fn parse_options(&self) -> crate::parser::ParseOptions {
+        crate::parser::ParseOptions {
+            experimental_functions: self.experimental_functions,
+            duration_expressions: self.duration_expressions,
+            extended_range_selectors: self.extended_range_selectors,
+            binop_fill_modifiers: self.binop_fill_modifiers,
+            max_depth: self.max_depth,
+        }
+    }
+}

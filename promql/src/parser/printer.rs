@@ -1,0 +1,195 @@
+//! Prints a syntax tree back as PromQL text that parses to the same tree (used to rewrite
+//! queries, e.g. to pin them with `@`, and for diagnostics).
+
+use std::fmt::{self, Display, Formatter, Write};
+
+use storage::MatchOp;
+
+use super::ast::*;
+use super::duration::format_duration_ms;
+use super::strings::go_quote;
+
+fn number(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v == f64::INFINITY {
+        "Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{v}")
+    }
+}
+
+fn duration(d: &DurationExpr) -> String {
+    match d {
+        DurationExpr::Literal(v) if *v >= 0.0 && (v * 1000.0).fract() == 0.0 => {
+            format_duration_ms((v * 1000.0) as i64)
+        }
+        DurationExpr::Literal(v) => format!("({})", number(*v)),
+        DurationExpr::Step => "step()".into(),
+        DurationExpr::Range => "range()".into(),
+        DurationExpr::Neg(x) => format!("-({})", duration(x)),
+        DurationExpr::Binary(DurationOp::Min, a, b) => format!("min_of({}, {})", duration(a), duration(b)),
+        DurationExpr::Binary(DurationOp::Max, a, b) => format!("max_of({}, {})", duration(a), duration(b)),
+        DurationExpr::Binary(op, a, b) => {
+            let o = match op {
+                DurationOp::Add => "+",
+                DurationOp::Sub => "-",
+                DurationOp::Mul => "*",
+                DurationOp::Div => "/",
+                DurationOp::Mod => "%",
+                _ => "^",
+            };
+            format!("({} {o} {})", duration(a), duration(b))
+        }
+    }
+}
+
+/// An offset: plain durations as written, anything else parenthesised so that it binds.
+fn offset(d: &DurationExpr) -> String {
+    match d {
+        DurationExpr::Literal(v) if *v < 0.0 => format!("-{}", duration(&DurationExpr::Literal(-v))),
+        DurationExpr::Literal(_) | DurationExpr::Step | DurationExpr::Range => duration(d),
+        other => format!("({})", duration(other)),
+    }
+}
+
+fn modifiers(f: &mut Formatter<'_>, at: Option<AtModifier>, off: &Option<DurationExpr>) -> fmt::Result {
+    match at {
+        Some(AtModifier::Timestamp(t)) => write!(f, " @ {}.{:03}", t.div_euclid(1000), t.rem_euclid(1000))?,
+        Some(AtModifier::Start) => f.write_str(" @ start()")?,
+        Some(AtModifier::End) => f.write_str(" @ end()")?,
+        None => {}
+    }
+    if let Some(o) = off {
+        write!(f, " offset {}", offset(o))?;
+    }
+    Ok(())
+}
+
+fn selector_body(f: &mut Formatter<'_>, vs: &VectorSelector) -> fmt::Result {
+    let mut matchers: Vec<String> = Vec::new();
+    let mut name_outside = false;
+    if let Some(n) = &vs.name {
+        let plain = n.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+        if plain {
+            f.write_str(n)?;
+            name_outside = true;
+        }
+    }
+    let skip = if name_outside { vs.matchers.len().saturating_sub(1) } else { vs.matchers.len() };
+    for m in vs.matchers.iter().take(skip) {
+        let op = match m.op {
+            MatchOp::Equal => "=",
+            MatchOp::NotEqual => "!=",
+            MatchOp::Regex => "=~",
+            MatchOp::NotRegex => "!~",
+        };
+        let plain = m.name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && m.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let name = if plain { m.name.clone() } else { go_quote(&m.name) };
+        matchers.push(format!("{name}{op}{}", go_quote(&m.value)));
+    }
+    if !matchers.is_empty() || !name_outside {
+        write!(f, "{{{}}}", matchers.join(", "))?;
+    }
+    Ok(())
+}
+
+fn labels(l: &[String]) -> String {
+    l.join(", ")
+}
+
+impl Display for Expr {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Expr::Number(n) => f.write_str(&number(n.value)),
+            // Text that is not UTF-8 can only be reproduced by the original escapes.
+            Expr::String(s) if !s.valid_utf8 => f.write_str(&s.raw),
+            Expr::String(s) => f.write_str(&go_quote(&s.value)),
+            Expr::Vector(vs) => {
+                selector_body(f, vs)?;
+                modifiers(f, vs.at, &vs.offset)?;
+                extended(f, vs)
+            }
+            Expr::Matrix(ms) => {
+                selector_body(f, &ms.vs)?;
+                write!(f, "[{}]", duration(&ms.range))?;
+                modifiers(f, ms.vs.at, &ms.vs.offset)?;
+                extended(f, &ms.vs)
+            }
+            Expr::Subquery(sq) => {
+                write!(
+                    f,
+                    "{}[{}:{}]",
+                    sq.expr,
+                    duration(&sq.range),
+                    sq.step.as_ref().map(duration).unwrap_or_default()
+                )?;
+                modifiers(f, sq.at, &sq.offset)
+            }
+            Expr::Paren(p) => write!(f, "({})", p.expr),
+            Expr::Unary(u) => write!(f, "{}{}", if u.negate { "-" } else { "+" }, u.expr),
+            Expr::Binary(b) => {
+                let mut m = String::new();
+                if b.return_bool {
+                    m.push_str(" bool");
+                }
+                if let Some(vm) = &b.matching {
+                    if vm.on {
+                        write!(m, " on ({})", labels(&vm.labels))?;
+                    } else if !vm.labels.is_empty() {
+                        write!(m, " ignoring ({})", labels(&vm.labels))?;
+                    }
+                    match vm.card {
+                        Cardinality::ManyToOne => write!(m, " group_left ({})", labels(&vm.include))?,
+                        Cardinality::OneToMany => write!(m, " group_right ({})", labels(&vm.include))?,
+                        _ => {}
+                    }
+                    match (vm.fill_lhs, vm.fill_rhs) {
+                        (Some(l), Some(r)) if l.to_bits() == r.to_bits() => {
+                            write!(m, " fill ({})", number(l))?
+                        }
+                        (l, r) => {
+                            if let Some(l) = l {
+                                write!(m, " fill_left ({})", number(l))?;
+                            }
+                            if let Some(r) = r {
+                                write!(m, " fill_right ({})", number(r))?;
+                            }
+                        }
+                    }
+                }
+                write!(f, "{} {}{m} {}", b.lhs, b.op.as_str(), b.rhs)
+            }
+            Expr::Aggregate(a) => {
+                f.write_str(a.op.as_str())?;
+                if a.without {
+                    write!(f, " without ({})", labels(&a.grouping))?;
+                } else if !a.grouping.is_empty() {
+                    write!(f, " by ({})", labels(&a.grouping))?;
+                }
+                match &a.param {
+                    Some(p) => write!(f, " ({p}, {})", a.expr),
+                    None => write!(f, " ({})", a.expr),
+                }
+            }
+            Expr::Call(c) => {
+                let args: Vec<String> = c.args.iter().map(ToString::to_string).collect();
+                write!(f, "{}({})", c.func.name, args.join(", "))
+            }
+        }
+    }
+}
+
+fn extended(f: &mut Formatter<'_>, vs: &VectorSelector) -> fmt::Result {
+    if vs.anchored {
+        f.write_str(" anchored")?;
+    }
+    if vs.smoothed {
+        f.write_str(" smoothed")?;
+    }
+    Ok(())
+}

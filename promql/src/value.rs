@@ -1,0 +1,90 @@
+//! Query results as returned to callers.
+
+use std::time::Duration;
+
+use storage::Labels;
+
+use crate::annotations::Annotation;
+
+/// One point of a series: milliseconds and value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// Timestamp in milliseconds.
+    pub t: i64,
+    /// Value.
+    pub v: f64,
+}
+
+/// An element of an instant vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Labels of the series.
+    pub labels: Labels,
+    /// The evaluation timestamp (ms).
+    pub t: i64,
+    /// Value.
+    pub v: f64,
+}
+
+/// A series of a matrix (range query result or range vector).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Labels of the series.
+    pub labels: Labels,
+    /// Points in time order.
+    pub points: Vec<Point>,
+}
+
+/// The value of a query, shaped like Prometheus' `resultType`s.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `scalar`: one number at the evaluation time.
+    Scalar {
+        /// Evaluation time (ms).
+        t: i64,
+        /// Value.
+        v: f64,
+    },
+    /// `string`.
+    String {
+        /// Evaluation time (ms).
+        t: i64,
+        /// Value.
+        v: String,
+    },
+    /// `vector`: instant query result; order is the evaluation order (meaningful after
+    /// `sort()`, `topk()`, ...).
+    Vector(Vec<Sample>),
+    /// `matrix`: range query result or a range vector, sorted by labels.
+    Matrix(Vec<Series>),
+}
+
+/// Counters about one query's work.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueryStats {
+    /// Samples read from storage (including samples outside the final windows' overlap).
+    pub samples_read: u64,
+    /// Series returned by selectors.
+    pub series_selected: u64,
+    /// Largest number of samples held in memory at once.
+    pub peak_samples: usize,
+    /// Time spent parsing and preparing.
+    pub prepare_time: Duration,
+    /// Time spent evaluating.
+    pub eval_time: Duration,
+}
+
+/// The outcome of a successful query.
+#[derive(Debug, Clone)]
+pub struct QueryResult {
+    /// The value.
+    pub value: Value,
+    /// Warnings as Prometheus returns them: `PromQL warning: <message> (<line>:<column>)`.
+    pub warnings: Vec<String>,
+    /// Infos as Prometheus returns them: `PromQL info: <message> (<line>:<column>)`.
+    pub infos: Vec<String>,
+    /// The same annotations, structured (level, message, byte offset in the query).
+    pub annotations: Vec<Annotation>,
+    /// Statistics.
+    pub stats: QueryStats,
+}

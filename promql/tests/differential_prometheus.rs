@@ -1,0 +1,496 @@
+//! Differential test against a real Prometheus (Debian's 2.42 `prometheus` and `promtool`).
+//!
+//! The same generated data goes into a Prometheus TSDB (via `promtool tsdb create-blocks-from
+//! openmetrics`) and into an in-memory store; every query runs on both, as instant and as range
+//! query, and the answers are compared with the PromQL compliance tester's tolerance. The test
+//! is skipped (with a message) when the binaries are not installed. By default a sample of the
+//! queries runs; `STRATA_SLOW_TESTS=1` runs all of them.
+//!
+//! Prometheus 2.42 and 3.x differ in ways that this test steps around rather than papers over:
+//! - 2.x range selectors and the look-back window include their left boundary, 3.x excludes it:
+//!   evaluation times are offset by 7s from the 15s sample grid, so no sample ever sits exactly
+//!   on a boundary;
+//! - functions and modifiers added after 2.42 (`double_exponential_smoothing`, `sort_by_label`,
+//!   `limitk`, duration expressions, ...) are not queried;
+//! - 2.42 does not return warnings or infos, so annotations are not compared;
+//! - where a counter starts inside a `rate`/`increase` window, 2.42 limits the extrapolation
+//!   towards the counter's zero point before deciding whether to extrapolate to the window start
+//!   at all, 3.x after; the results differ unless the counter starts at 0, so the generated
+//!   counters do.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use promql::{Engine, EngineOptions, Value};
+use storage::mem::MemStore;
+use storage::{Labels, Sample};
+
+/// Start of the data (2020-09-13), in seconds.
+const T0: i64 = 1_600_000_000;
+const SCRAPE_S: i64 = 15;
+const SAMPLES: i64 = 2 * 3600 / SCRAPE_S;
+
+/// One generated series.
+struct Gen {
+    name: &'static str,
+    labels: Vec<(&'static str, String)>,
+    values: Vec<f64>,
+}
+
+fn generate() -> Vec<Gen> {
+    let mut out = Vec::new();
+    for (j, job) in ["api", "db"].iter().enumerate() {
+        for inst in 0..3 {
+            let k = (j * 3 + inst) as f64;
+            let base = vec![("job", job.to_string()), ("instance", format!("i{inst}"))];
+            // A counter starting at 0 (see the module doc) with a reset every 37 minutes.
+            let mut c = 0.0;
+            let counter: Vec<f64> = (0..SAMPLES)
+                .map(|i| {
+                    let v = c;
+                    if (i + inst as i64 * 40) % 148 == 0 && i > 0 {
+                        c = 0.0;
+                    } else {
+                        c += 1.0 + ((i * 7 + k as i64) % 5) as f64;
+                    }
+                    v
+                })
+                .collect();
+            out.push(Gen { name: "req_total", labels: base.clone(), values: counter });
+            // A gauge with a smooth shape and two decimals.
+            let gauge: Vec<f64> = (0..SAMPLES)
+                .map(|i| ((50.0 + 40.0 * ((i as f64) / 30.0 + k).sin()) * 100.0).round() / 100.0)
+                .collect();
+            out.push(Gen { name: "temp", labels: base.clone(), values: gauge });
+            // A classic histogram.
+            let mut cum = [0.0f64; 4];
+            let les = ["0.1", "0.5", "1", "+Inf"];
+            let mut buckets: Vec<Vec<f64>> = vec![Vec::new(); 4];
+            for i in 0..SAMPLES {
+                let add =
+                    if i == 0 { [0.0; 4] } else { [(i % 3) as f64, ((i + 1) % 4) as f64, 1.0 + k, 2.0] };
+                let mut running = 0.0;
+                for b in 0..4 {
+                    running += add[b];
+                    cum[b] += running;
+                    buckets[b].push(cum[b]);
+                }
+            }
+            for (b, le) in les.iter().enumerate() {
+                let mut l = base.clone();
+                l.push(("le", le.to_string()));
+                out.push(Gen { name: "lat_bucket", labels: l, values: buckets[b].clone() });
+            }
+        }
+    }
+    out
+}
+
+fn openmetrics(series: &[Gen]) -> String {
+    let mut s = String::new();
+    for g in series {
+        let labels: Vec<String> = g.labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        for (i, v) in g.values.iter().enumerate() {
+            s.push_str(&format!("{}{{{}}} {v} {}\n", g.name, labels.join(","), T0 + i as i64 * SCRAPE_S));
+        }
+    }
+    s.push_str("# EOF\n");
+    s
+}
+
+fn mem_store(series: &[Gen]) -> MemStore {
+    let mut m = MemStore::new();
+    for g in series {
+        let mut pairs: Vec<(&str, &str)> = g.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        pairs.push(("__name__", g.name));
+        let samples: Vec<Sample> = g
+            .values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Sample::new((T0 + i as i64 * SCRAPE_S) * 1000, *v))
+            .collect();
+        m.append(&Labels::from_pairs(&pairs), &samples);
+    }
+    m
+}
+
+/// A running Prometheus, stopped on drop.
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let status = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
+}
+
+fn start_prometheus(dir: &Path, data: &str) -> Result<Prometheus, String> {
+    let om = dir.join("data.om");
+    std::fs::write(&om, data).map_err(|e| e.to_string())?;
+    let tsdb = dir.join("tsdb");
+    let out = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&om)
+        .arg(&tsdb)
+        .output()
+        .map_err(|e| format!("promtool: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("promtool failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let cfg = dir.join("prometheus.yml");
+    std::fs::write(&cfg, "global:\n  scrape_interval: 1h\n").map_err(|e| e.to_string())?;
+    let port =
+        TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", cfg.display()))
+        .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(["--storage.tsdb.retention.time=100y", "--log.level=error"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("prometheus: {e}"))?;
+    let p = Prometheus { child, port };
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        if http_get(port, "/-/ready").is_some_and(|(s, _)| s == 200) {
+            return Ok(p);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err("prometheus did not become ready".into())
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A result normalised for comparison: label set → points (ms, value).
+type Normal = BTreeMap<String, Vec<(i64, f64)>>;
+
+fn parse_point(p: &serde_json::Value) -> Option<(i64, f64)> {
+    let t = p.get(0)?.as_f64()?;
+    let v = match p.get(1)?.as_str()? {
+        "NaN" => f64::NAN,
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        s => s.parse().ok()?,
+    };
+    Some(((t * 1000.0).round() as i64, v))
+}
+
+fn labels_key(m: &serde_json::Map<String, serde_json::Value>) -> String {
+    let mut pairs: Vec<(String, String)> =
+        m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect();
+    pairs.sort();
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    Labels::from_pairs(&pairs).to_string()
+}
+
+fn prometheus_result(body: &str) -> Result<Normal, String> {
+    let v: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("bad JSON: {e}"))?;
+    if v["status"] != "success" {
+        return Err(v["error"].as_str().unwrap_or("error").to_string());
+    }
+    let data = &v["data"];
+    let mut out = Normal::new();
+    match data["resultType"].as_str() {
+        Some("scalar") => {
+            out.insert("scalar".into(), parse_point(&data["result"]).into_iter().collect());
+        }
+        Some("vector") => {
+            for s in data["result"].as_array().into_iter().flatten() {
+                let key = labels_key(s["metric"].as_object().ok_or("no metric")?);
+                out.insert(key, parse_point(&s["value"]).into_iter().collect());
+            }
+        }
+        Some("matrix") => {
+            for s in data["result"].as_array().into_iter().flatten() {
+                let key = labels_key(s["metric"].as_object().ok_or("no metric")?);
+                out.insert(
+                    key,
+                    s["values"].as_array().into_iter().flatten().filter_map(parse_point).collect(),
+                );
+            }
+        }
+        other => return Err(format!("unexpected result type {other:?}")),
+    }
+    Ok(out)
+}
+
+fn our_result(v: &Value) -> Normal {
+    let mut out = Normal::new();
+    match v {
+        Value::Scalar { t, v } => {
+            out.insert("scalar".into(), vec![(*t, *v)]);
+        }
+        Value::String { .. } => {}
+        Value::Vector(samples) => {
+            for s in samples {
+                out.insert(s.labels.to_string(), vec![(s.t, s.v)]);
+            }
+        }
+        Value::Matrix(m) => {
+            for s in m {
+                out.insert(s.labels.to_string(), s.points.iter().map(|p| (p.t, p.v)).collect());
+            }
+        }
+    }
+    out
+}
+
+/// The compliance tester's tolerance: relative 1e-5 (plus a tiny absolute margin), NaN = NaN.
+fn close(a: f64, b: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-5 * a.abs().max(b.abs()) + 1e-10
+}
+
+fn same(a: &Normal, b: &Normal) -> Result<(), String> {
+    if a.keys().ne(b.keys()) {
+        return Err(format!(
+            "series differ: {:?} vs {:?}",
+            a.keys().collect::<Vec<_>>(),
+            b.keys().collect::<Vec<_>>()
+        ));
+    }
+    for (k, pa) in a {
+        let pb = &b[k];
+        if pa.len() != pb.len() || pa.iter().zip(pb).any(|(x, y)| x.0 != y.0 || !close(x.1, y.1)) {
+            return Err(format!("{k}: {pa:?} vs {pb:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn queries() -> Vec<String> {
+    let mut q: Vec<String> = Vec::new();
+    for f in ["rate", "increase", "irate", "resets", "changes"] {
+        for r in ["1m", "5m", "17m"] {
+            q.push(format!("{f}(req_total[{r}])"));
+        }
+    }
+    for f in [
+        "delta",
+        "idelta",
+        "deriv",
+        "avg_over_time",
+        "sum_over_time",
+        "min_over_time",
+        "max_over_time",
+        "count_over_time",
+        "stddev_over_time",
+        "stdvar_over_time",
+        "last_over_time",
+        "present_over_time",
+    ] {
+        for r in ["2m", "10m"] {
+            q.push(format!("{f}(temp[{r}])"));
+        }
+    }
+    q.extend(
+        [
+            "temp",
+            "temp{job=\"api\"}",
+            "temp{job=~\"a.*\", instance!=\"i1\"}",
+            "req_total offset 5m",
+            "req_total offset -5m",
+            "temp @ 1600003007",
+            "rate(req_total[5m] @ 1600003607)",
+            "quantile_over_time(0.3, temp[10m])",
+            "predict_linear(temp[10m], 600)",
+            "absent_over_time(nonexistent[5m])",
+            "absent(nonexistent{job=\"x\"})",
+            "absent(temp)",
+            "abs(temp - 50)",
+            "ceil(temp)",
+            "floor(temp)",
+            "round(temp, 5)",
+            "sqrt(temp)",
+            "exp(temp / 100)",
+            "ln(temp)",
+            "log2(temp)",
+            "log10(temp)",
+            "clamp(temp, 30, 60)",
+            "clamp_min(temp, 40)",
+            "clamp_max(temp, 40)",
+            "sgn(temp - 50)",
+            "timestamp(temp)",
+            "time()",
+            "vector(1)",
+            "scalar(sum(temp))",
+            "sin(temp)",
+            "atan2(temp, 10)",
+            "label_replace(temp, \"dst\", \"x-$1\", \"instance\", \"i(.*)\")",
+            "label_join(temp, \"dst\", \"/\", \"job\", \"instance\")",
+            "hour(timestamp(temp))",
+            "day_of_week()",
+            "histogram_quantile(0.9, rate(lat_bucket[5m]))",
+            "histogram_quantile(0.5, sum by (le) (rate(lat_bucket[5m])))",
+            "histogram_quantile(0.99, sum by (job, le) (rate(lat_bucket[10m])))",
+            "max_over_time(rate(req_total[1m])[10m:1m])",
+            "avg_over_time(temp[30m:5m] offset 5m)",
+            "min_over_time(sum by (job) (temp)[15m:])",
+            "sum(rate(req_total[5m]))",
+            "req_total / on(job, instance) group_left temp",
+            "sum by (job) (req_total) / on(job) group_right sum by (job, instance) (req_total)",
+            "temp > 50",
+            "temp > bool 50",
+            "50 < temp",
+            "temp == temp",
+            "temp and temp > 60",
+            "temp or req_total",
+            "temp unless temp > 60",
+            "temp + ignoring(job) group_left temp{job=\"api\"}",
+            "-temp",
+            "2 ^ 3 + 1",
+            "temp % 7",
+            "temp @ start()",
+            "sum_over_time(temp[5m] @ end())",
+            "rate(req_total[5m] offset 10m)",
+            "rate(req_total[5m] offset -1m)",
+            "count by (job) (temp > 40)",
+            "sum by (le) (lat_bucket)",
+            "changes(temp[10m])",
+            "resets(temp[10m])",
+            "deriv(req_total[5m])",
+            "irate(req_total[2m])",
+            "idelta(req_total[2m])",
+            "timestamp(temp offset 5m)",
+            "minute(timestamp(temp))",
+            "month()",
+            "year()",
+            "days_in_month()",
+            "day_of_month()",
+            "day_of_year()",
+            "acos(temp / 100)",
+            "deg(temp)",
+            "rad(temp)",
+            "tanh(temp / 100)",
+            "asinh(temp)",
+            "absent_over_time(temp[5m])",
+            "present_over_time(nonexistent[5m])",
+            "topk(3, rate(req_total[5m]) * temp)",
+            "bottomk by (job) (1, temp)",
+            "count_values(\"job\", round(temp / 20))",
+            "sum(temp) by (job) * on(job) group_left temp",
+            "max_over_time((temp * 2)[20m:2m] offset 1m)",
+            "avg_over_time(rate(req_total[5m])[30m:1m] @ 1600004207)",
+            "sum_over_time(temp[1h]) / count_over_time(temp[1h])",
+            "histogram_quantile(0.75, rate(lat_bucket{job=\"db\"}[3m]))",
+            "vector(time()) - timestamp(temp)",
+            "scalar(temp)",
+            "sort(temp)",
+            "sort_desc(rate(req_total[5m]))",
+            "-(temp offset 1h)",
+            "1 - temp / 100 > 0.5",
+            "temp != bool 50.5",
+        ]
+        .map(String::from),
+    );
+    for agg in ["sum", "avg", "min", "max", "count", "stddev", "stdvar", "group"] {
+        q.push(format!("{agg}(temp)"));
+        q.push(format!("{agg} by (job) (temp)"));
+        q.push(format!("{agg} without (instance) (rate(req_total[5m]))"));
+    }
+    q.extend(
+        [
+            "topk(2, temp)",
+            "bottomk(2, temp)",
+            "topk by (job) (1, temp)",
+            "quantile(0.9, temp)",
+            "quantile by (job) (0.5, rate(req_total[5m]))",
+            "count_values(\"v\", round(temp / 10))",
+        ]
+        .map(String::from),
+    );
+    q
+}
+
+#[test]
+fn agrees_with_prometheus_2_42() {
+    if Command::new("prometheus").arg("--version").output().is_err()
+        || Command::new("promtool").arg("--version").output().is_err()
+    {
+        println!("skipped: prometheus/promtool are not installed");
+        return;
+    }
+    let slow = std::env::var("STRATA_SLOW_TESTS").is_ok_and(|v| v == "1");
+    let series = generate();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let prom = start_prometheus(dir.path(), &openmetrics(&series)).expect("start prometheus");
+    let store = mem_store(&series);
+    let engine = Engine::new(EngineOptions::default());
+    // Off the 15s sample grid by 7s, so no sample sits on a window boundary (see the module doc).
+    // Near the start of the data, in the middle, and after its end (within the look-back).
+    let instant_times = [T0 + 67, T0 + 3607, T0 + 6007, T0 + 7387];
+    // One range inside the data, one reaching over both ends.
+    let ranges = [(T0 + 1807, T0 + 7187, 60), (T0 - 293, T0 + 7507, 60)];
+    let mut failures = Vec::new();
+    let mut non_empty = 0;
+    let all = queries();
+    let chosen: Vec<&String> = if slow { all.iter().collect() } else { all.iter().step_by(3).collect() };
+    for q in &chosen {
+        let mut checks = Vec::new();
+        for t in instant_times {
+            let path = format!("/api/v1/query?query={}&time={t}", urlencode(q));
+            checks.push((path, engine.instant(&store, q, t * 1000)));
+        }
+        for (start, end, step) in ranges {
+            let path =
+                format!("/api/v1/query_range?query={}&start={start}&end={end}&step={step}", urlencode(q));
+            checks.push((path, engine.range(&store, q, start * 1000, end * 1000, step * 1000)));
+        }
+        for (path, ours) in checks {
+            let Some((_, body)) = http_get(prom.port, &path) else {
+                failures.push(format!("{q}: no answer from prometheus"));
+                continue;
+            };
+            match (prometheus_result(&body), ours) {
+                (Ok(want), Ok(got)) => {
+                    if want.values().any(|p| !p.is_empty()) {
+                        non_empty += 1;
+                    }
+                    if let Err(why) = same(&want, &our_result(&got.value)) {
+                        failures.push(format!("{path}: {why}"));
+                    }
+                }
+                (Err(_), Err(_)) => {}
+                (Ok(_), Err(e)) => failures.push(format!("{q}: strata failed: {e}")),
+                (Err(e), Ok(_)) => failures.push(format!("{q}: prometheus failed ({e}), strata succeeded")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} differences:\n{}", failures.len(), failures.join("\n"));
+    // Guard against comparing nothing with nothing (e.g. data that did not load).
+    let checks = chosen.len() * (instant_times.len() + ranges.len());
+    assert!(non_empty * 10 >= checks * 7, "only {non_empty} of {checks} answers are non-empty");
+    println!(
+        "{} queries agree with Prometheus 2.42 ({checks} comparisons: instant at {} times and {} ranges; \
+         {non_empty} non-empty answers)",
+        chosen.len(),
+        instant_times.len(),
+        ranges.len()
+    );
+}

@@ -1,0 +1,217 @@
+//! Runs Prometheus' PromQL conformance scripts (`shared/promql/testdata/*.test`) against the
+//! engine, in place.
+//!
+//! Prints one line per file and `promqltest: N passed, M failed, K skipped`. Skipped are only
+//! evals that need native histograms, by the classification in `shared/promql/eval_index.tsv`
+//! (see INVENTORY.md); each is listed. `promql/testdata/passing.txt` lists the evals known to
+//! pass: the test fails if one of them fails. `STRATA_BLESS=1` rewrites that list.
+//! `STRATA_PROMQLTEST_VERBOSE=1` prints why each eval failed; `STRATA_PROMQLTEST_FILTER=<text>`
+//! runs only evals whose `file:line` contains the text.
+//!
+//! Like the reference runner, an instant eval is also checked as a range query around its time,
+//! and with every selector pinned by `@` at other evaluation times (FORMAT.md §8.2).
+
+mod check;
+mod script;
+mod values;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use promql::{Engine, EngineOptions};
+use storage::Sample;
+use storage::mem::MemStore;
+
+use script::Command;
+use values::Slot;
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/promql")
+}
+
+fn passing_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/passing.txt")
+}
+
+/// The engine configuration Prometheus' own runner uses (FORMAT.md §9).
+fn engine() -> Engine {
+    Engine::new(EngineOptions {
+        lookback_delta_ms: 5 * 60 * 1000,
+        max_samples: 10_000,
+        timeout: Duration::from_secs(100),
+        default_subquery_step_ms: 60_000,
+        experimental_functions: true,
+        duration_expressions: true,
+        extended_range_selectors: true,
+        binop_fill_modifiers: true,
+        delayed_name_removal: true,
+        ..EngineOptions::default()
+    })
+}
+
+/// `file:line` → whether the eval needs native histograms.
+fn classification(dir: &Path) -> Result<HashMap<String, bool>, String> {
+    let path = dir.join("eval_index.tsv");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut out = HashMap::new();
+    for line in text.lines().skip(1) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        if cols.len() < 5 {
+            continue;
+        }
+        out.insert(format!("{}:{}", cols[0], cols[1]), cols[4] == "histogram");
+    }
+    Ok(out)
+}
+
+fn load(store: &mut MemStore, interval_ms: i64, series: &[script::LoadSeries]) {
+    for s in series {
+        let samples: Vec<Sample> = s
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(k, slot)| match slot {
+                Slot::Float(v) => Some(Sample::new(k as i64 * interval_ms, *v)),
+                _ => None,
+            })
+            .collect();
+        if !samples.is_empty() {
+            store.append(&s.labels, &samples);
+        }
+    }
+}
+
+#[derive(Default)]
+struct FileResult {
+    passed: Vec<String>,
+    failed: Vec<(String, String)>,
+    skipped: Vec<String>,
+}
+
+fn run_file(path: &Path, name: &str, class: &HashMap<String, bool>, filter: Option<&str>) -> FileResult {
+    let mut r = FileResult::default();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            r.failed.push((format!("{name}:0"), format!("cannot read: {e}")));
+            return r;
+        }
+    };
+    let commands = match script::parse_script(&text) {
+        Ok(c) => c,
+        Err(e) => {
+            r.failed.push((format!("{name}:0"), format!("cannot parse script: {e}")));
+            return r;
+        }
+    };
+    let engine = engine();
+    let mut store = MemStore::new();
+    for (_, cmd) in &commands {
+        match cmd {
+            Command::Clear => store = MemStore::new(),
+            Command::Load { interval_ms, series } => load(&mut store, *interval_ms, series),
+            Command::Eval(e) => {
+                let id = format!("{name}:{}", e.line);
+                if filter.is_some_and(|f| !id.contains(f)) {
+                    continue;
+                }
+                if class.get(&id).copied().unwrap_or(false) {
+                    r.skipped.push(id);
+                    continue;
+                }
+                match check::run_eval(&engine, &store, e) {
+                    Ok(()) => r.passed.push(id),
+                    Err(why) => r.failed.push((id, format!("{}: {why}", e.expr))),
+                }
+            }
+        }
+    }
+    r
+}
+
+fn main() {
+    let dir = corpus_dir();
+    let testdata = dir.join("testdata");
+    if !testdata.is_dir() {
+        eprintln!(
+            "promqltest: corpus directory {} is missing; it is expected next to the workspace at \
+             ../shared/promql/testdata",
+            testdata.display()
+        );
+        std::process::exit(1);
+    }
+    let class = match classification(&dir) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("promqltest: {e}");
+            std::process::exit(1);
+        }
+    };
+    let filter = std::env::var("STRATA_PROMQLTEST_FILTER").ok();
+    let verbose = std::env::var("STRATA_PROMQLTEST_VERBOSE").is_ok_and(|v| v == "1");
+    let bless = std::env::var("STRATA_BLESS").is_ok_and(|v| v == "1");
+    let known: BTreeSet<String> = std::fs::read_to_string(passing_file())
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&testdata)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "test"));
+    files.sort();
+
+    let (mut passed, mut failed, mut skipped) = (BTreeSet::new(), Vec::new(), 0usize);
+    for path in &files {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let r = run_file(path, &name, &class, filter.as_deref());
+        println!("{name}: {} passed, {} failed, {} skipped", r.passed.len(), r.failed.len(), r.skipped.len());
+        if !r.skipped.is_empty() {
+            println!("  skipped (needs native histograms): {}", r.skipped.join(" "));
+        }
+        if verbose {
+            for (id, why) in &r.failed {
+                println!("  FAIL {id}: {why}");
+            }
+        }
+        skipped += r.skipped.len();
+        passed.extend(r.passed);
+        failed.extend(r.failed);
+    }
+
+    let regressions: Vec<&(String, String)> = failed.iter().filter(|(id, _)| known.contains(id)).collect();
+    let newly: Vec<&String> = passed.iter().filter(|id| !known.contains(*id)).collect();
+    for (id, why) in &regressions {
+        println!("REGRESSION {id}: {why}");
+    }
+    if !newly.is_empty() {
+        println!("newly passing (not yet in promql/testdata/passing.txt): {}", newly.len());
+        for id in &newly {
+            println!("  {id}");
+        }
+    }
+    println!("promqltest: {} passed, {} failed, {} skipped", passed.len(), failed.len(), skipped);
+
+    if bless && filter.is_none() {
+        let mut text = String::from(
+            "# Evals of shared/promql/testdata known to pass; a failure of any of them fails the test.\n\
+             # Regenerate with: STRATA_BLESS=1 cargo test -p promql --test promqltest\n",
+        );
+        for id in &passed {
+            text.push_str(id);
+            text.push('\n');
+        }
+        if let Err(e) = std::fs::write(passing_file(), text) {
+            eprintln!("promqltest: cannot write {}: {e}", passing_file().display());
+            std::process::exit(1);
+        }
+        println!("promqltest: wrote {} entries to {}", passed.len(), passing_file().display());
+    } else if !regressions.is_empty() {
+        eprintln!("promqltest: {} eval(s) listed in passing.txt failed", regressions.len());
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,168 @@
+//! Series descriptions (`metric{l="v"} 0+10x5 _ stale`) as used by `load` blocks and expected
+//! results: splitting off the label part and expanding the value items.
+
+/// One expanded value slot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Slot {
+    /// `_`: no sample at this position.
+    Omitted,
+    /// A float (including the stale marker).
+    Float(f64),
+    /// A native-histogram literal; this engine does not load or compare those.
+    Histogram,
+}
+
+/// Splits a series line into its label part and the rest (the value items).
+pub fn split_series(line: &str) -> Result<(&str, &str), String> {
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b':') {
+        i += 1;
+    }
+    if i < bytes.len() && bytes[i] == b'{' {
+        let mut quote: Option<u8> = None;
+        i += 1;
+        loop {
+            let Some(&c) = bytes.get(i) else {
+                return Err(format!("unterminated label set in {line:?}"));
+            };
+            match quote {
+                Some(q) if c == b'\\' && q != b'`' => i += 1,
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None if c == b'"' || c == b'\'' || c == b'`' => quote = Some(c),
+                None if c == b'}' => {
+                    i += 1;
+                    break;
+                }
+                None => {}
+            }
+            i += 1;
+        }
+    }
+    if i == 0 {
+        return Err(format!("no metric in {line:?}"));
+    }
+    Ok((&line[..i], line[i..].trim()))
+}
+
+/// Parses a float as the series-description grammar allows (decimal, exponent, `Inf`, `NaN`,
+/// optional sign; no hex).
+pub fn parse_float(s: &str) -> Option<f64> {
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let v = match body.to_ascii_lowercase().as_str() {
+        "inf" => f64::INFINITY,
+        "nan" => f64::NAN,
+        other => {
+            if other.is_empty() || other.contains('x') || !other.bytes().any(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            other.parse::<f64>().ok()?
+        }
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// Splits the value part into items, keeping `{{ ... }}` histogram literals (which contain
+/// spaces) together with any `x`/`+`/`-` suffix.
+fn items(s: &str) -> Vec<&str> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            break;
+        }
+        let start = i;
+        let mut depth = 0;
+        while i < bytes.len() {
+            if bytes[i..].starts_with(b"{{") {
+                depth += 1;
+                i += 2;
+                continue;
+            }
+            if bytes[i..].starts_with(b"}}") {
+                depth -= 1;
+                i += 2;
+                continue;
+            }
+            if depth == 0 && bytes[i].is_ascii_whitespace() {
+                break;
+            }
+            i += 1;
+        }
+        out.push(&s[start..i]);
+    }
+    out
+}
+
+/// Expands value items (`1`, `_`, `_x3`, `stale`, `5x3`, `1+2x3`, `1-2x3`, `{{...}}`).
+pub fn expand(s: &str) -> Result<Vec<Slot>, String> {
+    let mut out = Vec::new();
+    for item in items(s) {
+        if item.contains("{{") {
+            // Histogram literal, possibly repeated: count the slots it stands for.
+            let n = match item.rfind("}}x") {
+                Some(p) => {
+                    item[p + 3..].parse::<usize>().map_err(|_| format!("bad repetition in {item:?}"))? + 1
+                }
+                None => 1,
+            };
+            out.extend(std::iter::repeat_n(Slot::Histogram, n));
+            continue;
+        }
+        if item == "_" {
+            out.push(Slot::Omitted);
+            continue;
+        }
+        if let Some(n) = item.strip_prefix("_x") {
+            let n: usize = n.parse().map_err(|_| format!("bad repetition in {item:?}"))?;
+            out.extend(std::iter::repeat_n(Slot::Omitted, n));
+            continue;
+        }
+        if item == "stale" {
+            out.push(Slot::Float(storage::stale_nan()));
+            continue;
+        }
+        let (base, times) = match item.rfind('x') {
+            Some(p) => {
+                let n: u64 = item[p + 1..].parse().map_err(|_| format!("bad repetition in {item:?}"))?;
+                (&item[..p], Some(n))
+            }
+            None => (item, None),
+        };
+        let Some(times) = times else {
+            out.push(Slot::Float(parse_float(base).ok_or_else(|| format!("bad value {item:?}"))?));
+            continue;
+        };
+        if let Some(v) = parse_float(base) {
+            for _ in 0..=times {
+                out.push(Slot::Float(v));
+            }
+            continue;
+        }
+        // `a+b` or `a-b`: split at the last sign that is not a leading sign or an exponent's.
+        let b = base.as_bytes();
+        let split = (1..b.len())
+            .rev()
+            .find(|&i| (b[i] == b'+' || b[i] == b'-') && !matches!(b[i - 1], b'e' | b'E'))
+            .ok_or_else(|| format!("bad value {item:?}"))?;
+        let start = parse_float(&base[..split]).ok_or_else(|| format!("bad value {item:?}"))?;
+        let step = parse_float(&base[split + 1..]).ok_or_else(|| format!("bad value {item:?}"))?;
+        let step = if b[split] == b'-' { -step } else { step };
+        // Repeated addition, as the reference runner does (not start + k*step).
+        let mut v = start;
+        for _ in 0..=times {
+            out.push(Slot::Float(v));
+            v += step;
+        }
+    }
+    Ok(out)
+}

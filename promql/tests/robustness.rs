@@ -1,0 +1,141 @@
+//! Untrusted query text must never crash the engine: random token soups and mutated corpus
+//! queries either evaluate or fail with an error, never with a panic.
+
+use promql::{Engine, EngineOptions, Error};
+use proptest::prelude::*;
+use storage::mem::MemStore;
+use storage::{Labels, Sample};
+
+const TOKENS: &[&str] = &[
+    "x",
+    "y_total",
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    "[5m]",
+    "[1m:10s]",
+    ",",
+    "=",
+    "=~",
+    "!=",
+    "\"a\"",
+    "'.*'",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "^",
+    "==",
+    ">",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "on",
+    "ignoring",
+    "(job)",
+    "group_left",
+    "by",
+    "without",
+    "sum",
+    "topk",
+    "rate",
+    "histogram_quantile",
+    "label_replace",
+    "offset",
+    "@",
+    "5m",
+    "-1h",
+    "1",
+    "0.5",
+    "NaN",
+    "Inf",
+    "start()",
+    "end()",
+    "step()",
+    "anchored",
+    "smoothed",
+    "fill(0)",
+    ":",
+    "le",
+    "count_values",
+    "info",
+    "absent",
+    "scalar",
+    "vector",
+    "time()",
+    "#",
+    "\\",
+    "1e309",
+    "0x1F",
+];
+
+fn engine() -> Engine {
+    Engine::new(EngineOptions {
+        experimental_functions: true,
+        duration_expressions: true,
+        extended_range_selectors: true,
+        binop_fill_modifiers: true,
+        delayed_name_removal: true,
+        max_samples: 100_000,
+        ..EngineOptions::default()
+    })
+}
+
+fn data() -> MemStore {
+    let mut s = MemStore::new();
+    for (name, job) in [("x", "a"), ("x", "b"), ("y_total", "a")] {
+        let l = Labels::from_pairs(&[("__name__", name), ("job", job), ("le", "1")]);
+        let samples: Vec<Sample> = (0..40).map(|i| Sample::new(i * 15_000, (i * 3 % 7) as f64)).collect();
+        s.append(&l, &samples);
+    }
+    s
+}
+
+fn check(q: &str, s: &MemStore) {
+    let e = engine();
+    for r in [e.instant(s, q, 300_000), e.range(s, q, 0, 600_000, 30_000)] {
+        if let Err(Error::Execution(msg)) = &r {
+            assert!(!msg.contains("panicked"), "{q:?} panicked");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn token_soup_never_panics(idx in proptest::collection::vec(0..TOKENS.len(), 1..14)) {
+        let q: Vec<&str> = idx.iter().map(|i| TOKENS[*i]).collect();
+        check(&q.join(" "), &data());
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(q in "\\PC{0,40}") {
+        check(&q, &data());
+    }
+}
+
+#[test]
+fn mutated_corpus_queries_never_panic() {
+    let index = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/promql/eval_index.tsv");
+    let Ok(text) = std::fs::read_to_string(&index) else {
+        panic!("cannot read {}", index.display());
+    };
+    let s = data();
+    for (n, line) in text.lines().skip(1).enumerate().step_by(7) {
+        let Some(expr) = line.split('\t').nth(7) else { continue };
+        check(expr, &s);
+        // Drop one character at a position that depends on the line.
+        if !expr.is_empty() {
+            let cut = n % expr.len();
+            if expr.is_char_boundary(cut) && expr.is_char_boundary(cut + 1) {
+                check(&format!("{}{}", &expr[..cut], &expr[cut + 1..]), &s);
+            }
+        }
+    }
+}
