@@ -7,6 +7,11 @@ use clap::Parser;
 use strata::config::Cli;
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc instead of glibc malloc: ingest makes many small, short-lived allocations that
+/// fragment glibc's arenas; see docs/benchmarks.md for the measured difference.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Err(err) = init_logging(cli.log_level.as_deref()) {

@@ -21,6 +21,12 @@ impl Rng {
     pub fn f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.f64().max(f64::MIN_POSITIVE);
+        let u2 = self.f64();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
     /// Uniform integer in [lo, hi].
     pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
         lo + (self.next_u64() % (hi - lo + 1) as u64) as i64
@@ -30,7 +36,8 @@ impl Rng {
 /// The data shapes measured in `docs/benchmarks.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
-    /// TSBS devops cpu: integer random walks clamped to [0, 100], regular interval.
+    /// TSBS devops cpu as TSBS generates it: a float random walk with N(0, 1) steps clamped to
+    /// [0, 100], written truncated to an integer (`usage_user=58i`), regular interval.
     TsbsInt,
     /// Full-precision noisy floats.
     NoisyFloat,
@@ -65,12 +72,13 @@ impl Shape {
     pub fn series(self, rng: &mut Rng, start: i64, interval_ms: i64, n: usize) -> Vec<(i64, f64)> {
         let mut out = Vec::with_capacity(n);
         let mut v = rng.range(0, 100) as f64;
+        let mut walk = rng.f64() * 100.0;
         let mut t = start;
         for i in 0..n {
             let value = match self {
                 Shape::TsbsInt | Shape::Irregular => {
-                    v = (v + rng.range(-3, 3) as f64).clamp(0.0, 100.0);
-                    v
+                    walk = (walk + rng.normal()).clamp(0.0, 100.0);
+                    walk.trunc()
                 }
                 Shape::NoisyFloat => rng.f64() * 100.0,
                 Shape::Constant => 42.0,

@@ -7,6 +7,10 @@ mod storage_bench;
 
 use clap::{Parser, Subcommand};
 
+/// The same allocator as the server, so measurements match what it does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "strata benchmarks")]
 struct Cli {

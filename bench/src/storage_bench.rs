@@ -20,6 +20,9 @@ pub struct Args {
     /// Hours of data per series for disk/head (10 s interval).
     #[arg(long, default_value_t = 24)]
     hours: usize,
+    /// Block grid in minutes for the disk measurement (blocks never cross a multiple of it).
+    #[arg(long, default_value_t = 60)]
+    block_grid_min: i64,
     /// Series for the startup measurement.
     #[arg(long, default_value_t = 1_000_000)]
     startup_series: usize,
@@ -135,7 +138,9 @@ fn disk_and_head(args: &Args) -> Res {
     println!("|---|---|---|---|---|");
     for shape in Shape::ALL {
         let (_t, dir) = scratch(args, shape.name())?;
-        let db = Db::open(quiet(&dir)).map_err(e)?;
+        let mut o = quiet(&dir);
+        o.block_grid_ms = args.block_grid_min * 60_000;
+        let db = Db::open(o).map_err(e)?;
         let mut rng = Rng::new(42);
         let mut total = 0u64;
         // One batch per host: its 10 series, as a sender batches them.

@@ -116,13 +116,14 @@ fn get_id(buf: &[u8], pos: &mut usize) -> Result<SeriesId> {
     SeriesId::try_from(id).map_err(|_| Error::Decode(format!("series id {id} out of range")))
 }
 
-fn get_str(buf: &[u8], pos: &mut usize) -> Result<String> {
+/// A label string borrowed from the record (the `Arc<str>` is made once, by the caller).
+fn get_str<'a>(buf: &'a [u8], pos: &mut usize) -> Result<&'a str> {
     let n = get_uvarint(buf, pos)? as usize;
     let bytes = buf
         .get(*pos..pos.saturating_add(n))
         .ok_or_else(|| Error::Decode("WAL record truncated in a label".into()))?;
     *pos += n;
-    String::from_utf8(bytes.to_vec()).map_err(|_| Error::Decode("label is not UTF-8".into()))
+    std::str::from_utf8(bytes).map_err(|_| Error::Decode("label is not UTF-8".into()))
 }
 
 /// Maps the ids of one WAL segment (as written by the process that wrote it) to this process's
