@@ -89,6 +89,30 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value = "4", value_parser = compact_files_min)]
     pub compact_files_min: usize,
 
+    /// Largest write request body accepted as received (still compressed). Larger bodies are
+    /// refused with 413, which senders do not retry: keep it well above their batch size.
+    #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = positive_size)]
+    pub write_body_bytes_max: ByteSize,
+
+    /// Largest write request body after snappy or gzip decompression; checked before the memory
+    /// is allocated. Larger bodies are refused with 413.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = positive_size)]
+    pub write_decoded_bytes_max: ByteSize,
+
+    /// Most labels one series may have, __name__ included. A write with a series over it is
+    /// refused with 400.
+    #[arg(long, value_name = "N", default_value = "64", value_parser = positive_count)]
+    pub labels_per_series_max: usize,
+
+    /// Longest label name in bytes. A write with a longer one is refused with 400.
+    #[arg(long, value_name = "SIZE", default_value = "1KiB", value_parser = positive_size)]
+    pub label_name_bytes_max: ByteSize,
+
+    /// Longest label value in bytes, the metric name included. A write with a longer one is
+    /// refused with 400.
+    #[arg(long, value_name = "SIZE", default_value = "16KiB", value_parser = positive_size)]
+    pub label_value_bytes_max: ByteSize,
+
     /// Log filter: a level (error, warn, info, debug, trace) or tracing directives such as
     /// "info,storage=debug". When absent, RUST_LOG is used if set, else "info".
     #[arg(long, value_name = "FILTER", value_parser = log_filter)]
@@ -116,9 +140,22 @@ impl Cli {
         opts
     }
 
+    /// What one write request may contain, for the `remote` crate's decoders. A size too large
+    /// for this machine's address space saturates at `usize::MAX`, which no body reaches.
+    pub fn limits(&self) -> remote::Limits {
+        let bytes = |size: ByteSize| usize::try_from(size.0).unwrap_or(usize::MAX);
+        remote::Limits {
+            body_bytes_max: bytes(self.write_body_bytes_max),
+            decoded_bytes_max: bytes(self.write_decoded_bytes_max),
+            labels_per_series_max: self.labels_per_series_max,
+            label_name_bytes_max: bytes(self.label_name_bytes_max),
+            label_value_bytes_max: bytes(self.label_value_bytes_max),
+        }
+    }
+
     /// Everything `server::run` needs.
     pub fn server_config(&self) -> ServerConfig {
-        ServerConfig { listen: self.listen.clone(), storage: self.storage_options() }
+        ServerConfig { listen: self.listen.clone(), storage: self.storage_options(), limits: self.limits() }
     }
 }
 

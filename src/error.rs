@@ -5,10 +5,17 @@
 //! so clients that parse Prometheus errors (Grafana, promtool) understand ours. The status codes
 //! follow Prometheus' `respondError` (web/api/v1/api.go) with one deliberate difference:
 //! `unavailable` is 503, not 500, because it always means "retry later" in strata and senders
-//! treat 503 that way.
+//! treat 503 that way; it carries `Retry-After` so senders that honour it (Prometheus' remote
+//! write queue does) pace their retries.
+//!
+//! The write endpoints speak their senders' dialects: remote write answers plain text as
+//! Prometheus' own receiver does ([`ApiError::into_plain_response`]), the Influx endpoints answer
+//! InfluxDB's `{"error":"..."}` ([`ApiError::into_influx_response`]). The status code and the
+//! message are the same in every dialect.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 /// An API failure, by the kind of the Prometheus `errorType` it is answered with.
@@ -35,6 +42,14 @@ pub enum ApiError {
     /// The named thing does not exist. 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
+    /// The request body is larger than strata accepts. 413 `bad_data`. The message names the
+    /// flag that sets the limit, since a sender cannot split a batch it was refused.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// The Content-Type or Content-Encoding is not one strata decodes. 415 `bad_data`; a
+    /// remote-write 2.0 sender may retry with the other protocol version.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// strata itself failed. The detail is logged and not sent, since it may name files and
     /// internals the client has no use for. 500 `internal`.
     #[error("{0}")]
@@ -47,6 +62,14 @@ const STATUS_CLIENT_CLOSED_REQUEST: u16 = 499;
 /// What a client sees instead of an internal error's detail.
 const INTERNAL_MESSAGE: &str = "internal error; the details are in strata's log";
 
+/// Seconds a client is asked to wait before retrying a 503: Prometheus' default maximum
+/// remote-write backoff, long enough for a restart to get going, short enough not to build up
+/// a large backlog in the sender.
+pub const RETRY_AFTER_SECONDS: u64 = 5;
+
+/// InfluxDB 1.x repeats the error message of a failed write or query in this header.
+const INFLUX_ERROR_HEADER: HeaderName = HeaderName::from_static("x-influxdb-error");
+
 impl ApiError {
     /// The Prometheus `errorType` string.
     pub fn error_type(&self) -> &'static str {
@@ -58,6 +81,7 @@ impl ApiError {
             ApiError::Unavailable(_) => "unavailable",
             ApiError::NotFound(_) => "not_found",
             ApiError::Internal(_) => "internal",
+            ApiError::PayloadTooLarge(_) | ApiError::UnsupportedMediaType(_) => "bad_data",
         }
     }
 
@@ -72,13 +96,15 @@ impl ApiError {
             }
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         }
     }
-}
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let message = match &self {
+    /// The message a client may see: the error's own text, except for internal errors, whose
+    /// detail is logged here and replaced.
+    fn public_message(&self) -> String {
+        match self {
             ApiError::Internal(detail) => {
                 tracing::error!(error = %detail, "internal error answering a request");
                 INTERNAL_MESSAGE.to_owned()
@@ -88,13 +114,46 @@ impl IntoResponse for ApiError {
                 tracing::debug!(error_type = other.error_type(), error = %other, "request failed");
                 other.to_string()
             }
-        };
+        }
+    }
+
+    /// Wraps `body` in a response with this error's status and, for `unavailable`, `Retry-After`.
+    fn respond(&self, body: impl IntoResponse) -> Response {
+        let mut response = (self.status(), body).into_response();
+        if matches!(self, ApiError::Unavailable(_)) {
+            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        response
+    }
+
+    /// The answer in Prometheus' remote-write receiver dialect: the message as plain text.
+    pub fn into_plain_response(self) -> Response {
+        let message = self.public_message();
+        self.respond(([(CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{message}\n")))
+    }
+
+    /// The answer in InfluxDB 1.x's dialect: `{"error":"<message>"}`, with the message also in
+    /// the `X-Influxdb-Error` header.
+    pub fn into_influx_response(self) -> Response {
+        let message = self.public_message();
+        let mut response = self.respond(Json(serde_json::json!({ "error": message })));
+        // A header value cannot hold line breaks, which a multi-line partial-write message has.
+        let one_line: String = message.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        if let Ok(value) = HeaderValue::from_str(&one_line) {
+            response.headers_mut().insert(INFLUX_ERROR_HEADER, value);
+        }
+        response
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
         let body = serde_json::json!({
             "status": "error",
             "errorType": self.error_type(),
-            "error": message,
+            "error": self.public_message(),
         });
-        (self.status(), Json(body)).into_response()
+        self.respond(Json(body))
     }
 }
 
@@ -141,6 +200,8 @@ mod tests {
             (ApiError::Unavailable("x".into()), 503, "unavailable"),
             (ApiError::NotFound("x".into()), 404, "not_found"),
             (ApiError::Internal("x".into()), 500, "internal"),
+            (ApiError::PayloadTooLarge("x".into()), 413, "bad_data"),
+            (ApiError::UnsupportedMediaType("x".into()), 415, "bad_data"),
         ];
         for (err, status, error_type) in cases {
             let (got_status, body, content_type) = answer(err).await;
@@ -164,6 +225,48 @@ mod tests {
     async fn internal_errors_do_not_echo_their_detail() {
         let (_, body, _) = answer(ApiError::Internal("corruption in /secret/path at byte 12".into())).await;
         assert_eq!(body["error"], INTERNAL_MESSAGE);
+    }
+
+    #[tokio::test]
+    async fn only_unavailable_carries_retry_after() {
+        let unavailable = ApiError::Unavailable("x".into()).into_response();
+        assert_eq!(unavailable.headers()[RETRY_AFTER], RETRY_AFTER_SECONDS.to_string().as_str());
+        let timeout = ApiError::Timeout("x".into()).into_response();
+        assert!(timeout.headers().get(RETRY_AFTER).is_none());
+        let plain = ApiError::Unavailable("x".into()).into_plain_response();
+        assert!(plain.headers().get(RETRY_AFTER).is_some());
+        let influx = ApiError::Unavailable("x".into()).into_influx_response();
+        assert!(influx.headers().get(RETRY_AFTER).is_some());
+    }
+
+    #[tokio::test]
+    async fn plain_dialect_is_the_message_as_text() {
+        let response = ApiError::BadData("bad snappy".into()).into_plain_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(response.headers()[CONTENT_TYPE], "text/plain; charset=utf-8");
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        assert_eq!(&bytes[..], b"bad snappy\n");
+    }
+
+    #[tokio::test]
+    async fn influx_dialect_is_an_error_object_and_header() {
+        let response =
+            ApiError::BadData("partial write: line 2: bad\nline 3: bad".into()).into_influx_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(response.headers()[INFLUX_ERROR_HEADER], "partial write: line 2: bad line 3: bad");
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body, serde_json::json!({"error": "partial write: line 2: bad\nline 3: bad"}));
+    }
+
+    #[tokio::test]
+    async fn internal_detail_is_hidden_in_every_dialect() {
+        let response = ApiError::Internal("/secret/path".into()).into_plain_response();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("/secret"));
+        let response = ApiError::Internal("/secret/path".into()).into_influx_response();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("/secret"));
     }
 
     #[test]

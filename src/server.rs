@@ -15,17 +15,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::middleware;
+use axum::routing::{get, post};
 use storage::Db;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::{JoinError, JoinHandle};
 use tracing::info;
 
-use crate::health;
+use crate::ingest::{line_protocol, remote_write};
 use crate::shutdown::Signals;
 use crate::state::AppState;
+use crate::{health, influx, metrics};
 
 /// What the server needs to start.
 #[derive(Debug, Clone)]
@@ -34,6 +37,8 @@ pub struct ServerConfig {
     pub listen: String,
     /// Passed unchanged to `storage::Db::open`.
     pub storage: storage::Options,
+    /// What one write request may contain.
+    pub limits: remote::Limits,
 }
 
 /// Why the process could not start or stop cleanly. `main` logs it and exits non-zero.
@@ -77,11 +82,24 @@ pub enum RunError {
 
 /// The HTTP routes. Later API routes join here; handlers get the shared state through `State`.
 pub fn router(state: Arc<AppState>) -> Router {
-    // TODO(#8): request and idle timeouts, body limits and a concurrency limit as named flags.
+    // TODO(#8): request and idle timeouts and a concurrency limit as named flags.
+    // axum's default body limit (2 MB) would refuse ordinary remote-write batches with a 413,
+    // which senders drop: the write routes get the configured limit instead.
+    let writes = Router::new()
+        .route("/api/v1/write", post(remote_write::write))
+        .route("/write", post(line_protocol::write_v1))
+        .route("/api/v2/write", post(line_protocol::write_v2))
+        .layer(DefaultBodyLimit::max(state.limits().body_bytes_max));
     Router::new()
         .route("/-/healthy", get(health::healthy))
         .route("/-/ready", get(health::ready))
+        .route("/metrics", get(metrics::metrics))
+        // `get` answers HEAD too, as InfluxDB's /ping does.
+        .route("/ping", get(influx::ping))
+        .route("/query", get(influx::query).post(influx::query))
+        .merge(writes)
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), metrics::count_requests))
         .with_state(state)
 }
 
@@ -100,7 +118,7 @@ pub async fn run(config: ServerConfig) -> Result<(), RunError> {
     // Tests and scripts read the port from this line; keep its wording.
     info!("strata listening on {addr}");
 
-    let state = Arc::new(AppState::new());
+    let state = Arc::new(AppState::with_limits(config.limits.clone()));
     let (stop_serving, server) = spawn_server(listener, router(Arc::clone(&state)));
 
     let dir = config.storage.data_dir.clone();

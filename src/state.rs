@@ -1,5 +1,6 @@
-//! What every request handler shares: the database once it is open, and whether the process is
-//! shutting down.
+//! What every request handler shares: the database once it is open, whether the process is
+//! shutting down, the write limits, the ingest counters, and the little in-memory state of the
+//! write protocols (remote-write metadata, InfluxDB database names).
 //!
 //! The listener is bound before the database opens (so `/-/healthy` answers during a long WAL
 //! replay), which is why the database is a slot filled once rather than a plain field.
@@ -9,17 +10,30 @@ use std::sync::{Arc, OnceLock};
 
 use storage::Db;
 
+use crate::influx::Databases;
+use crate::metadata::MetadataStore;
+use crate::metrics::Metrics;
+
 /// Shared by all handlers through `axum::extract::State<Arc<AppState>>`.
 #[derive(Default)]
 pub struct AppState {
     db: OnceLock<Arc<Db>>,
     stopping: AtomicBool,
+    limits: remote::Limits,
+    metrics: Metrics,
+    metadata: MetadataStore,
+    databases: Databases,
 }
 
 impl AppState {
-    /// A state whose database is still opening.
+    /// A state whose database is still opening, with the default write limits.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A state whose database is still opening, with `limits` for write requests.
+    pub fn with_limits(limits: remote::Limits) -> Self {
+        AppState { limits, ..Self::default() }
     }
 
     /// Publishes the opened database to the handlers. Called once, when `Db::open` returns; a
@@ -43,5 +57,25 @@ impl AppState {
     /// True once shutdown has begun.
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
+    }
+
+    /// What one write request may contain.
+    pub fn limits(&self) -> &remote::Limits {
+        &self.limits
+    }
+
+    /// The latest remote-write metadata per metric name.
+    pub fn metadata(&self) -> &MetadataStore {
+        &self.metadata
+    }
+
+    /// The counters `/metrics` exposes beside storage's own.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// InfluxDB database names seen in `CREATE DATABASE` and writes.
+    pub fn databases(&self) -> &Databases {
+        &self.databases
     }
 }

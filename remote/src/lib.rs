@@ -1,3 +1,23 @@
-//! Wire formats (remote write/read, Influx line protocol): bytes in, `storage` batches out.
+//! Wire formats: bytes in, [`storage::Batch`] out.
+//!
+//! * [`prw`]: Prometheus remote write 1.0 (`prometheus.WriteRequest`) and 2.0
+//!   (`io.prometheus.write.v2.Request`), snappy-compressed protobuf.
+//! * [`line`]: Influx line protocol, plain or gzip.
+//!
+//! This crate knows no HTTP framework: the server reads headers and bodies, calls these
+//! functions on a blocking thread, and answers with [`Error::status_hint`]. Every decoder is a
+//! total function over untrusted bytes: it returns an error, never panics, and checks
+//! [`Limits`] before doing the work they bound.
 
-// Filled in by issue 3 (ingest) and issue 5 (remote read).
+// Request bytes are untrusted: no unwrap, expect or unchecked indexing outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing))]
+
+mod bytes;
+pub mod error;
+pub mod limits;
+pub mod line;
+pub mod metadata;
+pub mod prw;
+
+pub use error::{Error, Result};
+pub use limits::Limits;

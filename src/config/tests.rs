@@ -21,6 +21,26 @@ fn flag_defaults_equal_the_storage_defaults() {
     assert_eq!(format!("{from_flags:?}"), format!("{storage_defaults:?}"));
     assert_eq!(cli.listen, "127.0.0.1:9201");
     assert_eq!(cli.log_level, None);
+    assert_eq!(cli.limits(), remote::Limits::default());
+}
+
+#[test]
+fn limit_flags_reach_the_decoder_limits() {
+    let cli = parse(&[
+        "--write-body-bytes-max=1MiB",
+        "--write-decoded-bytes-max=8MiB",
+        "--labels-per-series-max=10",
+        "--label-name-bytes-max=100",
+        "--label-value-bytes-max=2KiB",
+    ])
+    .unwrap();
+    let limits = cli.limits();
+    assert_eq!(limits.body_bytes_max, 1 << 20);
+    assert_eq!(limits.decoded_bytes_max, 8 << 20);
+    assert_eq!(limits.labels_per_series_max, 10);
+    assert_eq!(limits.label_name_bytes_max, 100);
+    assert_eq!(limits.label_value_bytes_max, 2 << 10);
+    assert_eq!(cli.server_config().limits, limits);
 }
 
 #[test]
@@ -78,6 +98,9 @@ fn bad_values_are_refused_with_a_reason() {
         ("--block-samples-max", "0", "greater than 0"),
         ("--head-samples-max", "-5", "greater than 0"),
         ("--compact-files-min", "1", "at least 2"),
+        ("--write-body-bytes-max", "0", "greater than 0"),
+        ("--labels-per-series-max", "0", "greater than 0"),
+        ("--label-value-bytes-max", "16k", "unknown unit"),
         ("--log-level", "info,[", "--log-level"),
     ];
     for (flag, value, reason) in cases {

@@ -40,8 +40,17 @@ pub struct Reply {
     pub status: u16,
     /// The `Content-Type` header, if any.
     pub content_type: Option<String>,
+    /// Every header.
+    pub headers: ureq::http::HeaderMap,
     /// The body as text.
     pub body: String,
+}
+
+impl Reply {
+    /// The value of header `name`, if present and text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
 }
 
 /// Runs `strata` with `args` to completion (for flags that stop it before it serves).
@@ -165,6 +174,15 @@ impl Strata {
         reply(self.agent.head(self.url(path)).call())
     }
 
+    /// `POST path` with `headers` and `body`.
+    pub fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        let mut request = self.agent.post(self.url(path));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        reply(request.send(body))
+    }
+
     /// Sends `signal` to the process.
     pub fn signal(&self, signal: Signal) {
         let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits i32"));
@@ -208,6 +226,28 @@ fn reply(result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply
     let status = response.status().as_u16();
     let content_type =
         response.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let headers = response.headers().clone();
     let body = response.body_mut().read_to_string().unwrap_or_default();
-    Reply { status, content_type, body }
+    Reply { status, content_type, headers, body }
+}
+
+/// Every series in a stopped server's data directory with its samples in `[mint, maxt]`, read
+/// through the storage crate (the query API does not exist yet). Series without samples in the
+/// range are left out.
+pub fn stored_series(data_dir: &Path, mint: i64, maxt: i64) -> Vec<(storage::Labels, Vec<storage::Sample>)> {
+    use storage::Querier;
+    let db = storage::Db::open(storage::Options::new(data_dir)).expect("open strata's data directory");
+    let snapshot = db.snapshot();
+    let all = [storage::Matcher::new(storage::MatchOp::Regex, "__name__", ".+").expect("matcher")];
+    let mut out = Vec::new();
+    for series in snapshot.select(&all, mint, maxt).expect("select") {
+        let mut samples = Vec::new();
+        snapshot.samples(&series, mint, maxt, &mut samples).expect("samples");
+        if !samples.is_empty() {
+            out.push((series.labels, samples));
+        }
+    }
+    drop(snapshot);
+    db.close().expect("close the database");
+    out
 }

@@ -1,0 +1,115 @@
+//! Shared checks for the remote-write fuzz targets.
+
+use prost::Message;
+use remote::prw::{self, Version, proto_v1 as v1, proto_v2 as v2};
+use remote::{Error, Limits};
+
+/// `(labels without empty values, timestamp, value bits)` of every float sample.
+type Flat = Vec<(Vec<(String, String)>, i64, u64)>;
+
+fn flat_ours(d: &prw::Decoded) -> Flat {
+    let mut out = Flat::new();
+    for (labels, samples) in &d.batch.series {
+        let l: Vec<(String, String)> =
+            labels.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect();
+        for s in samples {
+            out.push((l.clone(), s.t, s.v.to_bits()));
+        }
+    }
+    out
+}
+
+fn sorted_pairs(pairs: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = pairs.filter(|(_, v)| !v.is_empty()).collect();
+    v.sort();
+    v
+}
+
+/// The samples prost finds in the same bytes (v2 with references resolved), if it decodes.
+fn flat_prost(version: Version, raw: &[u8]) -> Option<Flat> {
+    let mut out = Flat::new();
+    match version {
+        Version::V1 => {
+            let req = v1::WriteRequest::decode(raw).ok()?;
+            for ts in req.timeseries {
+                let l = sorted_pairs(ts.labels.into_iter().map(|l| (l.name, l.value)));
+                for s in ts.samples {
+                    out.push((l.clone(), s.timestamp, s.value_bits));
+                }
+            }
+        }
+        Version::V2 => {
+            let req = v2::Request::decode(raw).ok()?;
+            for ts in req.timeseries {
+                let mut pairs = Vec::new();
+                for p in ts.labels_refs.chunks(2) {
+                    let get = |i: usize| p.get(i).and_then(|&r| req.symbols.get(r as usize)).cloned();
+                    pairs.push((get(0)?, get(1)?));
+                }
+                let l = sorted_pairs(pairs.into_iter());
+                for s in ts.samples {
+                    out.push((l.clone(), s.timestamp, s.value_bits));
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Decodes `data` (raw protobuf, or a snappy body if the first byte is odd) and checks:
+/// only decoding errors come out; an accepted request is a well-formed batch that agrees with
+/// prost on the same bytes and survives a round trip through our sender.
+pub fn check(version: Version, data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let limits = if mode & 0x80 != 0 {
+        Limits {
+            labels_per_series_max: 3,
+            label_name_bytes_max: 9,
+            label_value_bytes_max: 8,
+            ..Limits::default()
+        }
+    } else {
+        Limits { decoded_bytes_max: 1 << 20, ..Limits::default() }
+    };
+    let (result, raw) = if mode & 1 == 1 {
+        // The harness decompresses too (for the differential check), within the same bound.
+        let raw = snap::raw::decompress_len(rest)
+            .ok()
+            .filter(|&n| n <= limits.decoded_bytes_max)
+            .and_then(|_| snap::raw::Decoder::new().decompress_vec(rest).ok());
+        (prw::decode(version, rest, &limits), raw)
+    } else {
+        (prw::decode_uncompressed(version, rest, &limits), Some(rest.to_vec()))
+    };
+    let d = match result {
+        Ok(d) => d,
+        Err(
+            Error::Snappy(_) | Error::Protobuf(_) | Error::InvalidLabels { .. } | Error::LimitExceeded { .. },
+        ) => {
+            return;
+        }
+        Err(e) => panic!("unexpected error kind: {e:?}"),
+    };
+    assert_eq!(d.samples as usize, d.batch.sample_count());
+    for (labels, samples) in &d.batch.series {
+        assert!(!samples.is_empty());
+        assert!(labels.metric_name().is_some_and(|n| !n.is_empty()));
+        let names: Vec<&str> = labels.iter().map(|l| l.name.as_ref()).collect();
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "{labels}");
+        assert!(labels.iter().all(|l| !l.name.is_empty() && !l.value.is_empty()));
+        assert!(labels.len() <= limits.labels_per_series_max);
+    }
+    // Differential: where prost can decode the same bytes, it sees the same samples.
+    if let Some(raw) = raw
+        && let Some(theirs) = flat_prost(version, &raw)
+    {
+        assert_eq!(flat_ours(&d), theirs);
+    }
+    // Round trip through our sender.
+    let body = prw::encode(version, &d.batch, &d.metadata);
+    let again = prw::decode(version, &body, &Limits::default()).expect("our own encoding decodes");
+    assert_eq!(again.batch.series, d.batch.series);
+    if version == Version::V1 {
+        assert_eq!(again.metadata, d.metadata);
+    }
+}

@@ -1,0 +1,186 @@
+//! Prometheus remote write 1.0 and 2.0: content negotiation, snappy, protobuf, and our own
+//! sender side.
+//!
+//! A body is a snappy *block* (not framed) holding a `prometheus.WriteRequest` (1.0) or an
+//! `io.prometheus.write.v2.Request` (2.0), told apart only by the Content-Type header
+//! ([`negotiate`]). [`decode`] checks snappy's declared length against
+//! [`Limits::decoded_bytes_max`] before allocating, then decodes with a zero-copy reader
+//! (`wire`) straight into a [`storage::Batch`]. Label rules are in `labels`.
+//!
+//! Spec: prometheus/docs `docs/specs/prw/remote_write_spec.md` (1.0) and
+//! `remote_write_spec_2_0.md` (2.0).
+
+mod encode;
+mod labels;
+pub mod proto_v1;
+pub mod proto_v2;
+mod v1;
+mod v2;
+mod wire;
+
+pub use encode::{encode, encode_uncompressed};
+
+use crate::metadata::MetricMetadata;
+use crate::{Error, Limits, Result};
+
+/// The media type both versions use.
+const PROTOBUF: &str = "application/x-protobuf";
+/// The `proto=` parameter value naming the 1.0 message.
+const PROTO_V1: &str = "prometheus.WriteRequest";
+/// The `proto=` parameter value naming the 2.0 message.
+const PROTO_V2: &str = "io.prometheus.write.v2.Request";
+
+/// Which protobuf message a body holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Version {
+    /// Remote write 1.0, `prometheus.WriteRequest`.
+    V1,
+    /// Remote write 2.0, `io.prometheus.write.v2.Request`.
+    V2,
+}
+
+impl Version {
+    /// The Content-Type a sender of this version uses (the spec's canonical values).
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Version::V1 => "application/x-protobuf",
+            Version::V2 => "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+        }
+    }
+
+    /// The `X-Prometheus-Remote-Write-Version` request header a sender of this version sends.
+    pub fn version_header(self) -> &'static str {
+        match self {
+            Version::V1 => "0.1.0",
+            Version::V2 => "2.0.0",
+        }
+    }
+}
+
+/// Picks the message type from the Content-Type header: absent or empty,
+/// `application/x-protobuf` and `...;proto=prometheus.WriteRequest` are 1.0,
+/// `...;proto=io.prometheus.write.v2.Request` is 2.0. Anything else is
+/// [`Error::UnsupportedMediaType`], which the server answers 415 so a 2.0 sender can fall back.
+/// Media type and parameter names are case-insensitive; the `proto` value may be quoted.
+pub fn negotiate(content_type: Option<&str>) -> Result<Version> {
+    let Some(ct) = content_type.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(Version::V1);
+    };
+    let mut parts = ct.split(';');
+    let media = parts.next().unwrap_or_default().trim();
+    if !media.eq_ignore_ascii_case(PROTOBUF) {
+        return Err(Error::UnsupportedMediaType(format!("Content-Type {ct:?}, expected {PROTOBUF:?}")));
+    }
+    let mut version = Version::V1;
+    for param in parts {
+        let Some((key, value)) = param.split_once('=') else { continue };
+        if !key.trim().eq_ignore_ascii_case("proto") {
+            continue;
+        }
+        version = match value.trim().trim_matches('"') {
+            PROTO_V1 => Version::V1,
+            PROTO_V2 => Version::V2,
+            other => {
+                return Err(Error::UnsupportedMediaType(format!(
+                    "protobuf message {other:?}, expected {PROTO_V1:?} or {PROTO_V2:?}"
+                )));
+            }
+        };
+    }
+    Ok(version)
+}
+
+/// Accepts a Content-Encoding that is absent or `snappy` (case-insensitive); anything else is
+/// [`Error::UnsupportedMediaType`] (415).
+pub fn check_encoding(content_encoding: Option<&str>) -> Result<()> {
+    match content_encoding.map(str::trim) {
+        None | Some("") => Ok(()),
+        Some(e) if e.eq_ignore_ascii_case("snappy") => Ok(()),
+        Some(e) => Err(Error::UnsupportedMediaType(format!("Content-Encoding {e:?}, expected \"snappy\""))),
+    }
+}
+
+/// What one request contained.
+#[derive(Debug, Clone, Default)]
+pub struct Decoded {
+    /// The float samples, by series; stale markers keep their exact bits.
+    pub batch: storage::Batch,
+    /// Metric metadata: 1.0 sends it per family; for 2.0 it is taken from the series (the first
+    /// non-empty `Metadata` per `__name__`).
+    pub metadata: Vec<MetricMetadata>,
+    /// Float samples in the request (for `X-Prometheus-Remote-Write-Samples-Written`).
+    pub samples: u64,
+    /// Native histogram samples in the request (not stored yet).
+    pub histograms: u64,
+    /// Exemplars in the request (not stored).
+    pub exemplars: u64,
+    /// 2.0 series carrying a created (start) timestamp, in `TimeSeries.created_timestamp` or
+    /// in any `Sample.start_timestamp` (not stored).
+    pub created_timestamps: u64,
+}
+
+/// Decodes a snappy-compressed (block format) request body of `version`.
+///
+/// Errors: [`Error::Snappy`], [`Error::Protobuf`], [`Error::InvalidLabels`] (empty or duplicate
+/// label names, invalid UTF-8, missing or empty `__name__`, 2.0 references out of range) and
+/// [`Error::LimitExceeded`]. The whole request is rejected on the first error: nothing of an
+/// invalid request is stored, and the sender must not retry it.
+pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Decoded> {
+    limits.check_body(body.len())?;
+    let len = snap::raw::decompress_len(body).map_err(|e| Error::Snappy(e.to_string()))?;
+    // Before allocating: a few bytes of header can declare gigabytes.
+    limits.check_decoded(len)?;
+    let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| Error::Snappy(e.to_string()))?;
+    decode_uncompressed(version, &raw, limits)
+}
+
+/// Decodes an uncompressed protobuf request of `version` (what [`decode`] does after snappy);
+/// for fuzzing, benchmarks, and callers that decompress themselves.
+pub fn decode_uncompressed(version: Version, buf: &[u8], limits: &Limits) -> Result<Decoded> {
+    limits.check_decoded(buf.len())?;
+    match version {
+        Version::V1 => v1::decode(buf, limits),
+        Version::V2 => v2::decode(buf, limits),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation_follows_the_spec() {
+        let ok = [
+            (None, Version::V1),
+            (Some(""), Version::V1),
+            (Some("application/x-protobuf"), Version::V1),
+            (Some("Application/X-Protobuf"), Version::V1),
+            (Some("application/x-protobuf;proto=prometheus.WriteRequest"), Version::V1),
+            (Some("application/x-protobuf;proto=io.prometheus.write.v2.Request"), Version::V2),
+            (Some("application/x-protobuf; proto=\"io.prometheus.write.v2.Request\""), Version::V2),
+            (Some("application/x-protobuf; charset=utf-8"), Version::V1),
+        ];
+        for (ct, want) in ok {
+            assert_eq!(negotiate(ct).unwrap(), want, "{ct:?}");
+        }
+        for ct in
+            ["application/json", "text/plain", "application/x-protobuf;proto=io.prometheus.write.v3.Request"]
+        {
+            let err = negotiate(Some(ct)).unwrap_err();
+            assert_eq!(err.status_hint(), 415, "{ct}: {err}");
+        }
+        for v in [Version::V1, Version::V2] {
+            assert_eq!(negotiate(Some(v.content_type())).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn only_snappy_encoding_is_accepted() {
+        assert!(check_encoding(None).is_ok());
+        assert!(check_encoding(Some("snappy")).is_ok());
+        assert!(check_encoding(Some("SNAPPY")).is_ok());
+        for e in ["gzip", "zstd", "identity"] {
+            assert_eq!(check_encoding(Some(e)).unwrap_err().status_hint(), 415);
+        }
+    }
+}

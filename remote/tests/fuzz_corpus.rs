@@ -1,0 +1,48 @@
+//! Replays the fuzz corpora (`fuzz/corpus/<target>/`) through the decoders in a plain
+//! `cargo test`, so every input the fuzzers found interesting stays a regression test without
+//! nightly or libFuzzer. Each file starts with the fuzz targets' mode byte.
+
+use std::path::PathBuf;
+
+use remote::Limits;
+use remote::line::{self, Precision};
+use remote::prw::{self, Version};
+
+fn corpus(target: &str) -> Vec<Vec<u8>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default();
+    files.sort();
+    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+#[test]
+fn line_corpus() {
+    let inputs = corpus("line_parse");
+    assert!(!inputs.is_empty(), "the line_parse corpus is missing");
+    for data in inputs {
+        // The mode byte picks precision and limits in the fuzz target; here only the body matters.
+        let body = data.get(1..).unwrap_or_default();
+        let p = line::parse(body, Precision::Ns, 0, &Limits::default());
+        assert_eq!(p.fields as usize, p.batch.sample_count());
+    }
+}
+
+#[test]
+fn prw_corpora() {
+    for (target, version) in [("prw_v1_decode", Version::V1), ("prw_v2_decode", Version::V2)] {
+        let inputs = corpus(target);
+        assert!(!inputs.is_empty(), "the {target} corpus is missing");
+        for data in inputs {
+            let Some((&mode, rest)) = data.split_first() else { continue };
+            let result = if mode & 1 == 1 {
+                prw::decode(version, rest, &Limits::default())
+            } else {
+                prw::decode_uncompressed(version, rest, &Limits::default())
+            };
+            if let Ok(d) = result {
+                assert_eq!(d.samples as usize, d.batch.sample_count());
+            }
+        }
+    }
+}

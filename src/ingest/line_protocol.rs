@@ -1,0 +1,193 @@
+//! `POST /write` (InfluxDB 1.x) and `POST /api/v2/write` (InfluxDB 2.x): Influx line protocol.
+//!
+//! Parameters: 1.x `db`, `rp`, `precision` (`ns`, `u`, `ms`, `s`, `m`, `h`; default `ns`),
+//! `u`/`p` (credentials, ignored: strata has no authentication yet); 2.x `bucket`, `org`,
+//! `precision` (`ns`, `us`, `ms`, `s`). strata keeps one data store, so the database or bucket
+//! only joins the list `SHOW DATABASES` prints. Bodies may be gzip-compressed
+//! (`Content-Encoding: gzip`, as Telegraf sends them).
+//!
+//! Answers follow InfluxDB 1.x, in its `{"error":"..."}` dialect:
+//!
+//! | outcome | status |
+//! |---|---|
+//! | every line stored | 204 |
+//! | some lines unparsable | 400 `partial write: unable to parse line N: ... dropped=K`; the good lines stored |
+//! | no line parsable | 400 `unable to parse line N: ...`, nothing stored |
+//! | samples too old or too far in the future | 400 `partial write: ...` naming them; the rest stored |
+//! | unknown `precision` | 400 |
+//! | unknown Content-Encoding | 415 |
+//! | body over `--write-body-bytes-max`, or decompressing past `--write-decoded-bytes-max` | 413 |
+//! | database opening, storage I/O failure, shutdown | 503 with `Retry-After` |
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{RawQuery, State};
+use axum::http::header::CONTENT_ENCODING;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use remote::line::{self, LineError, Precision};
+
+use super::{body_or_error, count_rejection, decode_blocking, decode_error, header, store};
+use crate::error::ApiError;
+use crate::influx::version_headers;
+use crate::metrics::Protocol;
+use crate::state::AppState;
+
+/// How many unparsable lines an error message lists; the rest are counted. A garbage body
+/// would otherwise produce an answer as large as itself.
+const LISTED_LINE_ERRORS_MAX: usize = 10;
+
+/// Which InfluxDB API a request came through; decides the parameter names and precisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    V1,
+    V2,
+}
+
+/// `POST /write`.
+pub async fn write_v1(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    write(&state, Api::V1, query, &headers, body).await
+}
+
+/// `POST /api/v2/write`.
+pub async fn write_v2(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    write(&state, Api::V2, query, &headers, body).await
+}
+
+async fn write(
+    state: &AppState,
+    api: Api,
+    query: Option<String>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let mut response = match accept(state, api, query, headers, body).await {
+        Ok(None) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Some(partial)) => partial.into_influx_response(),
+        Err(err) => count_rejection(state, Protocol::Influx, err).into_influx_response(),
+    };
+    response.headers_mut().extend(version_headers());
+    response
+}
+
+/// Parses and stores one request. `Err` means nothing was stored; `Ok(Some(_))` is the 400 that
+/// reports lines or samples that were not stored while the rest was.
+async fn accept(
+    state: &AppState,
+    api: Api,
+    query: Option<String>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Option<ApiError>, ApiError> {
+    let params: Vec<(String, String)> = match query.as_deref() {
+        Some(query) => serde_urlencoded::from_str(query)
+            .map_err(|e| ApiError::BadData(format!("invalid query string: {e}")))?,
+        None => Vec::new(),
+    };
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let precision = match (api, param("precision")) {
+        (_, None | Some("")) => Precision::Ns,
+        (Api::V1, Some(p)) => Precision::parse_v1(p).map_err(decode_error)?,
+        (Api::V2, Some(p)) => Precision::parse_v2(p).map_err(decode_error)?,
+    };
+    let database = match api {
+        Api::V1 => param("db"),
+        Api::V2 => param("bucket"),
+    };
+    if let Some(database) = database.filter(|d| !d.is_empty()) {
+        state.databases().insert(database);
+    }
+
+    let encoding = header(headers, CONTENT_ENCODING).map(str::to_owned);
+    let limits = state.limits().clone();
+    let body = body_or_error(body, &limits)?;
+    let now_ns = now_ns();
+    let parsed = decode_blocking(move || {
+        let text = line::decode_body(encoding.as_deref(), &body, &limits).map_err(decode_error)?;
+        Ok(line::parse(&text, precision, now_ns, &limits))
+    })
+    .await?;
+
+    let metrics = state.metrics();
+    metrics.count_samples_received(Protocol::Influx, parsed.fields);
+    metrics.count_lines_rejected(parsed.bad_lines);
+    metrics.count_string_fields_skipped(parsed.skipped_fields);
+
+    if parsed.points == 0 && parsed.bad_lines > 0 {
+        // Nothing parsed: InfluxDB answers the parse errors alone, without "partial write".
+        return Err(ApiError::BadData(describe_line_errors(&parsed.errors, parsed.bad_lines)));
+    }
+    let outcome = store(state, parsed.batch).await?;
+
+    let rejected = super::rejected_samples_message(&outcome);
+    if parsed.bad_lines == 0 && rejected.is_none() {
+        return Ok(None);
+    }
+    let mut reasons = Vec::new();
+    if parsed.bad_lines > 0 {
+        reasons.push(describe_line_errors(&parsed.errors, parsed.bad_lines));
+    }
+    reasons.extend(rejected);
+    // InfluxDB's `dropped` counts points; here it is the unparsable lines plus the samples
+    // storage refused, everything of the request that was not stored.
+    let dropped = parsed.bad_lines + outcome.rejected();
+    Ok(Some(ApiError::BadData(format!("partial write: {} dropped={dropped}", reasons.join("\n")))))
+}
+
+/// InfluxDB's wording, one line per unparsable line: `unable to parse line N: reason`. At most
+/// [`LISTED_LINE_ERRORS_MAX`] are listed; `bad_lines` counts them all.
+fn describe_line_errors(errors: &[LineError], bad_lines: u64) -> String {
+    let mut text = String::new();
+    let listed = errors.iter().take(LISTED_LINE_ERRORS_MAX);
+    for (i, err) in listed.enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        let _ = write!(text, "unable to parse line {}: {}", err.line, err.message);
+    }
+    let shown = errors.len().min(LISTED_LINE_ERRORS_MAX) as u64;
+    if bad_lines > shown {
+        let _ = write!(text, "\n(and {} more unparsable lines)", bad_lines - shown);
+    }
+    text
+}
+
+/// The wall clock in nanoseconds since the epoch: the timestamp of lines that carry none.
+fn now_ns() -> i64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since_epoch.as_nanos()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(line: usize, message: &str) -> LineError {
+        LineError { line, message: message.into() }
+    }
+
+    #[test]
+    fn line_errors_use_influx_wording_and_are_capped() {
+        let text = describe_line_errors(&[error(2, "missing fields"), error(5, "invalid number")], 2);
+        assert_eq!(text, "unable to parse line 2: missing fields\nunable to parse line 5: invalid number");
+        // The parser keeps only the first errors; the count covers all of them.
+        let kept: Vec<LineError> = (1..=25).map(|n| error(n, "bad")).collect();
+        let text = describe_line_errors(&kept, 1000);
+        assert_eq!(text.lines().count(), LISTED_LINE_ERRORS_MAX + 1);
+        assert!(text.ends_with("(and 990 more unparsable lines)"), "{text}");
+    }
+}

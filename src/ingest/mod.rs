@@ -1,0 +1,212 @@
+//! The write endpoints: Prometheus remote write ([`remote_write`]) and Influx line protocol
+//! ([`line_protocol`]), and what they share.
+//!
+//! Every write goes the same way: check the headers, take the body (at most
+//! `--write-body-bytes-max`), decode it with the `remote` crate on a blocking thread (decoding
+//! is CPU work that must not stall the async workers, and runs in parallel across requests),
+//! append the batch to storage on a blocking thread (`Db::append` returns once the WAL record
+//! is durable), and answer. The status rules follow the remote-write specification and
+//! RELIABILITY.md §3:
+//!
+//! - 2xx only once everything in the request is durable;
+//! - 4xx for what can never succeed (undecodable bodies, invalid labels, samples outside the
+//!   accepted time window) — the rest of the request is stored first, and the message says
+//!   what was refused and why;
+//! - 503 with `Retry-After` for what a retry can fix (storage I/O failure, shutdown, the
+//!   database still opening); never 429, which Prometheus drops by default.
+
+pub mod line_protocol;
+pub mod remote_write;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
+use axum::http::HeaderMap;
+use storage::{AppendOutcome, Batch};
+
+use crate::error::ApiError;
+use crate::metrics::{Protocol, RequestRejection};
+use crate::state::AppState;
+
+/// The flag that sets the compressed body limit, named in 413 answers.
+pub const BODY_LIMIT_FLAG: &str = "--write-body-bytes-max";
+
+/// A header's value as text, if present and valid.
+fn header(headers: &HeaderMap, name: axum::http::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The body, or the error that explains why it could not be read. axum has already applied
+/// the body limit (`DefaultBodyLimit` on the write routes); its rejection becomes a 413 that
+/// names our flag instead of axum's generic text.
+fn body_or_error(body: Result<Bytes, BytesRejection>, limits: &remote::Limits) -> Result<Bytes, ApiError> {
+    match body {
+        Ok(bytes) => Ok(bytes),
+        Err(BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_))) => {
+            Err(ApiError::PayloadTooLarge(format!(
+                "request body larger than {} bytes; raise {BODY_LIMIT_FLAG} if such batches are legitimate",
+                limits.body_bytes_max
+            )))
+        }
+        Err(other) => Err(ApiError::BadData(format!("cannot read the request body: {other}"))),
+    }
+}
+
+/// Maps a `remote` error to the API error with the status the `remote` crate assigns it.
+fn decode_error(err: remote::Error) -> ApiError {
+    let message = err.to_string();
+    match err.status_hint() {
+        413 => ApiError::PayloadTooLarge(message),
+        415 => ApiError::UnsupportedMediaType(message),
+        _ => ApiError::BadData(message),
+    }
+}
+
+/// The rejection reason a failed write counts as in `/metrics`.
+fn rejection_reason(err: &ApiError) -> RequestRejection {
+    match err {
+        ApiError::PayloadTooLarge(_) => RequestRejection::TooLarge,
+        ApiError::UnsupportedMediaType(_) => RequestRejection::UnsupportedMediaType,
+        ApiError::Unavailable(_) | ApiError::Timeout(_) | ApiError::Internal(_) => {
+            RequestRejection::Unavailable
+        }
+        _ => RequestRejection::Invalid,
+    }
+}
+
+/// Counts `err` as a refused request of `protocol` and passes it on.
+fn count_rejection(state: &AppState, protocol: Protocol, err: ApiError) -> ApiError {
+    state.metrics().count_rejected_request(protocol, rejection_reason(&err));
+    err
+}
+
+/// Runs a decoder on a blocking thread. Decoders are total functions (fuzzed, returning
+/// errors), but should one panic, the request is answered 400 rather than 500: the same bytes
+/// would panic again, and a sender retries a 5xx forever (RELIABILITY.md §3, item 6).
+async fn decode_blocking<T, F>(decode: F) -> Result<T, ApiError>
+where
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(decode).await {
+        Ok(decoded) => decoded,
+        Err(join) => {
+            tracing::error!(error = %join, "a request decoder panicked; answering 400 (this is a bug)");
+            Err(ApiError::BadData(
+                "the request body could not be decoded (the decoder failed on it; this is a strata bug, please \
+                 report it)"
+                    .into(),
+            ))
+        }
+    }
+}
+
+/// Appends `batch` on a blocking thread and returns what storage did, or the error to answer
+/// with: 503 while the database opens or when storage cannot write right now, 400 for input
+/// storage never accepts, 500 otherwise. An empty batch is not sent to storage at all (a
+/// metadata-only remote-write request must not fail because of storage).
+async fn store(state: &AppState, batch: Batch) -> Result<AppendOutcome, ApiError> {
+    if batch.sample_count() == 0 {
+        return Ok(AppendOutcome::default());
+    }
+    let Some(db) = state.db().map(Arc::clone) else {
+        return Err(ApiError::Unavailable(
+            "the database is still opening (replaying the WAL); retry later".into(),
+        ));
+    };
+    match tokio::task::spawn_blocking(move || db.append(&batch)).await {
+        Ok(appended) => appended.map_err(ApiError::from),
+        Err(join) => Err(ApiError::Internal(format!("storing a batch failed: {join}"))),
+    }
+}
+
+/// The explanation of samples storage refused, for the 400 that reports them, or `None` if
+/// it stored everything.
+fn rejected_samples_message(outcome: &AppendOutcome) -> Option<String> {
+    if outcome.rejected() == 0 {
+        return None;
+    }
+    let mut reasons = Vec::new();
+    if outcome.too_old > 0 {
+        reasons.push(format!(
+            "{} too old (further behind their series' newest sample than --ooo-window)",
+            outcome.too_old
+        ));
+    }
+    if outcome.too_far_future > 0 {
+        reasons.push(format!(
+            "{} too far in the future (more than --future-window ahead of strata's clock)",
+            outcome.too_far_future
+        ));
+    }
+    let mut message = format!(
+        "{} samples rejected: {}; the other {} samples were stored",
+        outcome.rejected(),
+        reasons.join(", "),
+        outcome.appended
+    );
+    if let Some((labels, sample)) = &outcome.first_rejected {
+        let _ = write!(message, "; first rejected: {labels} @ {}", sample.t);
+    }
+    Some(message)
+}
+
+#[cfg(test)]
+mod status_matrix;
+
+#[cfg(test)]
+mod tests {
+    use storage::{Labels, Sample};
+
+    use super::*;
+
+    #[test]
+    fn rejected_samples_are_explained_with_reason_counts_and_first_series() {
+        let outcome = AppendOutcome {
+            appended: 8,
+            series_created: 0,
+            too_old: 2,
+            too_far_future: 1,
+            first_rejected: Some((
+                Labels::from_pairs(&[("__name__", "up"), ("job", "a")]),
+                Sample::new(1000, 1.0),
+            )),
+        };
+        let message = rejected_samples_message(&outcome).unwrap();
+        assert_eq!(
+            message,
+            "3 samples rejected: 2 too old (further behind their series' newest sample than --ooo-window), \
+             1 too far in the future (more than --future-window ahead of strata's clock); the other 8 samples \
+             were stored; first rejected: up{job=\"a\"} @ 1000"
+        );
+        assert_eq!(rejected_samples_message(&AppendOutcome::default()), None);
+    }
+
+    #[test]
+    fn decode_errors_keep_the_status_the_remote_crate_assigns() {
+        let too_big =
+            remote::Error::LimitExceeded { limit: remote::limits::BODY_BYTES_MAX, value: 2, max: 1 };
+        assert_eq!(decode_error(too_big).status().as_u16(), 413);
+        assert_eq!(decode_error(remote::Error::UnsupportedMediaType("x".into())).status().as_u16(), 415);
+        assert_eq!(decode_error(remote::Error::Snappy("x".into())).status().as_u16(), 400);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_decoder_is_a_400_not_a_500() {
+        let answer: Result<(), ApiError> = decode_blocking(|| panic!("decoder bug")).await;
+        assert_eq!(answer.unwrap_err().status().as_u16(), 400);
+    }
+
+    #[tokio::test]
+    async fn writes_while_the_database_opens_are_503() {
+        let state = AppState::new();
+        let mut batch = Batch::new();
+        batch.push(Labels::from_pairs(&[("__name__", "up")]), vec![Sample::new(1, 1.0)]);
+        let err = store(&state, batch).await.unwrap_err();
+        assert_eq!(err.status().as_u16(), 503);
+        // An empty batch never needs storage.
+        assert_eq!(store(&state, Batch::new()).await.unwrap(), AppendOutcome::default());
+    }
+}

@@ -1,0 +1,125 @@
+//! `POST /api/v1/write`: Prometheus remote write 1.0 and 2.0 on one endpoint, told apart by
+//! Content-Type as the 2.0 specification prescribes.
+//!
+//! Answers (see the module docs of [`crate::ingest`] for the reasoning):
+//!
+//! | outcome | status |
+//! |---|---|
+//! | everything durable | 204 |
+//! | unknown Content-Type (`proto=`) or Content-Encoding | 415 |
+//! | body over `--write-body-bytes-max` or decoding past `--write-decoded-bytes-max` | 413 |
+//! | bad snappy, bad protobuf, invalid labels, a label limit exceeded | 400, nothing stored |
+//! | samples too old or too far in the future | 400 naming the reason and the first rejected series; the rest stored |
+//! | native histograms (2.0) | 400 saying they are not supported yet; the float samples stored |
+//! | database opening, storage I/O failure, shutdown | 503 with `Retry-After` |
+//!
+//! Version 2.0 answers carry `X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written`
+//! with what was actually stored, on every answer after the version is known (a 2.0 sender
+//! takes a missing header as a failed write). Histograms and exemplars are not stored yet
+//! (TODO(#10)), so those two are 0. Metadata is kept in memory for `/api/v1/metadata`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::header::{CONTENT_ENCODING, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use remote::prw::{self, Version};
+
+use super::{body_or_error, count_rejection, decode_blocking, decode_error, header, store};
+use crate::error::ApiError;
+use crate::metrics::Protocol;
+use crate::state::AppState;
+
+/// Float samples stored from a 2.0 request.
+pub const SAMPLES_WRITTEN: HeaderName = HeaderName::from_static("x-prometheus-remote-write-samples-written");
+/// Native histogram samples stored from a 2.0 request.
+pub const HISTOGRAMS_WRITTEN: HeaderName =
+    HeaderName::from_static("x-prometheus-remote-write-histograms-written");
+/// Exemplars stored from a 2.0 request.
+pub const EXEMPLARS_WRITTEN: HeaderName =
+    HeaderName::from_static("x-prometheus-remote-write-exemplars-written");
+
+/// What a request got stored, for the 2.0 response headers.
+#[derive(Debug, Default, Clone, Copy)]
+struct Written {
+    samples: u64,
+    histograms: u64,
+    exemplars: u64,
+}
+
+/// `POST /api/v1/write`.
+pub async fn write(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    // Until the version is known, a refused request counts as 1.0, the version a request
+    // without a proto parameter is.
+    let version = match prw::negotiate(header(&headers, CONTENT_TYPE)) {
+        Ok(version) => version,
+        Err(err) => {
+            return count_rejection(&state, Protocol::RemoteWriteV1, decode_error(err)).into_plain_response();
+        }
+    };
+    let protocol = match version {
+        Version::V1 => Protocol::RemoteWriteV1,
+        Version::V2 => Protocol::RemoteWriteV2,
+    };
+    let (written, answer) = match accept(&state, version, &headers, body).await {
+        Ok((written, problem)) => (written, problem),
+        Err(err) => (Written::default(), Some(count_rejection(&state, protocol, err))),
+    };
+    let mut response = match answer {
+        None => StatusCode::NO_CONTENT.into_response(),
+        Some(err) => err.into_plain_response(),
+    };
+    if matches!(version, Version::V2) {
+        let headers = response.headers_mut();
+        headers.insert(SAMPLES_WRITTEN, HeaderValue::from(written.samples));
+        headers.insert(HISTOGRAMS_WRITTEN, HeaderValue::from(written.histograms));
+        headers.insert(EXEMPLARS_WRITTEN, HeaderValue::from(written.exemplars));
+    }
+    response
+}
+
+/// Decodes and stores one request. `Err` means nothing was stored; `Ok` carries what was
+/// stored and, if part of the request was refused, the 400 that says so.
+async fn accept(
+    state: &AppState,
+    version: Version,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Written, Option<ApiError>), ApiError> {
+    prw::check_encoding(header(headers, CONTENT_ENCODING)).map_err(decode_error)?;
+    let limits = state.limits().clone();
+    let body = body_or_error(body, &limits)?;
+    let decoded = decode_blocking(move || prw::decode(version, &body, &limits).map_err(decode_error)).await?;
+
+    let metrics = state.metrics();
+    let protocol =
+        if matches!(version, Version::V2) { Protocol::RemoteWriteV2 } else { Protocol::RemoteWriteV1 };
+    metrics.count_samples_received(protocol, decoded.samples);
+    metrics.count_exemplars_dropped(decoded.exemplars);
+    metrics.count_histograms_rejected(decoded.histograms);
+    state.metadata().update(decoded.metadata);
+
+    let outcome = store(state, decoded.batch).await?;
+    let written = Written { samples: outcome.appended, histograms: 0, exemplars: 0 };
+
+    let mut problems = Vec::new();
+    if let Some(rejected) = super::rejected_samples_message(&outcome) {
+        problems.push(rejected);
+    }
+    if decoded.histograms > 0 {
+        problems.push(format!(
+            "native histograms are not supported yet: {} histogram samples were not stored (the float samples \
+             were)",
+            decoded.histograms
+        ));
+    }
+    let problem = (!problems.is_empty()).then(|| ApiError::BadData(problems.join("; ")));
+    Ok((written, problem))
+}

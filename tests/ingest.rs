@@ -1,0 +1,105 @@
+//! The write endpoints of the real `strata` binary over real sockets: our own remote-write 2.0
+//! sender (Prometheus 2.42 cannot send 2.0), 1.0 and line protocol side by side, and what
+//! storage holds after a clean stop.
+
+mod common;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::{Strata, stored_series};
+use remote::prw::{self, Version};
+use storage::{Batch, Labels, Sample};
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+const V2_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "application/x-protobuf;proto=io.prometheus.write.v2.Request"),
+    ("Content-Encoding", "snappy"),
+    ("X-Prometheus-Remote-Write-Version", "2.0.0"),
+];
+
+const V1_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "application/x-protobuf"),
+    ("Content-Encoding", "snappy"),
+    ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+];
+
+#[test]
+fn our_v2_sender_is_answered_with_written_counts_and_the_data_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut strata = Strata::start(dir.path());
+    strata.wait_ready();
+
+    let t = now_ms();
+    let mut batch = Batch::new();
+    let up = Labels::from_pairs(&[("__name__", "up"), ("instance", "a:9100"), ("job", "node")]);
+    let temp = Labels::from_pairs(&[("__name__", "temperature_celsius"), ("room", "kitchen")]);
+    let up_samples: Vec<Sample> = (0..10).map(|i| Sample::new(t - 10_000 + i * 1000, 1.0)).collect();
+    let temp_samples =
+        vec![Sample::new(t - 500, 21.25), Sample::new(t, f64::from_bits(storage::STALE_NAN_BITS))];
+    batch.push(up.clone(), up_samples.clone());
+    batch.push(temp.clone(), temp_samples.clone());
+
+    let body = prw::encode(Version::V2, &batch, &[]);
+    let reply = strata.post("/api/v1/write", &V2_HEADERS, &body);
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert_eq!(reply.header("X-Prometheus-Remote-Write-Samples-Written"), Some("12"));
+    assert_eq!(reply.header("X-Prometheus-Remote-Write-Histograms-Written"), Some("0"));
+    assert_eq!(reply.header("X-Prometheus-Remote-Write-Exemplars-Written"), Some("0"));
+
+    // Resending the same request (a sender retrying after a lost answer) changes nothing.
+    let retry = strata.post("/api/v1/write", &V2_HEADERS, &body);
+    assert_eq!(retry.status, 204, "{}", retry.body);
+
+    // A 1.0 request and a line-protocol request on the same server.
+    let mut v1 = Batch::new();
+    let v1_series = Labels::from_pairs(&[("__name__", "v1_metric")]);
+    v1.push(v1_series.clone(), vec![Sample::new(t, 42.0)]);
+    let reply = strata.post("/api/v1/write", &V1_HEADERS, &prw::encode(Version::V1, &v1, &[]));
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert_eq!(reply.header("X-Prometheus-Remote-Write-Samples-Written"), None);
+    let line = format!("weather,city=Oslo temp=-3.5 {t}\n");
+    let reply = strata.post("/write?db=test&precision=ms", &[], line.as_bytes());
+    assert_eq!(reply.status, 204, "{}", reply.body);
+
+    let metrics = strata.get("/metrics");
+    assert_eq!(metrics.status, 200);
+    assert!(
+        metrics.body.contains("strata_ingest_samples_received_total{protocol=\"remote_write_v2\"} 24"),
+        "{}",
+        metrics.body
+    );
+
+    assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());
+    let stored = stored_series(dir.path(), i64::MIN, i64::MAX);
+    let find = |labels: &Labels| stored.iter().find(|(l, _)| l == labels).map(|(_, s)| s.clone());
+    assert_eq!(find(&up), Some(up_samples));
+    assert_eq!(find(&temp), Some(temp_samples), "the stale marker is stored bit-exact");
+    assert_eq!(find(&v1_series), Some(vec![Sample::new(t, 42.0)]));
+    assert_eq!(stored.len(), 4, "{stored:?}");
+}
+
+#[test]
+fn influx_clients_can_ping_create_a_database_and_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut strata = Strata::start(dir.path());
+    strata.wait_ready();
+
+    let ping = strata.get("/ping");
+    assert_eq!(ping.status, 204);
+    assert!(ping.header("X-Influxdb-Version").is_some_and(|v| v.starts_with("1.")));
+    let create = strata.post("/query?q=CREATE+DATABASE+%22benchmark%22", &[], b"");
+    assert_eq!((create.status, create.body.as_str()), (200, r#"{"results":[{"statement_id":0}]}"#));
+
+    let t = now_ms();
+    let body = format!("cpu,host=a usage_user=1.5 {t}\nnot line protocol\ncpu,host=b usage_user=2.5 {t}\n");
+    let reply = strata.post("/write?db=benchmark&precision=ms", &[], body.as_bytes());
+    assert_eq!(reply.status, 400);
+    assert!(reply.body.contains("partial write: unable to parse line 2"), "{}", reply.body);
+
+    assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());
+    let stored = stored_series(dir.path(), i64::MIN, i64::MAX);
+    assert_eq!(stored.len(), 2, "the good lines are stored: {stored:?}");
+}
