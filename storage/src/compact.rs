@@ -166,6 +166,20 @@ impl Inner {
         };
         let cutoff = newest.saturating_sub(self.opts.retention_ms);
         let pms = self.opts.partition_ms.max(1);
+        let first_kept = cutoff.div_euclid(pms).saturating_mul(pms);
+        // Expired samples still in a head (late out-of-order writes) would otherwise be flushed
+        // into an expired partition after it is removed: write them out first, then drop them
+        // with their partition.
+        let heads_expired = std::iter::once(&state.head)
+            .chain(state.frozen.iter().map(|f| &f.head))
+            .any(|h| h.time_bounds().is_some_and(|(lo, _)| lo < first_kept));
+        let state = if heads_expired {
+            drop(state);
+            self.flush_locked(m)?;
+            self.state.read().clone()
+        } else {
+            state
+        };
         let expired: Vec<i64> =
             state.partitions.keys().copied().filter(|p| p.saturating_add(pms - 1) < cutoff).collect();
         if expired.is_empty() {

@@ -211,38 +211,83 @@ impl Db {
         manifest.next_file_id = manifest.next_file_id.max(max_id);
 
         let head = Head::new();
-        let mut ids = IdMap::default();
         let wal_opts = WalOptions {
             dir: filenames::wal_dir(&dir),
             segment_bytes: opts.wal_segment_bytes,
             sync: opts.wal_sync,
             truncate_corrupt: opts.wal_truncate_corrupt,
         };
-        let mut wal_samples = 0u64;
-        let (wal, replay) = Wal::open(wal_opts, manifest.wal_first_segment, |segment, payload| {
-            ids.enter_segment(segment);
-            let batch = batch_codec::decode(payload).map_err(|e| {
-                Error::corruption(filenames::wal_dir(&dir), None, format!("segment {segment}: {e}"))
-            })?;
-            for (old, labels) in batch.defs {
-                let (new, _) = index.get_or_create(&labels);
-                ids.insert(old, new);
+        // Replay is pipelined: this thread reads and decodes records; `appliers` threads each
+        // apply the series whose WAL id falls in their share (`id % appliers`), so every series
+        // is applied by one thread, in record order, and last-write-wins is kept.
+        let appliers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+        let wal_dir = filenames::wal_dir(&dir);
+        let (wal, replay, wal_samples) = std::thread::scope(|scope| -> Result<_> {
+            let mut senders = Vec::with_capacity(appliers);
+            let mut workers = Vec::with_capacity(appliers);
+            for k in 0..appliers {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Arc<batch_codec::DecodedBatch>)>(8);
+                senders.push(tx);
+                let (index, series, head, wal_dir) = (&index, &series, &head, &wal_dir);
+                workers.push(scope.spawn(move || -> Result<u64> {
+                    let mine = |old: SeriesId| old as usize % appliers == k;
+                    let mut ids = IdMap::default();
+                    let mut samples_applied = 0u64;
+                    for (segment, batch) in rx {
+                        ids.enter_segment(segment);
+                        for (old, labels) in batch.defs.iter().filter(|(old, _)| mine(*old)) {
+                            let (new, _) = index.get_or_create(labels);
+                            ids.insert(*old, new);
+                        }
+                        for (old, samples) in batch.series.iter().filter(|(old, _)| mine(*old)) {
+                            let id = ids.get(*old).ok_or_else(|| {
+                                Error::corruption(
+                                    wal_dir,
+                                    None,
+                                    format!("segment {segment}: series {old} used before its definition"),
+                                )
+                            })?;
+                            if let Some(last) = samples.iter().map(|s| s.t).max() {
+                                series.observe(id, last);
+                            }
+                            head.append(id, samples);
+                            samples_applied += samples.len() as u64;
+                        }
+                    }
+                    Ok(samples_applied)
+                }));
             }
-            for (old, samples) in batch.series {
-                let id = ids.get(old).ok_or_else(|| {
-                    Error::corruption(
-                        filenames::wal_dir(&dir),
-                        None,
-                        format!("segment {segment}: series {old} used before its definition"),
-                    )
-                })?;
-                if let Some(last) = samples.iter().map(|s| s.t).max() {
-                    series.observe(id, last);
+            let opened = Wal::open(wal_opts, manifest.wal_first_segment, |segment, payload| {
+                let batch = Arc::new(
+                    batch_codec::decode(payload)
+                        .map_err(|e| Error::corruption(&wal_dir, None, format!("segment {segment}: {e}")))?,
+                );
+                for tx in &senders {
+                    // A closed channel means that applier stopped on an error, reported below.
+                    if tx.send((segment, batch.clone())).is_err() {
+                        break;
+                    }
                 }
-                head.append(id, &samples);
-                wal_samples += samples.len() as u64;
+                Ok(())
+            });
+            drop(senders);
+            let mut applied = 0u64;
+            let mut first_err = None;
+            for w in workers {
+                match w.join() {
+                    Ok(Ok(n)) => applied += n,
+                    Ok(Err(e)) => first_err = first_err.or(Some(e)),
+                    Err(_) => {
+                        first_err =
+                            first_err.or(Some(Error::InvalidInput("WAL replay thread panicked".into())))
+                    }
+                }
             }
-            Ok(())
+            if let Some(e) = first_err {
+                return Err(e);
+            }
+            let (wal, replay) = opened?;
+            Ok((wal, replay, applied))
         })?;
         stats.wal_records = replay.records;
         stats.wal_bytes = replay.bytes;
