@@ -6,8 +6,12 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use std::collections::BTreeMap;
 
+use clap::{CommandFactory, FromArgMatches, Parser};
+
+use crate::api::query::QueryConfig;
+use crate::api::status::StatusConfig;
 use crate::duration::PromDuration;
 use crate::server::ServerConfig;
 use crate::size::ByteSize;
@@ -117,7 +121,66 @@ pub struct Cli {
     /// "info,storage=debug". When absent, RUST_LOG is used if set, else "info".
     #[arg(long, value_name = "FILTER", value_parser = log_filter)]
     pub log_level: Option<String>,
+
+    /// Longest time one PromQL query may run; a request's `timeout` parameter can only
+    /// shorten it. Time spent waiting for a free query slot counts.
+    #[arg(long = "query.timeout", value_name = "DURATION", default_value = "2m", value_parser = positive_duration)]
+    pub query_timeout: PromDuration,
+
+    /// Most samples one query may hold in memory at once; a query over it fails with 422.
+    #[arg(long = "query.max-samples", value_name = "N", default_value = "50000000", value_parser = positive_count)]
+    pub query_max_samples: usize,
+
+    /// How far back an instant selector looks for a series' latest sample; a request's
+    /// `lookback_delta` parameter overrides it.
+    #[arg(long = "query.lookback-delta", value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
+    pub query_lookback_delta: PromDuration,
+
+    /// Most queries evaluating at once; further queries wait for a slot (within their timeout).
+    #[arg(long = "query.max-concurrency", value_name = "N", default_value = "20", value_parser = positive_count)]
+    pub query_max_concurrency: usize,
+
+    /// Optional PromQL features, by Prometheus' names, comma-separated or repeated:
+    /// promql-experimental-functions, promql-duration-expr, promql-extended-range-selectors,
+    /// promql-binop-fill-modifiers, promql-delayed-name-removal, type-and-unit-labels. Other
+    /// names (Prometheus features strata has no use for) are logged and ignored.
+    #[arg(long = "enable-feature", value_name = "FEATURE", value_delimiter = ',')]
+    pub enable_feature: Vec<String>,
+
+    /// Enable the admin endpoints under /api/v1/admin/tsdb/ (delete series, clean tombstones,
+    /// snapshot). Off, they answer 503 "admin APIs disabled", as in Prometheus.
+    #[arg(long = "web.enable-admin-api")]
+    pub web_enable_admin_api: bool,
+
+    /// Most samples one query of a remote-read request answered with raw samples may return;
+    /// more is refused with 400. 0 means no limit. Streamed (chunked) answers are not limited.
+    #[arg(long = "storage.remote.read-sample-limit", value_name = "N", default_value = "50000000")]
+    pub remote_read_sample_limit: usize,
+
+    /// Most remote-read requests served at once; further ones wait. 0 means no limit.
+    #[arg(long = "storage.remote.read-concurrent-limit", value_name = "N", default_value = "10")]
+    pub remote_read_concurrent_limit: usize,
+
+    /// Chunk bytes after which a frame of a streamed remote-read answer is closed (a frame can
+    /// exceed it by one chunk).
+    #[arg(
+        long = "storage.remote.read-max-bytes-in-frame",
+        value_name = "SIZE",
+        default_value = "1048576",
+        value_parser = positive_size
+    )]
+    pub remote_read_max_bytes_in_frame: ByteSize,
 }
+
+/// The `--enable-feature` names strata acts on, as Prometheus spells them.
+pub const PROMQL_FEATURES: [&str; 6] = [
+    "promql-experimental-functions",
+    "promql-duration-expr",
+    "promql-extended-range-selectors",
+    "promql-binop-fill-modifiers",
+    "promql-delayed-name-removal",
+    "type-and-unit-labels",
+];
 
 impl Cli {
     /// The storage engine's options: every knob set from its flag, everything else (fields
@@ -155,7 +218,77 @@ impl Cli {
 
     /// Everything `server::run` needs.
     pub fn server_config(&self) -> ServerConfig {
-        ServerConfig { listen: self.listen.clone(), storage: self.storage_options(), limits: self.limits() }
+        ServerConfig {
+            listen: self.listen.clone(),
+            storage: self.storage_options(),
+            limits: self.limits(),
+            query: self.query_config(),
+            status: StatusConfig { flags: BTreeMap::new(), retention: self.retention.to_string() },
+            remote_read: crate::api::read::RemoteReadConfig {
+                sample_limit: self.remote_read_sample_limit,
+                concurrency: self.remote_read_concurrent_limit,
+                frame_bytes_max: usize::try_from(self.remote_read_max_bytes_in_frame.0).unwrap_or(usize::MAX),
+            },
+            admin_api: self.web_enable_admin_api,
+        }
+    }
+
+    /// The PromQL engine's settings: `--query.*` flags and the enabled features, everything
+    /// else at `EngineOptions`' defaults.
+    pub fn query_config(&self) -> QueryConfig {
+        let mut options = promql::EngineOptions {
+            timeout: self.query_timeout.as_std(),
+            max_samples: self.query_max_samples,
+            lookback_delta_ms: self.query_lookback_delta.as_millis(),
+            ..promql::EngineOptions::default()
+        };
+        for feature in &self.enable_feature {
+            match feature.trim() {
+                "promql-experimental-functions" => options.experimental_functions = true,
+                "promql-duration-expr" => options.duration_expressions = true,
+                "promql-extended-range-selectors" => options.extended_range_selectors = true,
+                "promql-binop-fill-modifiers" => options.binop_fill_modifiers = true,
+                "promql-delayed-name-removal" => options.delayed_name_removal = true,
+                "type-and-unit-labels" => options.type_and_unit_labels = true,
+                _ => {}
+            }
+        }
+        QueryConfig { options, max_concurrency: self.query_max_concurrency }
+    }
+
+    /// `--enable-feature` values strata does not know, for a warning at startup (Prometheus
+    /// also only warns, so a command line shared with Prometheus still starts strata).
+    pub fn unknown_features(&self) -> Vec<&str> {
+        self.enable_feature
+            .iter()
+            .map(|f| f.trim())
+            .filter(|f| !f.is_empty() && !PROMQL_FEATURES.contains(f))
+            .collect()
+    }
+
+    /// Parses `args` (program name first) and also returns every flag's effective value as
+    /// text, keyed by its name without dashes, for `/api/v1/status/flags` (defaults included;
+    /// an absent optional flag is "").
+    pub fn parse_with_flags<I, T>(args: I) -> Result<(Cli, BTreeMap<String, String>), clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let cli = Cli::from_arg_matches(&matches)?;
+        let mut flags = BTreeMap::new();
+        for arg in Cli::command().get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if long == "help" || long == "version" {
+                continue;
+            }
+            let value = matches
+                .get_raw(arg.get_id().as_str())
+                .map(|raw| raw.map(|v| v.to_string_lossy().into_owned()).collect::<Vec<_>>().join(","))
+                .unwrap_or_default();
+            flags.insert(long.to_owned(), value);
+        }
+        Ok((cli, flags))
     }
 }
 

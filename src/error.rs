@@ -177,6 +177,25 @@ impl From<storage::Error> for ApiError {
     }
 }
 
+impl From<promql::Error> for ApiError {
+    /// Engine errors map by their Prometheus `errorType`: bad queries are `bad_data` (400),
+    /// failed evaluations and exceeded limits `execution` (422), timeouts `timeout` (503);
+    /// storage failures go through the storage mapping above.
+    fn from(err: promql::Error) -> Self {
+        if let promql::Error::Storage(err) = err {
+            return ApiError::from(err);
+        }
+        let message = err.to_string();
+        match err.error_type() {
+            "bad_data" => ApiError::BadData(message),
+            "timeout" => ApiError::Timeout(message),
+            "canceled" => ApiError::Canceled(message),
+            "internal" => ApiError::Internal(message),
+            _ => ApiError::Execution(message),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +299,27 @@ mod tests {
         assert_eq!(invalid.to_string(), "series without labels");
         let corrupt = storage::Error::corruption("/data/p/1", Some(7), "bad crc");
         assert_eq!(ApiError::from(corrupt).status().as_u16(), 500);
+    }
+
+    #[test]
+    fn promql_errors_map_by_error_type() {
+        let cases = [
+            (promql::Error::BadData("1:5: parse error: x".into()), 400, "bad_data"),
+            (promql::Error::Execution("duplicate labelset".into()), 422, "execution"),
+            (promql::Error::TooManySamples("expression evaluation"), 422, "execution"),
+            (promql::Error::TooManySeries(10), 422, "execution"),
+            (promql::Error::Timeout("expression evaluation"), 503, "timeout"),
+            (promql::Error::Storage(storage::Error::corruption("/p", None, "bad")), 500, "internal"),
+            (promql::Error::Storage(storage::Error::Closed), 503, "unavailable"),
+        ];
+        for (err, status, error_type) in cases {
+            let message = err.to_string();
+            let api = ApiError::from(err);
+            assert_eq!(api.status().as_u16(), status, "{message}");
+            assert_eq!(api.error_type(), error_type, "{message}");
+        }
+        let timeout = ApiError::from(promql::Error::Timeout("expression evaluation"));
+        assert_eq!(timeout.to_string(), "query timed out in expression evaluation");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! with [`influx`] answering the InfluxDB 1.x side endpoints; [`metrics`] serves `/metrics`. This crate is the only one that
 //! knows HTTP and JSON; `storage`, `promql` and `remote` know nothing about them.
 
+pub mod api;
 pub mod config;
 pub mod duration;
 pub mod error;

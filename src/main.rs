@@ -3,7 +3,6 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
 use strata::config::Cli;
 use tracing_subscriber::EnvFilter;
 
@@ -13,11 +12,16 @@ use tracing_subscriber::EnvFilter;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, flags) = Cli::parse_with_flags(std::env::args_os()).unwrap_or_else(|err| err.exit());
     if let Err(err) = init_logging(cli.log_level.as_deref()) {
         eprintln!("strata: {err}");
         return ExitCode::from(2);
     }
+    for feature in cli.unknown_features() {
+        tracing::warn!(feature, "unknown --enable-feature value ignored");
+    }
+    let mut config = cli.server_config();
+    config.status.flags = flags;
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -25,7 +29,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(strata::server::run(cli.server_config()));
+    let outcome = runtime.block_on(strata::server::run(config));
     // Don't wait for blocking tasks: after a second signal a `Db::open` may still be running,
     // and storage is built to recover from being stopped anywhere.
     runtime.shutdown_background();

@@ -1,27 +1,42 @@
-//! `GET /metrics`: strata's own counters in the Prometheus text exposition format (0.0.4).
+//! `GET /metrics`: strata's own metrics in the Prometheus text exposition format (0.0.4), so a
+//! Prometheus can scrape strata (and remote-write the result back into it).
 //!
-//! Two sources feed it. Counters that only the HTTP layer can see (requests by route and status,
-//! why a request or sample was refused before storage saw it) live in [`Metrics`], one struct of
-//! atomics shared through `AppState`. Counters that storage already keeps (samples appended and
-//! rejected by its time windows, series created, WAL fsyncs) are read from `Db::counters` and
-//! `Db::wal_stats` at scrape time, so there is one source of truth for each number.
+//! Three sources feed it:
+//! - what only the HTTP layer sees — requests by route and status, their latency, requests in
+//!   flight (`http`), and why a write or its samples were refused before storage saw them —
+//!   lives in [`Metrics`], shared through `AppState`;
+//! - storage's own counters and sizes (WAL, heads, flushes, compactions, disk), read from the
+//!   database at scrape time (`database`), so each number has one source of truth;
+//! - the process' memory, CPU, file descriptors and threads from `/proc/self` (`process`).
 //!
-//! The format is written by hand: strata exposes a fixed, small set of counters whose label
-//! values it chooses itself, and a registry crate would need a custom collector to bridge
-//! storage's atomics anyway. [`Exposition`] escapes label values and writes `# HELP`/`# TYPE`
-//! once per family, which is all the format asks of counters and gauges.
+//! The exposition is written by hand (`exposition`). A registry crate (`prometheus-client`)
+//! was considered: nearly every value here is read at scrape time from storage's atomics, which
+//! would need a custom collector per family anyway, the storage crate would have to depend on it
+//! for its histograms, and its text encoder writes OpenMetrics rather than the 0.0.4 format asked
+//! for. Hot paths only do relaxed atomic adds (and, once per request, a read lock to find the
+//! route's counters); histograms have fixed buckets ([`storage::stats::Histogram`]).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+mod database;
+mod exposition;
+mod http;
+mod process;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::state::AppState;
+pub use exposition::CONTENT_TYPE_TEXT;
+use exposition::{Exposition, Kind};
+pub use http::HttpMetrics;
 
 /// The wire protocol a write came in with; a label value of several ingest counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,14 +114,12 @@ impl RequestRejection {
 /// One counter per (protocol, reason) pair.
 type RejectionCounters = [[AtomicU64; RequestRejection::ALL.len()]; Protocol::ALL.len()];
 
-/// The counters only the HTTP layer sees. Shared by all handlers; every method is a relaxed
-/// atomic add (or, for requests, a short map update), cheap enough for the write path.
+/// The counters only the HTTP layer sees. Shared by all handlers; every method is a few relaxed
+/// atomic adds, cheap enough for the write path.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Requests answered, by matched route and status code. A map because routes and codes are
-    /// only known as requests arrive; both are bounded (routes are fixed, unmatched paths share
-    /// one key), so the map stays small.
-    requests: Mutex<BTreeMap<String, BTreeMap<u16, u64>>>,
+    /// Requests by route and status code, their latency, and requests in flight.
+    http: HttpMetrics,
     /// Float samples decoded from write requests, by protocol.
     samples_received: [AtomicU64; Protocol::ALL.len()],
     /// Whole requests refused, by protocol and reason.
@@ -121,19 +134,10 @@ pub struct Metrics {
     string_fields_skipped: AtomicU64,
 }
 
-/// The route label of requests no route matched, so unknown paths cannot grow the map.
-const UNMATCHED_ROUTE: &str = "other";
-
 impl Metrics {
-    /// Counts one answered request.
-    pub fn count_request(&self, route: &str, code: u16) {
-        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-        match requests.get_mut(route) {
-            Some(codes) => *codes.entry(code).or_default() += 1,
-            None => {
-                requests.insert(route.to_owned(), BTreeMap::from([(code, 1)]));
-            }
-        }
+    /// The request counters, for the middleware and for tests.
+    pub fn http(&self) -> &HttpMetrics {
+        &self.http
     }
 
     /// Counts float samples decoded from a request of `protocol`.
@@ -166,34 +170,11 @@ impl Metrics {
         add(&self.string_fields_skipped, n);
     }
 
-    /// The request count for one route and code (for tests and diagnostics).
-    pub fn requests(&self, route: &str, code: u16) -> u64 {
-        let requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-        requests.get(route).and_then(|codes| codes.get(&code)).copied().unwrap_or(0)
-    }
-
-    fn write_to(&self, out: &mut Exposition) {
-        out.family(
-            "strata_http_requests_total",
-            "counter",
-            "HTTP requests answered, by route and status code.",
-        );
-        {
-            let requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-            for (route, codes) in requests.iter() {
-                for (code, n) in codes {
-                    out.sample(
-                        "strata_http_requests_total",
-                        &[("handler", route), ("code", &code.to_string())],
-                        *n,
-                    );
-                }
-            }
-        }
-
+    /// Writes the ingest families only the HTTP layer counts.
+    fn write_ingest(&self, out: &mut Exposition) {
         out.family(
             "strata_ingest_samples_received_total",
-            "counter",
+            Kind::Counter,
             "Float samples decoded from write requests, by protocol, before storage's checks.",
         );
         for protocol in Protocol::ALL {
@@ -203,7 +184,7 @@ impl Metrics {
 
         out.family(
             "strata_ingest_requests_rejected_total",
-            "counter",
+            Kind::Counter,
             "Write requests refused as a whole (nothing of them stored), by protocol and reason.",
         );
         for protocol in Protocol::ALL {
@@ -214,28 +195,22 @@ impl Metrics {
             }
         }
 
-        out.family(
+        out.single(
             "strata_ingest_exemplars_dropped_total",
-            "counter",
+            Kind::Counter,
             "Exemplars received in remote-write requests and not stored (strata does not store exemplars yet).",
+            load(&self.exemplars_dropped),
         );
-        out.sample("strata_ingest_exemplars_dropped_total", &[], load(&self.exemplars_dropped));
-
-        out.family(
+        out.single(
             "strata_ingest_influx_lines_rejected_total",
-            "counter",
+            Kind::Counter,
             "Line-protocol lines that could not be parsed; the other lines of their request were stored.",
+            load(&self.lines_rejected),
         );
-        out.sample("strata_ingest_influx_lines_rejected_total", &[], load(&self.lines_rejected));
-
-        out.family(
+        out.single(
             "strata_ingest_influx_string_fields_skipped_total",
-            "counter",
+            Kind::Counter,
             "Line-protocol string fields skipped because a sample holds only numbers.",
-        );
-        out.sample(
-            "strata_ingest_influx_string_fields_skipped_total",
-            &[],
             load(&self.string_fields_skipped),
         );
     }
@@ -249,195 +224,49 @@ fn load(counter: &AtomicU64) -> u64 {
     counter.load(Ordering::Relaxed)
 }
 
-/// Writes storage's own counters. Only called once the database is open.
-fn write_storage(db: &storage::Db, histograms_rejected: u64, out: &mut Exposition) {
-    let counters = db.counters();
-    out.family(
-        "strata_ingest_samples_appended_total",
-        "counter",
-        "Samples stored (durable per --wal-sync), including idempotent repeats of stored samples.",
+/// The whole exposition: build information, HTTP, ingest, storage (once the database is open)
+/// and process families, in that order. Blocking: storage's statistics take locks and list files.
+fn render(state: &AppState) -> String {
+    let mut out = Exposition::default();
+    out.family("strata_build_info", Kind::Gauge, "Always 1; the labels say which strata version is running.");
+    out.sample("strata_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1);
+    let metrics = state.metrics();
+    metrics.http.write_to(&mut out);
+    metrics.write_ingest(&mut out);
+    out.single(
+        "strata_ingest_metadata_entries",
+        Kind::Gauge,
+        "Metric names with remote-write metadata held in memory.",
+        state.metadata().len() as u64,
     );
-    out.sample("strata_ingest_samples_appended_total", &[], load(&counters.samples_appended));
-
-    out.family(
-        "strata_ingest_samples_rejected_total",
-        "counter",
-        "Samples received and not stored, by reason; the rest of their request was stored.",
-    );
-    let rejected = [
-        ("too_old", load(&counters.rejected_too_old)),
-        ("too_far_future", load(&counters.rejected_too_far_future)),
-        ("native_histogram_unsupported", histograms_rejected),
-    ];
-    for (reason, n) in rejected {
-        out.sample("strata_ingest_samples_rejected_total", &[("reason", reason)], n);
+    if let Some(db) = state.db() {
+        database::write_to(db, load(&metrics.histograms_rejected), &mut out);
     }
-
-    out.family("strata_storage_series_created_total", "counter", "Series seen for the first time.");
-    out.sample("strata_storage_series_created_total", &[], load(&counters.series_created));
-    out.family("strata_storage_series", "gauge", "Series in the series index.");
-    out.sample("strata_storage_series", &[], db.series_count() as u64);
-    out.family(
-        "strata_storage_flushes_total",
-        "counter",
-        "Flushes of the in-memory head to partition files.",
-    );
-    out.sample("strata_storage_flushes_total", &[], load(&counters.flushes));
-
-    let wal = db.wal_stats();
-    out.family("strata_wal_records_total", "counter", "WAL records appended (one per stored write request).");
-    out.sample("strata_wal_records_total", &[], wal.records);
-    out.family(
-        "strata_wal_bytes_written_total",
-        "counter",
-        "Bytes of WAL records written, frame headers included.",
-    );
-    out.sample("strata_wal_bytes_written_total", &[], wal.bytes_written);
-    out.family("strata_wal_fsyncs_total", "counter", "fdatasync calls on WAL segment files.");
-    out.sample("strata_wal_fsyncs_total", &[], wal.fsyncs);
-    out.family("strata_wal_fsync_seconds_total", "counter", "Time spent in WAL fdatasync calls.");
-    out.sample_f64("strata_wal_fsync_seconds_total", &[], nanos_to_seconds(wal.fsync_nanos_total));
-    out.family("strata_wal_fsync_seconds_max", "gauge", "The slowest WAL fdatasync call since start.");
-    out.sample_f64("strata_wal_fsync_seconds_max", &[], nanos_to_seconds(wal.fsync_nanos_max));
+    process::write_to(&mut out);
+    out.into_text()
 }
-
-fn nanos_to_seconds(nanos: u64) -> f64 {
-    // Exact below 2^53 ns (104 days of fsync time); beyond that the rounding is invisible.
-    nanos as f64 / 1e9
-}
-
-/// The content type of the text exposition format.
-pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// `GET /metrics`.
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let mut out = Exposition::default();
-    state.metrics().write_to(&mut out);
-    out.family(
-        "strata_ingest_metadata_entries",
-        "gauge",
-        "Metric names with remote-write metadata held in memory.",
-    );
-    out.sample("strata_ingest_metadata_entries", &[], state.metadata().len() as u64);
-    if let Some(db) = state.db() {
-        write_storage(db, load(&state.metrics().histograms_rejected), &mut out);
+    match tokio::task::spawn_blocking(move || render(&state)).await {
+        Ok(text) => ([(CONTENT_TYPE, CONTENT_TYPE_TEXT)], text).into_response(),
+        // Only a panic (a bug) gets here; the task's message is in the log.
+        Err(e) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("rendering metrics failed: {e}\n")).into_response()
+        }
     }
-    ([(CONTENT_TYPE, CONTENT_TYPE_TEXT)], out.text).into_response()
 }
 
-/// Middleware counting every answered request by its matched route and status code.
+/// Middleware around every route: counts the request as in flight while it runs, then counts
+/// it by route template and status code and records how long it took.
 pub async fn count_requests(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
+    // `MatchedPath` is an `Arc<str>` inside: cloning it allocates nothing.
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let http = state.metrics().http();
+    let _in_flight = http.start();
+    let started = Instant::now();
     let response = next.run(request).await;
-    state.metrics().count_request(route.as_deref().unwrap_or(UNMATCHED_ROUTE), response.status().as_u16());
+    let route = route.as_ref().map_or(http::UNMATCHED_ROUTE, MatchedPath::as_str);
+    http.finish(route, response.status().as_u16(), started.elapsed());
     response
-}
-
-/// A text exposition being written.
-#[derive(Default)]
-struct Exposition {
-    text: String,
-}
-
-impl Exposition {
-    /// Starts a metric family with its help text and type.
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        // Writing into a String cannot fail.
-        let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(self.text, "# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
-        self.labels(name, labels);
-        let _ = writeln!(self.text, " {value}");
-    }
-
-    fn sample_f64(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        self.labels(name, labels);
-        // Rust's shortest round-trip float formatting is valid exposition syntax for finite values.
-        let _ = writeln!(self.text, " {value}");
-    }
-
-    fn labels(&mut self, name: &str, labels: &[(&str, &str)]) {
-        self.text.push_str(name);
-        if labels.is_empty() {
-            return;
-        }
-        self.text.push('{');
-        for (i, (label, value)) in labels.iter().enumerate() {
-            if i > 0 {
-                self.text.push(',');
-            }
-            let _ = write!(self.text, "{label}=\"{}\"", escape_label_value(value));
-        }
-        self.text.push('}');
-    }
-}
-
-/// Label values escape backslash, double quote and line feed.
-fn escape_label_value(value: &str) -> String {
-    value.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
-}
-
-/// Help text escapes backslash and line feed.
-fn escape_help(help: &str) -> String {
-    help.replace('\\', r"\\").replace('\n', r"\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn render(metrics: &Metrics) -> String {
-        let mut out = Exposition::default();
-        metrics.write_to(&mut out);
-        out.text
-    }
-
-    #[test]
-    fn counts_requests_by_route_and_code() {
-        let metrics = Metrics::default();
-        metrics.count_request("/api/v1/write", 204);
-        metrics.count_request("/api/v1/write", 204);
-        metrics.count_request("/api/v1/write", 400);
-        assert_eq!(metrics.requests("/api/v1/write", 204), 2);
-        assert_eq!(metrics.requests("/api/v1/write", 400), 1);
-        assert_eq!(metrics.requests("/write", 204), 0);
-        let text = render(&metrics);
-        assert!(
-            text.contains("strata_http_requests_total{handler=\"/api/v1/write\",code=\"204\"} 2\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("strata_http_requests_total{handler=\"/api/v1/write\",code=\"400\"} 1\n"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn every_family_has_help_and_type_once() {
-        let metrics = Metrics::default();
-        metrics.count_rejected_request(Protocol::Influx, RequestRejection::TooLarge);
-        let text = render(&metrics);
-        let mut families = Vec::new();
-        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
-            let name = line.split_whitespace().nth(2).unwrap().to_owned();
-            assert!(!families.contains(&name), "{name} twice");
-            assert!(text.contains(&format!("# HELP {name} ")), "{name} has no HELP");
-            families.push(name);
-        }
-        assert!(
-            text.contains(
-                "strata_ingest_requests_rejected_total{protocol=\"influx\",reason=\"too_large\"} 1\n"
-            ),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        let mut out = Exposition::default();
-        out.sample("m", &[("l", "a\"b\\c\nd")], 1);
-        assert_eq!(out.text, "m{l=\"a\\\"b\\\\c\\nd\"} 1\n");
-    }
 }

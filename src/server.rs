@@ -25,6 +25,9 @@ use tokio::sync::oneshot;
 use tokio::task::{JoinError, JoinHandle};
 use tracing::info;
 
+use crate::api::query::{QueryConfig, QueryService};
+use crate::api::read::{RemoteReadConfig, RemoteReadService};
+use crate::api::status::{StatusConfig, StatusInfo};
 use crate::ingest::{line_protocol, remote_write};
 use crate::shutdown::Signals;
 use crate::state::AppState;
@@ -39,6 +42,14 @@ pub struct ServerConfig {
     pub storage: storage::Options,
     /// What one write request may contain.
     pub limits: remote::Limits,
+    /// PromQL engine options and the query concurrency limit.
+    pub query: QueryConfig,
+    /// Flags and retention as the status endpoints report them.
+    pub status: StatusConfig,
+    /// Remote-read limits (`--storage.remote.read-*`).
+    pub remote_read: RemoteReadConfig,
+    /// Whether the admin endpoints are enabled (`--web.enable-admin-api`).
+    pub admin_api: bool,
 }
 
 /// Why the process could not start or stop cleanly. `main` logs it and exits non-zero.
@@ -98,6 +109,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/ping", get(influx::ping))
         .route("/query", get(influx::query).post(influx::query))
         .merge(writes)
+        .merge(crate::api::routes(&state))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), metrics::count_requests))
         .with_state(state)
@@ -118,7 +130,13 @@ pub async fn run(config: ServerConfig) -> Result<(), RunError> {
     // Tests and scripts read the port from this line; keep its wording.
     info!("strata listening on {addr}");
 
-    let state = Arc::new(AppState::with_limits(config.limits.clone()));
+    let state = Arc::new(
+        AppState::with_limits(config.limits.clone())
+            .with_query(QueryService::new(&config.query))
+            .with_status(StatusInfo::new(config.status.clone()))
+            .with_remote_read(RemoteReadService::new(config.remote_read.clone()))
+            .with_admin_api(config.admin_api),
+    );
     let (stop_serving, server) = spawn_server(listener, router(Arc::clone(&state)));
 
     let dir = config.storage.data_dir.clone();

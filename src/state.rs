@@ -10,6 +10,9 @@ use std::sync::{Arc, OnceLock};
 
 use storage::Db;
 
+use crate::api::query::QueryService;
+use crate::api::read::RemoteReadService;
+use crate::api::status::StatusInfo;
 use crate::influx::Databases;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
@@ -23,6 +26,10 @@ pub struct AppState {
     metrics: Metrics,
     metadata: MetadataStore,
     databases: Databases,
+    query: QueryService,
+    remote_read: RemoteReadService,
+    admin_api: bool,
+    status: StatusInfo,
 }
 
 impl AppState {
@@ -34,6 +41,46 @@ impl AppState {
     /// A state whose database is still opening, with `limits` for write requests.
     pub fn with_limits(limits: remote::Limits) -> Self {
         AppState { limits, ..Self::default() }
+    }
+
+    /// The same state with `query` evaluating PromQL (engine options and concurrency gate).
+    pub fn with_query(self, query: QueryService) -> Self {
+        AppState { query, ..self }
+    }
+
+    /// The same state with `status` answering the `/api/v1/status/*` endpoints.
+    pub fn with_status(self, status: StatusInfo) -> Self {
+        AppState { status, ..self }
+    }
+
+    /// The same state with `remote_read` bounding `/api/v1/read`.
+    pub fn with_remote_read(self, remote_read: RemoteReadService) -> Self {
+        AppState { remote_read, ..self }
+    }
+
+    /// The same state with the admin endpoints enabled or not (`--web.enable-admin-api`).
+    pub fn with_admin_api(self, enabled: bool) -> Self {
+        AppState { admin_api: enabled, ..self }
+    }
+
+    /// Remote-read limits and the gate on concurrent remote reads.
+    pub fn remote_read(&self) -> &RemoteReadService {
+        &self.remote_read
+    }
+
+    /// Whether the admin endpoints (delete series, clean tombstones, snapshot) may be used.
+    pub fn admin_api_enabled(&self) -> bool {
+        self.admin_api
+    }
+
+    /// PromQL evaluation settings and the concurrency gate.
+    pub fn query(&self) -> &QueryService {
+        &self.query
+    }
+
+    /// Start time, flags and configuration, for the status endpoints.
+    pub fn status(&self) -> &StatusInfo {
+        &self.status
     }
 
     /// Publishes the opened database to the handlers. Called once, when `Db::open` returns; a

@@ -1,7 +1,9 @@
 //! End to end with the real Prometheus (Debian's `prometheus`, 2.42) and node-exporter:
-//! Prometheus scrapes node-exporter and itself every second and remote-writes to strata; after
-//! a short run, the series and raw samples of a fixed past interval that strata stored must be
-//! exactly those Prometheus' own query API returns.
+//! Prometheus scrapes node-exporter, itself and strata's `/metrics` every second and
+//! remote-writes to strata; after a short run, the series and raw samples of a fixed past
+//! interval that strata stored must be exactly those Prometheus' own query API returns, and
+//! strata's own metrics must be among them (Prometheus parsed strata's exposition, and strata
+//! stores its own monitoring).
 //!
 //! Skipped, with a message, when the two binaries are not installed and `CI` is not set; under
 //! CI their absence is a failure (`.ci/run` installs them).
@@ -75,7 +77,12 @@ fn strata_stores_exactly_what_prometheus_scraped() {
 
     let prom_addr = format!("127.0.0.1:{}", free_port());
     let config = dir.path().join("prometheus.yml");
-    std::fs::write(&config, prometheus_config(&node_addr, &prom_addr, &strata.url("/api/v1/write"))).unwrap();
+    let strata_addr = strata.addr().to_string();
+    std::fs::write(
+        &config,
+        prometheus_config(&node_addr, &prom_addr, &strata_addr, &strata.url("/api/v1/write")),
+    )
+    .unwrap();
     let prom_log = dir.path().join("prometheus.log");
     let mut prom = Process::spawn(
         &prometheus,
@@ -128,7 +135,7 @@ fn strata_stores_exactly_what_prometheus_scraped() {
         .keys()
         .filter_map(|labels| labels.iter().find(|(n, _)| n == "job").map(|(_, v)| v.as_str()))
         .collect();
-    assert_eq!(jobs, ["node", "prometheus"].into(), "both targets must have been scraped");
+    assert_eq!(jobs, ["node", "prometheus", "strata"].into(), "every target must have been scraped");
     assert!(expected.len() > 100, "only {} series from Prometheus", expected.len());
     let expected_samples: usize = expected.values().map(Vec::len).sum();
     eprintln!("compared {} series, {expected_samples} samples in ({from}, {to}] ms", expected.len());
@@ -145,9 +152,39 @@ fn strata_stores_exactly_what_prometheus_scraped() {
         .take(3)
         .collect();
     assert!(differing.is_empty(), "samples differ (labels, prometheus, strata): {differing:?}");
+    strata_monitored_itself(&got);
 }
 
-fn prometheus_config(node: &str, prometheus: &str, strata_write_url: &str) -> String {
+/// strata's own series, scraped by Prometheus and remote-written back, are in its storage: the
+/// scrape succeeded every time (`up` is 1, so Prometheus parsed the exposition), and the
+/// remote-write requests it served counted up.
+fn strata_monitored_itself(got: &SeriesMap) {
+    let strata_series = |name: &str, extra: &[(&str, &str)]| -> Vec<f64> {
+        let found = got.iter().find(|(labels, _)| {
+            let has = |n: &str, v: &str| labels.iter().any(|(ln, lv)| ln == n && lv == v);
+            has("__name__", name) && has("job", "strata") && extra.iter().all(|(n, v)| has(n, v))
+        });
+        let samples = found.unwrap_or_else(|| panic!("no {name}{extra:?} of job strata stored")).1;
+        samples.iter().map(|(_, bits)| f64::from_bits(*bits)).collect()
+    };
+    let up = strata_series("up", &[]);
+    assert!(up.iter().all(|v| *v == 1.0), "a scrape of strata failed: up = {up:?}");
+    let writes =
+        strata_series("strata_http_requests_total", &[("handler", "/api/v1/write"), ("code", "204")]);
+    assert!(writes.windows(2).all(|w| w[0] <= w[1]), "a counter went down: {writes:?}");
+    assert!(writes.first() < writes.last(), "remote writes were not counted: {writes:?}");
+    let latencies = strata_series(
+        "strata_http_request_duration_seconds_bucket",
+        &[("handler", "/api/v1/write"), ("le", "+Inf")],
+    );
+    assert!(latencies.last().is_some_and(|n| *n > 0.0), "{latencies:?}");
+    let appended = strata_series("strata_ingest_samples_appended_total", &[]);
+    assert!(appended.first() < appended.last(), "{appended:?}");
+    let rss = strata_series("process_resident_memory_bytes", &[]);
+    assert!(rss.iter().all(|b| *b > 0.0), "{rss:?}");
+}
+
+fn prometheus_config(node: &str, prometheus: &str, strata: &str, strata_write_url: &str) -> String {
     format!(
         "global:
   scrape_interval: 1s
@@ -159,6 +196,9 @@ scrape_configs:
   - job_name: prometheus
     static_configs:
       - targets: ['{prometheus}']
+  - job_name: strata
+    static_configs:
+      - targets: ['{strata}']
 remote_write:
   - url: {strata_write_url}
     queue_config:

@@ -52,6 +52,13 @@ pub enum Error {
     /// A gzip-encoded body that does not decompress.
     #[error("invalid gzip body: {0}")]
     Gzip(String),
+    /// A remote-read label matcher of an unknown type or with a regex that does not compile.
+    #[error("invalid matcher: {0}")]
+    InvalidMatcher(String),
+    /// A remote-read response that does not decode: a bad frame length or checksum, a
+    /// truncated or malformed XOR chunk. Produced only by the client-side decoders.
+    #[error("invalid remote-read response: {0}")]
+    CorruptResponse(String),
 }
 
 impl Error {
@@ -96,6 +103,7 @@ mod tests {
             (Error::UnsupportedMediaType("x".into()), 415),
             (Error::BadPrecision("x".into()), 400),
             (Error::Gzip("x".into()), 400),
+            (Error::InvalidMatcher("x".into()), 400),
         ];
         for (err, status) in cases {
             assert_eq!(err.status_hint(), status, "{err}");

@@ -3,6 +3,7 @@
 //! * [`prw`]: Prometheus remote write 1.0 (`prometheus.WriteRequest`) and 2.0
 //!   (`io.prometheus.write.v2.Request`), snappy-compressed protobuf.
 //! * [`line`]: Influx line protocol, plain or gzip.
+//! * [`read`]: Prometheus remote read requests, sampled and streamed (XOR chunk) responses.
 //!
 //! This crate knows no HTTP framework: the server reads headers and bodies, calls these
 //! functions on a blocking thread, and answers with [`Error::status_hint`]. Every decoder is a
@@ -18,6 +19,7 @@ pub mod limits;
 pub mod line;
 pub mod metadata;
 pub mod prw;
+pub mod read;
 
 pub use error::{Error, Result};
 pub use limits::Limits;

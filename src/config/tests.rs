@@ -140,3 +140,86 @@ fn docs_list_every_flag_with_its_default() {
         }
     }
 }
+
+#[test]
+fn query_flags_default_to_the_engine_defaults() {
+    let config = parse(&[]).unwrap().query_config();
+    // EngineOptions has no PartialEq; its Debug output lists every field.
+    assert_eq!(format!("{:?}", config.options), format!("{:?}", promql::EngineOptions::default()));
+    assert_eq!(config.max_concurrency, crate::api::query::DEFAULT_MAX_CONCURRENCY);
+}
+
+#[test]
+fn query_flags_and_features_reach_the_engine() {
+    let cli = parse(&[
+        "--query.timeout=30s",
+        "--query.max-samples=1000",
+        "--query.lookback-delta=1m",
+        "--query.max-concurrency=4",
+        "--enable-feature=promql-experimental-functions,promql-duration-expr",
+        "--enable-feature=promql-delayed-name-removal",
+        "--enable-feature=native-histograms",
+    ])
+    .unwrap();
+    let config = cli.query_config();
+    let o = &config.options;
+    assert_eq!(o.timeout, std::time::Duration::from_secs(30));
+    assert_eq!(o.max_samples, 1000);
+    assert_eq!(o.lookback_delta_ms, 60_000);
+    assert_eq!(config.max_concurrency, 4);
+    assert!(o.experimental_functions && o.duration_expressions && o.delayed_name_removal);
+    assert!(!o.extended_range_selectors && !o.binop_fill_modifiers && !o.type_and_unit_labels);
+    assert_eq!(cli.unknown_features(), vec!["native-histograms"]);
+    assert_eq!(cli.server_config().query.max_concurrency, 4);
+}
+
+#[test]
+fn every_flag_value_is_reported_by_name() {
+    let (cli, flags) = Cli::parse_with_flags([
+        "strata",
+        "--retention=30d",
+        "--wal-truncate-corrupt",
+        "--enable-feature=a,b",
+        "--query.timeout=1m",
+    ])
+    .unwrap();
+    assert_eq!(cli.retention.as_millis(), 30 * 86_400_000);
+    assert_eq!(flags["retention"], "30d");
+    assert_eq!(flags["data-dir"], "./data");
+    assert_eq!(flags["wal-truncate-corrupt"], "true");
+    assert_eq!(flags["log-level"], "");
+    assert_eq!(flags["query.timeout"], "1m");
+    assert_eq!(flags["query.lookback-delta"], "5m");
+    assert_eq!(flags["enable-feature"], "a,b");
+    let longs = Cli::command()
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|l| *l != "help" && *l != "version")
+        .count();
+    assert_eq!(flags.len(), longs);
+    assert_eq!(cli.server_config().status.retention, "30d");
+}
+
+#[test]
+fn remote_read_and_admin_flags_reach_the_server_config() {
+    let defaults = parse(&[]).unwrap().server_config();
+    assert_eq!(defaults.remote_read, crate::api::read::RemoteReadConfig::default());
+    assert_eq!(defaults.remote_read.sample_limit, 50_000_000);
+    assert_eq!(defaults.remote_read.concurrency, 10);
+    assert_eq!(defaults.remote_read.frame_bytes_max, 1 << 20);
+    assert!(!defaults.admin_api);
+    let cli = parse(&[
+        "--web.enable-admin-api",
+        "--storage.remote.read-sample-limit=0",
+        "--storage.remote.read-concurrent-limit=3",
+        "--storage.remote.read-max-bytes-in-frame=64KiB",
+    ])
+    .unwrap();
+    let config = cli.server_config();
+    assert!(config.admin_api);
+    assert_eq!(
+        config.remote_read,
+        crate::api::read::RemoteReadConfig { sample_limit: 0, concurrency: 3, frame_bytes_max: 64 << 10 }
+    );
+    assert!(parse(&["--storage.remote.read-max-bytes-in-frame=0"]).is_err());
+}

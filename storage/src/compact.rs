@@ -49,7 +49,10 @@ impl Inner {
             if run.is_empty() {
                 continue;
             }
-            self.compact_run(m, *p, &run, &state.tombstones)?;
+            if let Err(e) = self.compact_run(m, *p, &run, &state.tombstones) {
+                self.counters.compaction_failures.fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
         }
         // Tombstones that no longer apply to any file are done.
         let live: Vec<Tombstone> = {
@@ -149,6 +152,7 @@ impl Inner {
         }
         self.counters.compactions.fetch_add(1, Ordering::Relaxed);
         self.counters.compaction_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.counters.compaction_duration.observe_duration(started.elapsed());
         tracing::debug!(
             partition = p,
             inputs = run.len(),
@@ -225,6 +229,7 @@ impl Inner {
             self.index.select(&[]).into_iter().filter(|id| live.binary_search(id).is_err()).collect();
         if !dead.is_empty() {
             self.index.remove(&dead);
+            self.counters.series_removed.fetch_add(dead.len() as u64, Ordering::Relaxed);
             tracing::info!(series = dead.len(), "removed series with no data left");
         }
     }

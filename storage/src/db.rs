@@ -30,6 +30,7 @@ use crate::options::Options;
 use crate::partition::PartitionFile;
 use crate::series_table::SeriesTable;
 use crate::snapshot::Snapshot;
+use crate::stats::{Histogram, MAINTENANCE_NANOS_BUCKETS};
 use crate::types::{Batch, Labels, Sample, SeriesId};
 use crate::wal::{Wal, WalOptions};
 
@@ -87,33 +88,73 @@ pub(crate) struct State {
     pub tombstones: Arc<Vec<Tombstone>>,
 }
 
-/// Monotonic counters for `/metrics`.
-#[derive(Debug, Default)]
+/// Monotonic counters for `/metrics`. Bumped with relaxed atomic adds where the event happens;
+/// read at scrape time.
+#[derive(Debug)]
 pub struct Counters {
     /// Samples appended.
     pub samples_appended: AtomicU64,
+    /// Samples appended although older than their series' newest sample (within the
+    /// out-of-order window).
+    pub samples_out_of_order: AtomicU64,
     /// Samples rejected as too old.
     pub rejected_too_old: AtomicU64,
     /// Samples rejected as too far in the future.
     pub rejected_too_far_future: AtomicU64,
     /// Series created.
     pub series_created: AtomicU64,
+    /// Series removed from the index because no data of theirs was left (after retention).
+    pub series_removed: AtomicU64,
     /// Flushes completed.
     pub flushes: AtomicU64,
+    /// Flushes that failed (the head stays in memory and the WAL, and is retried).
+    pub flush_failures: AtomicU64,
     /// Total flush time in microseconds.
     pub flush_micros: AtomicU64,
+    /// Duration of each completed flush, in nanoseconds.
+    pub flush_duration: Histogram,
     /// Bytes written by flushes.
     pub flush_bytes: AtomicU64,
     /// Compactions completed.
     pub compactions: AtomicU64,
+    /// Compactions that failed (their input files stay live).
+    pub compaction_failures: AtomicU64,
     /// Total compaction time in microseconds.
     pub compaction_micros: AtomicU64,
+    /// Duration of each completed compaction, in nanoseconds.
+    pub compaction_duration: Histogram,
     /// Bytes written by compactions.
     pub compaction_bytes: AtomicU64,
     /// Partitions removed by retention.
     pub retention_partitions_removed: AtomicU64,
     /// Maintenance runs that failed.
     pub maintenance_errors: AtomicU64,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        let zero = || AtomicU64::new(0);
+        Counters {
+            samples_appended: zero(),
+            samples_out_of_order: zero(),
+            rejected_too_old: zero(),
+            rejected_too_far_future: zero(),
+            series_created: zero(),
+            series_removed: zero(),
+            flushes: zero(),
+            flush_failures: zero(),
+            flush_micros: zero(),
+            flush_duration: Histogram::new(MAINTENANCE_NANOS_BUCKETS),
+            flush_bytes: zero(),
+            compactions: zero(),
+            compaction_failures: zero(),
+            compaction_micros: zero(),
+            compaction_duration: Histogram::new(MAINTENANCE_NANOS_BUCKETS),
+            compaction_bytes: zero(),
+            retention_partitions_removed: zero(),
+            maintenance_errors: zero(),
+        }
+    }
 }
 
 pub(crate) struct Inner {
@@ -127,13 +168,17 @@ pub(crate) struct Inner {
     pub maint: Mutex<Manifest>,
     pub counters: Counters,
     pub closed: AtomicBool,
+    /// Set by the first [`Db::delete`] of this process, or at open if tombstones are live: from
+    /// then on a series' newest accepted timestamp may name a deleted sample, so lookups stop
+    /// taking it as proof of data (see `snapshot::in_range`).
+    pub deleted: AtomicBool,
     pub wake: (Mutex<bool>, Condvar),
     _lock: File,
 }
 
 /// An open database. Every method takes `&self`; share it behind an `Arc`.
 pub struct Db {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     worker: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -299,6 +344,8 @@ impl Db {
             partitions,
             tombstones: Arc::new(manifest.tombstones.clone()),
         };
+        // Series' newest timestamps were read from files that live tombstones still apply to.
+        let deleted = !manifest.tombstones.is_empty();
         let inner = Arc::new(Inner {
             opts,
             dir,
@@ -310,6 +357,7 @@ impl Db {
             maint: Mutex::new(manifest),
             counters: Counters::default(),
             closed: AtomicBool::new(false),
+            deleted: AtomicBool::new(deleted),
             wake: (Mutex::new(false), Condvar::new()),
             _lock: lock,
         });
@@ -366,6 +414,7 @@ impl Db {
     /// Deletes the samples in `[mint, maxt]` of series matching `matchers` (a tombstone; the data
     /// is dropped from disk by the next compaction or [`Db::clean_tombstones`]).
     pub fn delete(&self, matchers: &[crate::Matcher], mint: i64, maxt: i64) -> Result<()> {
+        self.inner.deleted.store(true, Ordering::Release);
         let mut m = self.inner.maint.lock();
         self.inner.delete_locked(&mut m, matchers, mint, maxt)
     }
@@ -374,6 +423,13 @@ impl Db {
     pub fn clean_tombstones(&self) -> Result<()> {
         let mut m = self.inner.maint.lock();
         self.inner.compact_locked(&mut m, true)
+    }
+
+    /// Writes a consistent copy of the database into `dir` (new or empty) that a new strata can
+    /// open: the admin API's snapshot. `with_head` flushes the head first so the copy has every
+    /// acknowledged sample. See [`crate::backup`].
+    pub fn backup_to(&self, dir: &Path, with_head: bool) -> Result<crate::backup::BackupStats> {
+        crate::backup::backup_to(&self.inner, dir, with_head)
     }
 
     /// Writable or not, and why.
@@ -458,6 +514,7 @@ impl Inner {
         let future_limit = now.saturating_add(self.opts.future_window_ms);
         // Resolve ids and filter samples outside the accepted window.
         let mut accepted: Vec<(SeriesId, &Labels, Vec<Sample>)> = Vec::with_capacity(batch.series.len());
+        let mut out_of_order = 0u64;
         for (labels, samples) in &batch.series {
             if samples.is_empty() {
                 continue;
@@ -483,6 +540,9 @@ impl Inner {
                         out.first_rejected = Some((labels.clone(), *s));
                     }
                     continue;
+                }
+                if s.t < max_t {
+                    out_of_order += 1;
                 }
                 max_t = max_t.max(s.t);
                 keep.push(*s);
@@ -526,6 +586,7 @@ impl Inner {
             out.appended += samples.len() as u64;
         }
         self.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
+        self.counters.samples_out_of_order.fetch_add(out_of_order, Ordering::Relaxed);
         if head.sample_count() >= self.opts.head_samples_max as u64 {
             self.wake_worker();
         }

@@ -25,6 +25,14 @@ use crate::types::{Labels, Sample, SeriesId};
 impl Inner {
     /// Flushes the active head and any frozen heads left by an earlier failed flush.
     pub(crate) fn flush_locked(&self, m: &mut Manifest) -> Result<()> {
+        let result = self.flush_all(m);
+        if result.is_err() {
+            self.counters.flush_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn flush_all(&self, m: &mut Manifest) -> Result<()> {
         {
             let _appending = self.appending.write();
             let cur = self.state.read().clone();
@@ -121,6 +129,7 @@ impl Inner {
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.counters.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.counters.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.counters.flush_duration.observe_duration(started.elapsed());
         tracing::debug!(
             files = opened.len(),
             bytes,

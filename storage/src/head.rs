@@ -192,6 +192,12 @@ impl Head {
         self.shards.iter().map(|s| s.lock().len()).sum()
     }
 
+    /// Number of in-order chunks held (Prometheus' `prometheus_tsdb_head_chunks`, shown by
+    /// `/api/v1/status/tsdb`).
+    pub fn chunk_count(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().values().map(|series| series.chunks.len()).sum::<usize>()).sum()
+    }
+
     /// Oldest and newest timestamps appended, if any.
     pub fn time_bounds(&self) -> Option<(i64, i64)> {
         let lo = self.min_t.load(Ordering::Relaxed);

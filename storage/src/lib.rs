@@ -9,6 +9,7 @@
 //!
 //! This crate knows nothing about HTTP, wire formats or PromQL.
 
+pub mod backup;
 pub mod batch_codec;
 mod compact;
 pub mod db;
@@ -29,6 +30,7 @@ pub mod partition;
 pub mod query;
 pub mod series_table;
 pub mod snapshot;
+pub mod stats;
 pub mod types;
 pub mod wal;
 

@@ -3,16 +3,20 @@
 //! Files and frozen heads in a snapshot never change. The active head keeps taking appends, so a
 //! snapshot may see samples appended after it was taken (never fewer than existed at that time).
 
+mod in_range;
+
 use std::sync::Arc;
 
 use crate::compact::read_files;
 use crate::db::{Inner, State};
 use crate::error::Result;
 use crate::flush::merge_sources;
+use crate::index::IndexStats;
 use crate::matcher::{Matcher, matches_all};
 use crate::partition::BlockMeta;
 use crate::query::{Querier, SeriesRef, check_selective};
 use crate::types::{Labels, Sample, SeriesId};
+use in_range::InRange;
 
 /// A consistent read view of the database; implements [`Querier`].
 #[derive(Clone)]
@@ -40,32 +44,6 @@ impl Snapshot {
 
     fn labels(&self, id: SeriesId) -> Option<Labels> {
         self.inner.index.labels(id)
-    }
-
-    fn has_data(&self, id: SeriesId, labels: &Labels, mint: i64, maxt: i64) -> Result<bool> {
-        let s = &self.state;
-        if s.head.overlaps(id, mint, maxt) || s.frozen.iter().any(|f| f.head.overlaps(id, mint, maxt)) {
-            return Ok(true);
-        }
-        for files in self.partitions_in(mint, maxt) {
-            for f in files {
-                if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.overlaps(id, mint, maxt)? {
-                    continue;
-                }
-                let hidden =
-                    s.tombstones.iter().any(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels));
-                if !hidden {
-                    return Ok(true);
-                }
-                // A tombstone may hide this file's data: look at the samples themselves.
-                let mut v = Vec::new();
-                read_files(std::slice::from_ref(f), &s.tombstones, id, labels, mint, maxt, &mut v)?;
-                if !v.is_empty() {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
     }
 
     fn partitions_in(&self, mint: i64, maxt: i64) -> impl Iterator<Item = &Vec<Arc<crate::db::LiveFile>>> {
@@ -140,20 +118,47 @@ impl Snapshot {
     }
 
     fn matching(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>> {
+        let in_range = InRange::new(self, mint, maxt);
+        if in_range.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut out = Vec::new();
-        let ids = if matchers.is_empty() {
-            self.inner.index.select(&[])
-        } else {
-            self.inner.index.select(matchers)
-        };
-        for id in ids {
+        for id in self.inner.index.select(matchers) {
             let Some(labels) = self.labels(id) else { continue };
-            if self.has_data(id, &labels, mint, maxt)? {
+            if in_range.has_data(id, Some(&labels))? {
                 out.push(SeriesRef { id, labels });
             }
         }
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(out)
+    }
+
+    /// The series `matchers` select (all live series if there are none); None stands for all.
+    fn candidates(&self, matchers: &[Matcher]) -> Option<Vec<SeriesId>> {
+        (!matchers.is_empty()).then(|| self.inner.index.select(matchers))
+    }
+
+    /// Cardinality statistics of the live series (the `/api/v1/status/tsdb` lists), each list
+    /// the `limit` largest entries. Computed from the index alone, whatever the time range of
+    /// the series' data.
+    pub fn index_stats(&self, limit: usize) -> IndexStats {
+        self.inner.index.stats(limit)
+    }
+
+    /// Chunks held in memory by the active and frozen heads.
+    pub fn head_chunks(&self) -> usize {
+        let s = &self.state;
+        s.head.chunk_count() + s.frozen.iter().map(|f| f.head.chunk_count()).sum::<usize>()
+    }
+
+    /// The oldest and newest sample timestamps in the files and heads, None if there is no data.
+    /// Bounds, not exact: samples hidden by a tombstone may still count.
+    pub fn time_bounds(&self) -> Option<(i64, i64)> {
+        let s = &self.state;
+        let files = s.partitions.values().flatten().map(|f| (f.entry.min_t, f.entry.max_t));
+        let heads =
+            std::iter::once(&s.head).chain(s.frozen.iter().map(|f| &f.head)).filter_map(|h| h.time_bounds());
+        files.chain(heads).reduce(|(lo, hi), (l, h)| (lo.min(l), hi.max(h)))
     }
 }
 
@@ -168,12 +173,22 @@ impl Querier for Snapshot {
     }
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
-        let ids: Vec<SeriesId> = self.matching(matchers, mint, maxt)?.into_iter().map(|s| s.id).collect();
-        Ok(self.inner.index.label_names(Some(&ids)))
+        let in_range = InRange::new(self, mint, maxt);
+        if in_range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let candidates = self.candidates(matchers);
+        self.inner.index.label_names_where(candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
     }
 
     fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
-        let ids: Vec<SeriesId> = self.matching(matchers, mint, maxt)?.into_iter().map(|s| s.id).collect();
-        Ok(self.inner.index.label_values(name, Some(&ids)))
+        let in_range = InRange::new(self, mint, maxt);
+        if in_range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let candidates = self.candidates(matchers);
+        self.inner
+            .index
+            .label_values_where(name, candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
     }
 }

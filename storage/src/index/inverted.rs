@@ -72,6 +72,7 @@ impl ValueIndex {
     }
 
     /// All values in order.
+    #[cfg(test)]
     pub(super) fn sorted_values(&self) -> impl Iterator<Item = &str> {
         self.sorted.iter().map(AsRef::as_ref)
     }
@@ -83,6 +84,27 @@ impl ValueIndex {
             .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |v| v.starts_with(prefix))
             .filter_map(|v| Some((v.as_ref(), self.postings(v)?)))
+    }
+
+    /// Up to `n` values after `after` (from the first if None), in order, each with the ids
+    /// `pick` appends from its postings to the batch (e.g. a prefix, or those also in a
+    /// candidate list; `pick` returns true if it took only a prefix). Lookups copy a batch and
+    /// release the lock before doing slow work on it, so series creation never waits long
+    /// behind a query. One flat id vector per batch keeps the copy to two allocations.
+    pub(super) fn batch_after(
+        &self,
+        after: Option<&str>,
+        n: usize,
+        mut pick: impl FnMut(&[SeriesId], &mut Vec<SeriesId>) -> bool,
+    ) -> ValueBatch {
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut batch = ValueBatch { values: Vec::with_capacity(n), ids: Vec::new() };
+        for v in self.sorted.range::<str, _>((from, Bound::Unbounded)).take(n) {
+            let Some(ids) = self.postings(v) else { continue };
+            let prefix_only = pick(ids, &mut batch.ids);
+            batch.values.push(BatchValue { value: v.clone(), end: batch.ids.len(), prefix_only });
+        }
+        batch
     }
 
     /// Number of distinct values.
@@ -105,6 +127,24 @@ impl ValueIndex {
             .sum();
         self.postings.allocation_size() + sorted + values
     }
+}
+
+/// Values of a label with ids picked from their postings, copied out of the index.
+pub(super) struct ValueBatch {
+    /// The values in order.
+    pub(super) values: Vec<BatchValue>,
+    /// The picked ids of all values, back to back (value `i` ends at `values[i].end`).
+    pub(super) ids: Vec<SeriesId>,
+}
+
+/// One value of a [`ValueBatch`].
+pub(super) struct BatchValue {
+    /// The interned value.
+    pub(super) value: Arc<str>,
+    /// End of its ids in [`ValueBatch::ids`] (the start is the previous value's end).
+    pub(super) end: usize,
+    /// True if its ids are a proper prefix of its postings (the rest was not copied).
+    pub(super) prefix_only: bool,
 }
 
 /// The inverted index over all live series.

@@ -24,29 +24,27 @@
 //! (`cargo run --release -p storage --example index_bench`).
 
 mod inverted;
+mod lookup;
 mod postings;
 mod select;
 mod series_map;
 mod series_store;
+mod stats;
 
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
 mod tests;
 
-use std::borrow::Cow;
 use std::fmt;
-use std::ops::ControlFlow;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-
-use hashbrown::HashSet;
 
 use crate::matcher::Matcher;
 use crate::types::{Label, Labels, SeriesId};
 use inverted::InvertedIndex;
 use series_map::SeriesMap;
 use series_store::SeriesStore;
+pub use stats::{IndexStats, Stat};
 
 /// The in-memory series index, shared by all appenders and queries (`Send + Sync`; wrap it in
 /// an `Arc`). Ids are dense from 0, increase, and are never reused within the process, so a
@@ -128,67 +126,16 @@ impl Index {
     }
 
     /// Sorted unique label names over `ids` (all live series if None); the `/api/v1/labels`
-    /// answer.
+    /// answer when time does not matter. See [`Index::label_names_where`].
     pub fn label_names(&self, ids: Option<&[SeriesId]>) -> Vec<String> {
-        let Some(ids) = ids else { return self.postings.names() };
-        // Every series usually has every name: stop as soon as all known names were seen.
-        let known = self.postings.name_count();
-        let mut found: HashSet<Arc<str>> = HashSet::new();
-        self.store.for_each(ids, |_, labels| {
-            for l in labels {
-                if !found.contains(l.name.as_ref()) {
-                    found.insert(l.name.clone());
-                }
-            }
-            if found.len() >= known { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
-        });
-        let mut names: Vec<String> = found.iter().map(|n| n.to_string()).collect();
-        names.sort_unstable();
-        names
+        self.label_names_where(ids, |_, _| Ok(true)).unwrap_or_default()
     }
 
     /// Sorted unique values of label `name` over `ids` (all live series if None); the
-    /// `/api/v1/label/<name>/values` answer.
+    /// `/api/v1/label/<name>/values` answer when time does not matter. See
+    /// [`Index::label_values_where`].
     pub fn label_values(&self, name: &str, ids: Option<&[SeriesId]>) -> Vec<String> {
-        let Some(ids) = ids else {
-            return self.postings.with_values(name, |values| {
-                values.map(|v| v.sorted_values().map(str::to_string).collect()).unwrap_or_default()
-            });
-        };
-        let ids: Cow<[SeriesId]> = if ids.is_sorted() {
-            Cow::Borrowed(ids)
-        } else {
-            let mut sorted = ids.to_vec();
-            sorted.sort_unstable();
-            Cow::Owned(sorted)
-        };
-        // Few ids: read their labels. Many ids: test each value's postings against them, which
-        // also yields the values already sorted.
-        let by_values = self.postings.with_values(name, |values| match values {
-            None => Some(Vec::new()),
-            Some(values) if ids.len() >= values.value_count() => Some(
-                values
-                    .iter_prefix("")
-                    .filter(|(_, postings)| postings::intersects(postings, &ids))
-                    .map(|(value, _)| value.to_string())
-                    .collect(),
-            ),
-            Some(_) => None,
-        });
-        if let Some(values) = by_values {
-            return values;
-        }
-        let mut found: HashSet<Arc<str>> = HashSet::new();
-        self.store.for_each(&ids, |_, labels| {
-            let value = labels.iter().find(|l| l.name.as_ref() == name).map(|l| &l.value);
-            if let Some(value) = value.filter(|v| !found.contains(v.as_ref())) {
-                found.insert(value.clone());
-            }
-            ControlFlow::Continue(())
-        });
-        let mut values: Vec<String> = found.iter().map(|v| v.to_string()).collect();
-        values.sort_unstable();
-        values
+        self.label_values_where(name, ids, |_, _| Ok(true)).unwrap_or_default()
     }
 
     /// Removes series (e.g. after retention dropped all their data). Their ids are not reused;

@@ -331,3 +331,37 @@ fn concurrent_removal_and_creation_stay_consistent() {
         }
     }
 }
+
+#[test]
+fn stats_rank_by_count_then_name() {
+    use super::Stat;
+    let stat = |name: &str, value: u64| Stat { name: name.into(), value };
+    let index = sample_index();
+    let s = index.stats(2);
+    assert_eq!((s.series, s.label_pairs), (4, 7));
+    assert_eq!(s.series_by_metric_name, vec![stat("up", 3), stat("down", 1)]);
+    assert_eq!(s.values_by_label_name, vec![stat("instance", 3), stat("__name__", 2)]);
+    assert_eq!(s.value_bytes_by_label_name, vec![stat("__name__", 6), stat("job", 6)]);
+    assert_eq!(s.series_by_label_pair, vec![stat("__name__=up", 3), stat("job=api", 2)]);
+    assert!(index.stats(0).series_by_label_pair.is_empty());
+    assert_eq!(index.stats(100).series_by_label_pair.len(), 7);
+}
+
+#[test]
+fn lookups_test_only_series_that_can_change_the_answer() {
+    let index = sample_index();
+    // A filter that keeps only series 2 and 3, counting how often it is asked.
+    let mut asked = Vec::new();
+    let mut keep = |id: SeriesId, _: Option<&Labels>| {
+        asked.push(id);
+        Ok(id >= 2)
+    };
+    assert_eq!(index.label_values_where("instance", None, &mut keep).unwrap(), vec!["c"]);
+    assert_eq!(index.label_names_where(None, &mut keep).unwrap(), vec!["__name__", "instance", "job"]);
+    assert_eq!(index.label_values_where("job", Some(&[0, 1, 3]), &mut keep).unwrap(), vec!["api"]);
+    assert_eq!(index.label_names_where(Some(&[3]), &mut keep).unwrap(), vec!["__name__", "job"]);
+    // Values `a`, `b`, `c` once each; a name stops at its first kept series.
+    assert_eq!(&asked[..3], &[0, 1, 2]);
+    let err = index.label_values_where("job", None, |_, _| Err(crate::Error::InvalidInput("x".into())));
+    assert!(err.is_err());
+}

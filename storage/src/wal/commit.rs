@@ -30,6 +30,7 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::Result;
+use crate::stats::{GROUP_COMMIT_RECORDS_BUCKETS, Histogram, HistogramSnapshot};
 
 /// Syncs a segment file, poisoning the WAL on failure.
 pub(crate) type FsyncFn<'a> = &'a dyn Fn(&File) -> Result<()>;
@@ -43,6 +44,8 @@ pub(crate) struct Commit {
     changed: Condvar,
     /// Signalled when an appender leaves while a leader is gathering.
     drained: Condvar,
+    /// Records each successful fsync made durable (those that made none are not counted).
+    batch_records: Histogram,
 }
 
 struct State {
@@ -96,6 +99,7 @@ impl Commit {
             }),
             changed: Condvar::new(),
             drained: Condvar::new(),
+            batch_records: Histogram::new(GROUP_COMMIT_RECORDS_BUCKETS),
         }
     }
 
@@ -166,6 +170,11 @@ impl Commit {
         !s.stop
     }
 
+    /// How many records each fsync made durable, since the WAL opened.
+    pub fn batch_records(&self) -> HistogramSnapshot {
+        self.batch_records.snapshot()
+    }
+
     /// Tells the interval syncer to exit.
     pub fn stop(&self) {
         self.state.lock().stop = true;
@@ -214,6 +223,9 @@ impl Commit {
         let result = MutexGuard::unlocked(s, || fsync(&file));
         s.syncing = false;
         if result.is_ok() {
+            if target > s.synced {
+                self.batch_records.observe(target - s.synced);
+            }
             s.synced = s.synced.max(target);
         }
         self.changed.notify_all();

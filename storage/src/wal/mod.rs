@@ -40,6 +40,7 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::fsutil;
 use crate::options::WalSync;
+use crate::stats::{FSYNC_NANOS_BUCKETS, Histogram, HistogramSnapshot};
 
 use commit::Commit;
 use format::{FRAME_HEADER_LEN, MAX_PAYLOAD_LEN};
@@ -136,13 +137,27 @@ struct Writer {
     closed: bool,
 }
 
-#[derive(Default)]
 struct Counters {
     records: AtomicU64,
     bytes: AtomicU64,
     fsyncs: AtomicU64,
     fsync_nanos_total: AtomicU64,
     fsync_nanos_max: AtomicU64,
+    /// Latency of every fdatasync, in nanoseconds.
+    fsync_duration: Histogram,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            records: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            fsyncs: AtomicU64::new(0),
+            fsync_nanos_total: AtomicU64::new(0),
+            fsync_nanos_max: AtomicU64::new(0),
+            fsync_duration: Histogram::new(FSYNC_NANOS_BUCKETS),
+        }
+    }
 }
 
 /// An encode buffer that grew beyond this is released after its record, so one huge batch
@@ -325,6 +340,34 @@ impl Wal {
             current_segment: self.current_segment(),
         }
     }
+
+    /// fdatasync latency since open, in nanoseconds.
+    pub fn fsync_durations(&self) -> HistogramSnapshot {
+        self.inner.counters.fsync_duration.snapshot()
+    }
+
+    /// Records made durable per fdatasync since open: how well group commit batches.
+    pub fn group_commit_records(&self) -> HistogramSnapshot {
+        self.inner.commit.batch_records()
+    }
+}
+
+/// Segment files in the WAL directory `dir` and their total size in bytes. A segment deleted
+/// while it is being looked at (a flush finishing) is left out rather than failing the call.
+pub fn disk_usage(dir: &std::path::Path) -> Result<(usize, u64)> {
+    let mut segments = 0;
+    let mut bytes = 0u64;
+    for (_, path) in segment::list(dir)? {
+        match std::fs::metadata(&path) {
+            Ok(meta) => {
+                segments += 1;
+                bytes = bytes.saturating_add(meta.len());
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("stat {}", path.display()), e)),
+        }
+    }
+    Ok((segments, bytes))
 }
 
 impl Drop for Wal {
@@ -376,6 +419,7 @@ impl Inner {
         c.fsyncs.fetch_add(1, Ordering::Relaxed);
         c.fsync_nanos_total.fetch_add(nanos, Ordering::Relaxed);
         c.fsync_nanos_max.fetch_max(nanos, Ordering::Relaxed);
+        c.fsync_duration.observe(nanos);
         result.map_err(|e| {
             self.poison_with(Error::io(format!("fdatasync WAL segment in {}", self.dir.display()), e))
         })

@@ -1,0 +1,359 @@
+//! PromQL over HTTP: `/api/v1/query`, `/api/v1/query_range`, `/api/v1/format_query` and
+//! `/api/v1/parse_query`, answered as Prometheus 3 answers them.
+//!
+//! Parameters are read and checked in Prometheus' order with Prometheus' messages (clients show
+//! them to users verbatim). A query waits for a slot of the concurrency gate ([`QueryService`]),
+//! then parses, evaluates and is encoded on the blocking pool: evaluation reads storage and
+//! encoding a large matrix is CPU work ([`encode`] writes the JSON bytes directly). The
+//! per-request `timeout` can only shorten `--query.timeout`, and the time spent queueing
+//! counts against it, as in Prometheus.
+
+mod ast_json;
+mod encode;
+mod pretty;
+mod service;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use promql::parser::ast::Expr;
+use promql::{Engine, EngineOptions, QueryResult};
+
+pub use service::{Admission, DEFAULT_MAX_CONCURRENCY, QueryConfig, QueryService};
+
+use crate::api::params::{Params, parse_duration_ms, parse_time};
+use crate::api::respond::{Success, json_bytes};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Prometheus refuses range queries with more steps than this per series ("sufficient for 60s
+/// resolution for a week or 1h resolution for a year").
+pub const MAX_POINTS_PER_SERIES: i64 = 11_000;
+
+/// Prometheus returns at most this many warnings and this many infos, then a count of the rest.
+const MAX_ANNOTATIONS: usize = 10;
+
+/// The warning added when `limit` cut a result short (Prometheus 3's text).
+const TRUNCATED: &str = "results truncated due to limit";
+
+/// Stack for parsing outside the engine (`format_query`, `parse_query`): the parser and the
+/// tree walks recurse once per nesting level, which the parser bounds; this leaves ample room.
+const PARSE_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// The query routes; GET and form POST everywhere, as Prometheus.
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/v1/query", get(instant_query).post(instant_query))
+        .route("/api/v1/query_range", get(range_query).post(range_query))
+        .route("/api/v1/format_query", get(format_query).post(format_query))
+        .route("/api/v1/parse_query", get(parse_query).post(parse_query))
+}
+
+/// What to evaluate: one instant or a grid of steps.
+#[derive(Debug, Clone, Copy)]
+enum Evaluation {
+    Instant { time: i64 },
+    Range { start: i64, end: i64, step: i64 },
+}
+
+/// One query request after its parameters have been checked.
+#[derive(Debug)]
+struct QueryRequest {
+    query: String,
+    evaluation: Evaluation,
+    /// The `timeout` parameter in ms.
+    timeout_ms: Option<i64>,
+    /// The `lookback_delta` parameter in ms; 0 or less means the server's.
+    lookback_delta_ms: Option<i64>,
+    limit: Option<usize>,
+    /// True if the `stats` parameter is set (to anything, as Prometheus).
+    stats: bool,
+}
+
+/// `GET|POST /api/v1/query`.
+async fn instant_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+    let limit = params.limit()?;
+    let time = match params.get("time") {
+        None => chrono::Utc::now().timestamp_millis(),
+        Some(s) => parse_time(s).map_err(|e| {
+            ApiError::BadData(format!("invalid parameter \"time\": invalid time value for 'time': {e}"))
+        })?,
+    };
+    let timeout_ms = params.duration("timeout")?;
+    let lookback_delta_ms = lookback_delta(&params)?;
+    let request = QueryRequest {
+        query: params.get("query").unwrap_or_default().to_owned(),
+        evaluation: Evaluation::Instant { time },
+        timeout_ms,
+        lookback_delta_ms,
+        limit,
+        stats: params.get("stats").is_some(),
+    };
+    execute(&state, request).await
+}
+
+/// `GET|POST /api/v1/query_range`.
+async fn range_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+    let limit = params.limit()?;
+    // Unlike `time`, these are required and parsed without the "invalid time value" wrapper.
+    let time = |name: &str| {
+        parse_time(params.get(name).unwrap_or_default())
+            .map_err(|e| ApiError::BadData(format!("invalid parameter \"{name}\": {e}")))
+    };
+    let start = time("start")?;
+    let end = time("end")?;
+    if end < start {
+        return Err(ApiError::BadData(
+            "invalid parameter \"end\": end timestamp must not be before start time".into(),
+        ));
+    }
+    let step = parse_duration_ms(params.get("step").unwrap_or_default())
+        .map_err(|e| ApiError::BadData(format!("invalid parameter \"step\": {e}")))?;
+    if step <= 0 {
+        return Err(ApiError::BadData(
+            "invalid parameter \"step\": zero or negative query resolution step widths are not accepted. \
+             Try a positive integer"
+                .into(),
+        ));
+    }
+    if end.saturating_sub(start) / step > MAX_POINTS_PER_SERIES {
+        return Err(ApiError::BadData(
+            "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query \
+             resolution (?step=XX)"
+                .into(),
+        ));
+    }
+    let timeout_ms = params.duration("timeout")?;
+    let lookback_delta_ms = lookback_delta(&params)?;
+    let request = QueryRequest {
+        query: params.get("query").unwrap_or_default().to_owned(),
+        evaluation: Evaluation::Range { start, end, step },
+        timeout_ms,
+        lookback_delta_ms,
+        limit,
+        stats: params.get("stats").is_some(),
+    };
+    execute(&state, request).await
+}
+
+/// The `lookback_delta` parameter (Prometheus 3), with Prometheus' message when it is bad.
+fn lookback_delta(params: &Params) -> Result<Option<i64>, ApiError> {
+    params
+        .get("lookback_delta")
+        .map(|s| {
+            parse_duration_ms(s)
+                .map_err(|e| ApiError::BadData(format!("error parsing lookback delta duration: {e}")))
+        })
+        .transpose()
+}
+
+/// Waits for a slot, evaluates on the blocking pool and encodes the answer there too.
+async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let service = state.query();
+    let server_timeout = service.options().timeout;
+    let timeout = match request.timeout_ms {
+        Some(ms) => Duration::from_millis(u64::try_from(ms).unwrap_or(0)).min(server_timeout),
+        None => server_timeout,
+    };
+    let deadline = started + timeout;
+    let db = crate::api::db(state)?;
+    let admission = service.admit(deadline).await?;
+    let queued = admission.queued;
+    let mut options = service.options().clone();
+    options.timeout = deadline.saturating_duration_since(Instant::now());
+    if let Some(ms) = request.lookback_delta_ms.filter(|ms| *ms > 0) {
+        options.lookback_delta_ms = ms;
+    }
+    let body = crate::api::blocking(move || {
+        let result = evaluate(&db, options, &request)?;
+        let timings = Timings { queued, total: started.elapsed() };
+        Ok(answer(result, &request, request.stats.then_some(timings)))
+    })
+    .await?;
+    drop(admission);
+    Ok(json_bytes(body))
+}
+
+/// Runs the query against a snapshot of the database.
+fn evaluate(
+    db: &storage::Db,
+    options: EngineOptions,
+    request: &QueryRequest,
+) -> Result<QueryResult, ApiError> {
+    let engine = Engine::new(options);
+    let snapshot = db.snapshot();
+    match request.evaluation {
+        Evaluation::Instant { time } => {
+            engine.instant(&snapshot, &request.query, time).map_err(instant_error)
+        }
+        Evaluation::Range { start, end, step } => {
+            engine.range(&snapshot, &request.query, start, end, step).map_err(ApiError::from)
+        }
+    }
+}
+
+/// Prometheus reports an instant query that does not parse as a bad `query` parameter; a
+/// range query's parse errors carry no prefix.
+fn instant_error(err: promql::Error) -> ApiError {
+    match ApiError::from(err) {
+        ApiError::BadData(msg) if is_parse_error(&msg) => {
+            ApiError::BadData(format!("invalid parameter \"query\": {msg}"))
+        }
+        other => other,
+    }
+}
+
+/// True for messages of the form `<line>:<column>: parse error: ...`.
+fn is_parse_error(msg: &str) -> bool {
+    let mut parts = msg.splitn(3, ':');
+    let is_number =
+        |s: Option<&str>| s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+    is_number(parts.next())
+        && is_number(parts.next())
+        && parts.next().is_some_and(|r| r.starts_with(" parse error"))
+}
+
+/// Where a query's time went, for `stats`.
+#[derive(Debug, Clone, Copy)]
+struct Timings {
+    queued: Duration,
+    total: Duration,
+}
+
+/// The whole success envelope for a query result: truncated to `limit`, annotations capped as
+/// Prometheus caps them, statistics if asked for.
+fn answer(mut result: QueryResult, request: &QueryRequest, timings: Option<Timings>) -> Vec<u8> {
+    let mut warnings = std::mem::take(&mut result.warnings);
+    if let Some(limit) = request.limit
+        && truncate(&mut result.value, limit)
+    {
+        warnings.push(TRUNCATED.to_owned());
+    }
+    let warnings = cap_annotations(warnings, "warning");
+    let infos = cap_annotations(std::mem::take(&mut result.infos), "info");
+
+    let mut out = Vec::with_capacity(estimated_size(&result.value));
+    out.extend_from_slice(b"{\"status\":\"success\",\"data\":{");
+    encode::result(&mut out, &result.value);
+    if let Some(timings) = timings {
+        out.extend_from_slice(b",\"stats\":");
+        stats(&mut out, &result.stats, timings);
+    }
+    out.push(b'}');
+    if !warnings.is_empty() {
+        out.extend_from_slice(b",\"warnings\":");
+        encode::string_array(&mut out, &warnings);
+    }
+    if !infos.is_empty() {
+        out.extend_from_slice(b",\"infos\":");
+        encode::string_array(&mut out, &infos);
+    }
+    out.push(b'}');
+    out
+}
+
+/// Cuts a vector or matrix to `limit` elements (series for a matrix); true if it did.
+fn truncate(value: &mut promql::Value, limit: usize) -> bool {
+    match value {
+        promql::Value::Vector(v) if v.len() > limit => v.truncate(limit),
+        promql::Value::Matrix(m) if m.len() > limit => m.truncate(limit),
+        _ => return false,
+    }
+    true
+}
+
+/// At most [`MAX_ANNOTATIONS`], then "N more warning annotations omitted".
+fn cap_annotations(mut items: Vec<String>, kind: &str) -> Vec<String> {
+    if items.len() > MAX_ANNOTATIONS {
+        let omitted = items.len() - MAX_ANNOTATIONS;
+        items.truncate(MAX_ANNOTATIONS);
+        items.push(format!("{omitted} more {kind} annotations omitted"));
+    }
+    items
+}
+
+/// A guess at the encoded size so large answers are written without reallocating.
+fn estimated_size(value: &promql::Value) -> usize {
+    const PER_POINT: usize = 24;
+    const PER_LABEL_BYTE_OVERHEAD: usize = 6;
+    let labels = |l: &storage::Labels| {
+        l.iter().map(|l| l.name.len() + l.value.len() + PER_LABEL_BYTE_OVERHEAD).sum::<usize>() + 32
+    };
+    let body = match value {
+        promql::Value::Vector(v) => v.iter().map(|s| labels(&s.labels) + PER_POINT).sum(),
+        promql::Value::Matrix(m) => m.iter().map(|s| labels(&s.labels) + s.points.len() * PER_POINT).sum(),
+        promql::Value::String { v, .. } => v.len() + PER_POINT,
+        promql::Value::Scalar { .. } => PER_POINT,
+    };
+    body + 256
+}
+
+/// Prometheus' `data.stats`: timings in seconds and sample counts. strata's engine reports
+/// preparation and evaluation times; sorting happens inside evaluation, so
+/// `resultSortTime` is 0.
+fn stats(out: &mut Vec<u8>, stats: &promql::QueryStats, timings: Timings) {
+    let secs = |out: &mut Vec<u8>, d: Duration| encode::json_number(out, d.as_secs_f64());
+    out.extend_from_slice(b"{\"timings\":{\"evalTotalTime\":");
+    secs(out, stats.prepare_time + stats.eval_time);
+    out.extend_from_slice(b",\"resultSortTime\":0,\"queryPreparationTime\":");
+    secs(out, stats.prepare_time);
+    out.extend_from_slice(b",\"innerEvalTime\":");
+    secs(out, stats.eval_time);
+    out.extend_from_slice(b",\"execQueueTime\":");
+    secs(out, timings.queued);
+    out.extend_from_slice(b",\"execTotalTime\":");
+    secs(out, timings.total);
+    out.extend_from_slice(b"},\"samples\":{\"totalQueryableSamples\":");
+    encode::integer(out, stats.samples_read);
+    out.extend_from_slice(b",\"peakSamples\":");
+    encode::integer(out, stats.peak_samples);
+    out.extend_from_slice(b"}}");
+}
+
+/// `GET|POST /api/v1/format_query`: the query pretty-printed as Prometheus' `Pretty(0)`.
+async fn format_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+    let text =
+        with_parsed_query(&state, &params, |expr| serde_json::Value::String(pretty::format(expr))).await?;
+    Ok(Success::new(text).into_response())
+}
+
+/// `GET|POST /api/v1/parse_query`: the syntax tree as the JSON Prometheus 3's UI reads.
+async fn parse_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+    let tree = with_parsed_query(&state, &params, ast_json::translate).await?;
+    Ok(Success::new(tree).into_response())
+}
+
+/// Parses the `query` parameter with the server's language features and applies `f` to the
+/// tree, on a thread with a large stack.
+async fn with_parsed_query<F>(state: &AppState, params: &Params, f: F) -> Result<serde_json::Value, ApiError>
+where
+    F: FnOnce(&Expr) -> serde_json::Value + Send + 'static,
+{
+    let query = params.get("query").unwrap_or_default().to_owned();
+    let engine = Engine::new(state.query().options().clone());
+    crate::api::blocking(move || {
+        let work = move || -> Result<serde_json::Value, ApiError> {
+            let expr = engine.parse(&query).map_err(|e| {
+                ApiError::BadData(format!("invalid parameter \"query\": {}", ApiError::from(e)))
+            })?;
+            Ok(f(&expr))
+        };
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("promql-parse".into())
+                .stack_size(PARSE_STACK_BYTES)
+                .spawn_scoped(scope, work)
+                .map_err(|e| ApiError::Internal(format!("cannot start parser thread: {e}")))?
+                .join()
+                .unwrap_or_else(|_| Err(ApiError::Internal("query parsing panicked".into())))
+        })
+    })
+    .await
+}

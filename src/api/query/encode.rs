@@ -1,0 +1,445 @@
+//! JSON for query results, written byte for byte as Prometheus writes it.
+//!
+//! A range query over many series can answer with millions of points, so results are written
+//! straight into a `Vec<u8>` (no `serde_json::Value` tree) with `itoa` for integers and `ryu` for
+//! the shortest round-trip digits of a float, laid out the way Go's `strconv.FormatFloat` does:
+//!
+//! - sample values are strings: `"1"`, `"0.1"`, `"NaN"`, `"+Inf"`, `"-Inf"`, `"-0"`, and
+//!   exponent notation only below 1e-6 and from 1e21 up (`"1e-07"`, `"1.5e+300"`), as
+//!   Prometheus' `jsonutil.MarshalFloat`;
+//! - timestamps are numbers of seconds with the milliseconds after a point, always three
+//!   digits of them (`1030.250`), and no point when there are none (`1030`), as
+//!   `jsonutil.MarshalTimestamp`;
+//! - strings are escaped as Go's `encoding/json` with HTML escaping (`<` is `\u003c`), which
+//!   is what Prometheus' jsoniter configuration produces;
+//! - plain JSON numbers (statistics) follow `encoding/json`'s float rules (`1.5e-7`).
+//!
+//! Scalars and strings are the exception: Prometheus marshals them with Go's `json.Marshal`,
+//! so their time is a plain JSON number (`1030.25`) and a scalar never uses an exponent.
+//!
+//! Golden answers captured from Prometheus 2.42 check all of this in the tests.
+
+use storage::Labels;
+
+/// Appends a sample value in Prometheus' notation, without quotes.
+pub fn sample_value(out: &mut Vec<u8>, v: f64) {
+    if v.is_nan() {
+        out.extend_from_slice(b"NaN");
+    } else if v == f64::INFINITY {
+        out.extend_from_slice(b"+Inf");
+    } else if v == f64::NEG_INFINITY {
+        out.extend_from_slice(b"-Inf");
+    } else {
+        go_float(out, v, ExponentDigits::AtLeastTwo);
+    }
+}
+
+/// Appends a finite float as a JSON number the way Go's `encoding/json` writes a `float64`
+/// (non-finite values, which JSON cannot hold, are written as 0).
+pub fn json_number(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        go_float(out, v, ExponentDigits::Minimal);
+    } else {
+        out.push(b'0');
+    }
+}
+
+/// Appends a float as Go's `strconv.FormatFloat(v, 'f', -1, 64)`: never an exponent, `NaN`,
+/// `+Inf`, `-Inf` (how `parse_query` writes number literals).
+pub fn fixed_float(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        go_float(out, v, ExponentDigits::Never);
+    } else {
+        sample_value(out, v);
+    }
+}
+
+/// Appends milliseconds as Prometheus' seconds: `1435781451.781`, `1030.250`, `-1.500`, `1030`.
+pub fn timestamp(out: &mut Vec<u8>, ms: i64) {
+    let mut ints = itoa::Buffer::new();
+    if ms < 0 {
+        out.push(b'-');
+    }
+    let abs = ms.unsigned_abs();
+    out.extend_from_slice(ints.format(abs / 1000).as_bytes());
+    let frac = abs % 1000;
+    if frac != 0 {
+        out.push(b'.');
+        out.push(b'0' + (frac / 100) as u8);
+        out.push(b'0' + (frac / 10 % 10) as u8);
+        out.push(b'0' + (frac % 10) as u8);
+    }
+}
+
+/// Appends an integer.
+pub fn integer(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends `s` as a quoted JSON string escaped like Go's `encoding/json` with HTML escaping.
+pub fn string(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let escape: Option<&[u8]> = match b {
+            b'"' => Some(b"\\\""),
+            b'\\' => Some(b"\\\\"),
+            b'\n' => Some(b"\\n"),
+            b'\r' => Some(b"\\r"),
+            b'\t' => Some(b"\\t"),
+            0..0x20 | b'<' | b'>' | b'&' => None,
+            // U+2028 and U+2029 (E2 80 A8/A9) break JavaScript parsers; Go escapes them.
+            0xE2 if bytes.get(i + 1) == Some(&0x80) && matches!(bytes.get(i + 2), Some(0xA8 | 0xA9)) => {
+                out.extend_from_slice(&bytes[start..i]);
+                out.extend_from_slice(if bytes[i + 2] == 0xA8 { b"\\u2028" } else { b"\\u2029" });
+                i += 3;
+                start = i;
+                continue;
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        match escape {
+            Some(e) => out.extend_from_slice(e),
+            None => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xF)],
+            ]),
+        }
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// Appends a label set as a JSON object in label order: `{"__name__":"up","job":"x"}`.
+pub fn labels(out: &mut Vec<u8>, labels: &Labels) {
+    out.push(b'{');
+    for (i, l) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        string(out, &l.name);
+        out.push(b':');
+        string(out, &l.value);
+    }
+    out.push(b'}');
+}
+
+/// Appends `[<timestamp>,"<value>"]`, one point of a vector or matrix.
+pub fn point(out: &mut Vec<u8>, t: i64, v: f64) {
+    out.push(b'[');
+    timestamp(out, t);
+    out.extend_from_slice(b",\"");
+    sample_value(out, v);
+    out.extend_from_slice(b"\"]");
+}
+
+/// Appends `"resultType":"...","result":...` for a query's value.
+pub fn result(out: &mut Vec<u8>, value: &promql::Value) {
+    use promql::Value;
+    match value {
+        // Prometheus marshals scalars and strings with Go's `json.Marshal` rather than its
+        // point encoder: the time is a plain float (`1030.25`), a scalar's value never uses
+        // an exponent.
+        Value::Scalar { t, v } => {
+            out.extend_from_slice(b"\"resultType\":\"scalar\",\"result\":[");
+            json_number(out, *t as f64 / 1000.0);
+            out.extend_from_slice(b",\"");
+            fixed_float(out, *v);
+            out.extend_from_slice(b"\"]");
+        }
+        Value::String { t, v } => {
+            out.extend_from_slice(b"\"resultType\":\"string\",\"result\":[");
+            json_number(out, *t as f64 / 1000.0);
+            out.push(b',');
+            string(out, v);
+            out.push(b']');
+        }
+        Value::Vector(samples) => {
+            out.extend_from_slice(b"\"resultType\":\"vector\",\"result\":[");
+            for (i, s) in samples.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"metric\":");
+                labels(out, &s.labels);
+                out.extend_from_slice(b",\"value\":");
+                point(out, s.t, s.v);
+                out.push(b'}');
+            }
+            out.push(b']');
+        }
+        Value::Matrix(series) => {
+            out.extend_from_slice(b"\"resultType\":\"matrix\",\"result\":[");
+            for (i, s) in series.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"metric\":");
+                labels(out, &s.labels);
+                out.extend_from_slice(b",\"values\":[");
+                for (j, p) in s.points.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    point(out, p.t, p.v);
+                }
+                out.extend_from_slice(b"]}");
+            }
+            out.push(b']');
+        }
+    }
+}
+
+/// Appends a JSON array of strings.
+pub fn string_array(out: &mut Vec<u8>, items: &[String]) {
+    out.push(b'[');
+    for (i, s) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        string(out, s);
+    }
+    out.push(b']');
+}
+
+/// Whether and how an exponent is written: `strconv.FormatFloat` writes at least two digits
+/// (`1e-07`), `encoding/json` trims that to the minimum (`1e-7`), `'f'` formatting never uses
+/// one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExponentDigits {
+    AtLeastTwo,
+    Minimal,
+    Never,
+}
+
+/// Go's shortest formatting of a finite float: `'f'` layout, or `'e'` layout below 1e-6 and
+/// from 1e21 up (the cut-offs both Prometheus and `encoding/json` use).
+fn go_float(out: &mut Vec<u8>, v: f64, exp_digits: ExponentDigits) {
+    if v == 0.0 {
+        out.extend_from_slice(if v.is_sign_negative() { b"-0" } else { b"0" });
+        return;
+    }
+    let mut buf = ryu::Buffer::new();
+    let formatted = buf.format_finite(v).as_bytes();
+    let abs = v.abs();
+    let scientific = exp_digits != ExponentDigits::Never && !(1e-6..1e21).contains(&abs);
+    // Fast path, most sample values: ryu wrote plain decimal digits, which is Go's 'f' layout
+    // except that ryu ends whole numbers in ".0".
+    if !scientific && !formatted.contains(&b'e') {
+        out.extend_from_slice(formatted.strip_suffix(b".0").unwrap_or(formatted));
+        return;
+    }
+    let mut digits = [0u8; 32];
+    let (len, point) = shortest_digits(formatted, &mut digits);
+    let digits = &digits[..len];
+    if v < 0.0 {
+        out.push(b'-');
+    }
+    if scientific {
+        out.push(digits[0]);
+        if digits.len() > 1 {
+            out.push(b'.');
+            out.extend_from_slice(&digits[1..]);
+        }
+        out.push(b'e');
+        let exp = point - 1;
+        out.push(if exp < 0 { b'-' } else { b'+' });
+        let e = exp.unsigned_abs();
+        if e < 10 && exp_digits == ExponentDigits::AtLeastTwo {
+            out.push(b'0');
+        }
+        integer(out, e);
+    } else if point <= 0 {
+        out.extend_from_slice(b"0.");
+        out.extend(std::iter::repeat_n(b'0', point.unsigned_abs() as usize));
+        out.extend_from_slice(digits);
+    } else {
+        let point = point as usize;
+        if point >= digits.len() {
+            out.extend_from_slice(digits);
+            out.extend(std::iter::repeat_n(b'0', point - digits.len()));
+        } else {
+            out.extend_from_slice(&digits[..point]);
+            out.push(b'.');
+            out.extend_from_slice(&digits[point..]);
+        }
+    }
+}
+
+/// Splits ryu's output (`"1.5e300"`, `"0.001"`, `"123.0"`, `"-1e-7"`) into its significant
+/// digits, written to `digits` without leading or trailing zeros, and the position of the
+/// decimal point relative to the first of them: the value is `0.<digits> * 10^point`.
+/// Returns the number of digits (at most 17, ryu's maximum) and the point.
+fn shortest_digits(formatted: &[u8], digits: &mut [u8; 32]) -> (usize, i32) {
+    let s = formatted.strip_prefix(b"-").unwrap_or(formatted);
+    let (mantissa, exp) = match s.iter().position(|b| *b == b'e' || *b == b'E') {
+        Some(i) => {
+            let exp = std::str::from_utf8(&s[i + 1..]).ok().and_then(|e| e.parse::<i32>().ok()).unwrap_or(0);
+            (&s[..i], exp)
+        }
+        None => (s, 0),
+    };
+    let int_len = mantissa.iter().position(|b| *b == b'.').unwrap_or(mantissa.len());
+    let mut len = 0;
+    let mut point = int_len as i32 + exp;
+    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
+        if len == 0 && b == b'0' {
+            // A leading zero moves the point, it is not a significant digit.
+            point -= 1;
+            continue;
+        }
+        if len < digits.len() {
+            digits[len] = b;
+            len += 1;
+        }
+    }
+    while len > 0 && digits[len - 1] == b'0' {
+        len -= 1;
+    }
+    if len == 0 {
+        // Only zero has no significant digits; callers handle zero before this.
+        digits[0] = b'0';
+        return (1, 1);
+    }
+    (len, point)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(v: f64) -> String {
+        let mut out = Vec::new();
+        sample_value(&mut out, v);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn number(v: f64) -> String {
+        let mut out = Vec::new();
+        json_number(&mut out, v);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn ts(ms: i64) -> String {
+        let mut out = Vec::new();
+        timestamp(&mut out, ms);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn quoted(s: &str) -> String {
+        let mut out = Vec::new();
+        string(&mut out, s);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Each pair was answered by Prometheus 2.42 (tests/golden/api) or is Go's
+    /// `strconv.FormatFloat(v, 'f'|'e', -1, 64)` output.
+    #[test]
+    fn sample_values_match_go() {
+        let cases: &[(f64, &str)] = &[
+            (1.0, "1"),
+            (0.1, "0.1"),
+            (123456.789, "123456.789"),
+            (-0.0, "-0"),
+            (0.0, "0"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+            (1e21, "1e+21"),
+            (1.5e300, "1.5e+300"),
+            (1e-7, "1e-07"),
+            (-2.5e-300, "-2.5e-300"),
+            (999999999999999900000.0, "999999999999999900000"),
+            (0.000001, "0.000001"),
+            (1234567890123456789.0, "1234567890123456800"),
+            (0.016666666666666666, "0.016666666666666666"),
+            (2057.611483333333, "2057.611483333333"),
+            (2.5e298, "2.5e+298"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (f64::MIN_POSITIVE, "2.2250738585072014e-308"),
+            (5e-324, "5e-324"),
+            (-1e100, "-1e+100"),
+            (100.0, "100"),
+            (1e20, "100000000000000000000"),
+            (12345678.0, "12345678"),
+            (-0.5, "-0.5"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(value(*v), *want, "{v:e}");
+        }
+    }
+
+    #[test]
+    fn json_numbers_match_encoding_json() {
+        assert_eq!(number(0.000233638), "0.000233638");
+        assert_eq!(number(1.7252e-5), "0.000017252");
+        assert_eq!(number(5e-7), "5e-7");
+        assert_eq!(number(1e21), "1e+21");
+        assert_eq!(number(0.0), "0");
+        assert_eq!(number(f64::NAN), "0");
+    }
+
+    #[test]
+    fn fixed_floats_never_use_an_exponent() {
+        let fixed = |v: f64| {
+            let mut out = Vec::new();
+            fixed_float(&mut out, v);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(fixed(1e21), "1000000000000000000000");
+        assert_eq!(fixed(1e-7), "0.0000001");
+        assert_eq!(fixed(f64::INFINITY), "+Inf");
+        assert_eq!(fixed(2.5), "2.5");
+    }
+
+    #[test]
+    fn timestamps_match_prometheus() {
+        assert_eq!(ts(1_030_000), "1030");
+        assert_eq!(ts(1_030_250), "1030.250");
+        assert_eq!(ts(1_030_500), "1030.500");
+        assert_eq!(ts(1_435_781_451_781), "1435781451.781");
+        assert_eq!(ts(-1500), "-1.500");
+        assert_eq!(ts(5), "0.005");
+        assert_eq!(ts(0), "0");
+        assert_eq!(ts(i64::MIN), "-9223372036854775.808");
+    }
+
+    #[test]
+    fn strings_are_escaped_like_go() {
+        assert_eq!(quoted("plain"), "\"plain\"");
+        assert_eq!(quoted("<a&b>\"q\"\\ \\u2028"), r#""\u003ca\u0026b\u003e\"q\"\\ \\u2028""#);
+        assert_eq!(quoted("a\u{2028}b\u{2029}"), r#""a\u2028b\u2029""#);
+        assert_eq!(quoted("\n\r\t\u{1}\u{1f}"), r#""\n\r\t\u0001\u001f""#);
+        assert_eq!(quoted("ünï €"), "\"ünï €\"");
+        assert_eq!(quoted(""), "\"\"");
+    }
+
+    proptest::proptest! {
+        /// Whatever the layout, the text reads back as the same float.
+        #[test]
+        fn values_round_trip(bits in proptest::prelude::any::<u64>()) {
+            let v = f64::from_bits(bits);
+            let text = value(v);
+            let back: f64 = match text.as_str() {
+                "+Inf" => f64::INFINITY,
+                "-Inf" => f64::NEG_INFINITY,
+                other => other.parse().unwrap(),
+            };
+            proptest::prop_assert!(back.to_bits() == v.to_bits() || (v.is_nan() && back.is_nan()), "{} -> {}", v, text);
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The server-wide side of PromQL evaluation: the engine options set by flags and the gate
+//! that bounds how many queries evaluate at once.
+//!
+//! Prometheus admits `--query.max-concurrency` queries and makes the rest wait in a queue
+//! (its "active query tracker"); the wait counts against the query's timeout, and a query
+//! whose time runs out while waiting fails with "query timed out in query queue". strata
+//! does the same with a semaphore, so a burst of dashboard loads queues up instead of
+//! oversubscribing the CPU.
+
+use std::time::{Duration, Instant};
+
+use promql::EngineOptions;
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+use crate::error::ApiError;
+
+/// Prometheus' default `--query.max-concurrency`.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 20;
+
+/// The query settings the server is started with (from the `--query.*` and `--enable-feature`
+/// flags).
+#[derive(Debug, Clone)]
+pub struct QueryConfig {
+    /// Engine options: timeout, sample limit, lookback delta, language features.
+    pub options: EngineOptions,
+    /// Most queries evaluating at once; more wait.
+    pub max_concurrency: usize,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        QueryConfig { options: EngineOptions::default(), max_concurrency: DEFAULT_MAX_CONCURRENCY }
+    }
+}
+
+/// Engine options plus the concurrency gate, shared by every query handler.
+#[derive(Debug)]
+pub struct QueryService {
+    options: EngineOptions,
+    gate: Semaphore,
+    max_concurrency: usize,
+}
+
+impl Default for QueryService {
+    fn default() -> Self {
+        QueryService::new(&QueryConfig::default())
+    }
+}
+
+/// One query's admission: the permit held while it evaluates and how long it waited for it.
+#[derive(Debug)]
+pub struct Admission<'a> {
+    _permit: SemaphorePermit<'a>,
+    /// Time spent waiting for a free slot (Prometheus' `execQueueTime`).
+    pub queued: Duration,
+}
+
+impl QueryService {
+    /// A service evaluating with `config.options`, at most `config.max_concurrency` queries at
+    /// a time (at least one).
+    pub fn new(config: &QueryConfig) -> Self {
+        let max_concurrency = config.max_concurrency.max(1);
+        QueryService {
+            options: config.options.clone(),
+            gate: Semaphore::new(max_concurrency),
+            max_concurrency,
+        }
+    }
+
+    /// The server's engine options (`--query.*` flags and enabled features).
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// How many queries may evaluate at once.
+    pub fn max_concurrency(&self) -> usize {
+        self.max_concurrency
+    }
+
+    /// Waits for a free evaluation slot until `deadline`.
+    pub async fn admit(&self, deadline: Instant) -> Result<Admission<'_>, ApiError> {
+        let started = Instant::now();
+        let timed_out = || ApiError::Timeout("query timed out in query queue".into());
+        if deadline <= started {
+            return Err(timed_out());
+        }
+        let permit = tokio::time::timeout_at(deadline.into(), self.gate.acquire())
+            .await
+            .map_err(|_| timed_out())?
+            // The semaphore is never closed.
+            .map_err(|_| ApiError::Unavailable("the query gate is closed; strata is stopping".into()))?;
+        Ok(Admission { _permit: permit, queued: started.elapsed() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn excess_queries_wait_and_time_out_in_the_queue() {
+        let service = QueryService::new(&QueryConfig { max_concurrency: 1, ..QueryConfig::default() });
+        let far = Instant::now() + Duration::from_secs(3600);
+        let first = service.admit(far).await.unwrap();
+        // The only slot is taken and stays taken: the second query gives up at its deadline.
+        let err = service.admit(Instant::now() + Duration::from_millis(20)).await.unwrap_err();
+        assert_eq!(err.error_type(), "timeout");
+        assert_eq!(err.to_string(), "query timed out in query queue");
+        drop(first);
+        assert!(service.admit(far).await.is_ok());
+    }
+
+    #[test]
+    fn at_least_one_query_is_admitted() {
+        assert_eq!(
+            QueryService::new(&QueryConfig { max_concurrency: 0, ..QueryConfig::default() })
+                .max_concurrency(),
+            1
+        );
+    }
+}

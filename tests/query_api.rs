@@ -1,0 +1,120 @@
+//! The query API of the real `strata` binary over real sockets: samples written with remote
+//! write come back through `/api/v1/query` and `/api/v1/query_range`, GET and form POST, and
+//! the status endpoints describe the running server.
+
+mod common;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::Strata;
+use remote::prw::{self, Version};
+use serde_json::{Value, json};
+use storage::{Batch, Labels, Sample};
+
+const V1_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "application/x-protobuf"),
+    ("Content-Encoding", "snappy"),
+    ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+];
+
+const FORM: [(&str, &str); 1] = [("Content-Type", "application/x-www-form-urlencoded")];
+
+/// Now, rounded down to a whole minute so step-aligned times are easy to write.
+fn minute_ms() -> i64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    now - now % 60_000
+}
+
+fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+#[test]
+fn remote_written_samples_come_back_through_the_query_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut strata = Strata::start_with(dir.path(), &["--query.lookback-delta=2m", "--retention=30d"]);
+    strata.wait_ready();
+
+    // Two series, one sample every 15 s for the last 10 minutes (t0 - 585 s ... t0).
+    let t0 = minute_ms();
+    let mut batch = Batch::new();
+    for instance in ["a:9100", "b:9100"] {
+        let labels = Labels::from_pairs(&[
+            ("__name__", "http_requests_total"),
+            ("instance", instance),
+            ("job", "api"),
+        ]);
+        let per_sample = if instance == "a:9100" { 1.0 } else { 2.0 };
+        let samples =
+            (0..40).map(|i| Sample::new(t0 - 585_000 + i * 15_000, per_sample * i as f64)).collect();
+        batch.push(labels, samples);
+    }
+    let reply = strata.post("/api/v1/write", &V1_HEADERS, &prw::encode(Version::V1, &batch, &[]));
+    assert_eq!(reply.status, 204, "{}", reply.body);
+
+    let secs = |ms: i64| format!("{}", ms / 1000);
+
+    // Instant query, GET.
+    let reply = strata.get(&format!("/api/v1/query?query=http_requests_total&time={}", secs(t0)));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.content_type.as_deref(), Some("application/json"));
+    let body = json(&reply.body);
+    assert_eq!(body["status"], "success");
+    assert_eq!(body["data"]["resultType"], "vector");
+    let result = body["data"]["result"].as_array().unwrap();
+    assert_eq!(result.len(), 2, "{}", reply.body);
+    assert_eq!(
+        result[0],
+        json!({"metric": {"__name__": "http_requests_total", "instance": "a:9100", "job": "api"},
+               "value": [t0 / 1000, "39"]})
+    );
+    assert_eq!(result[1]["value"], json!([t0 / 1000, "78"]));
+
+    // The same as a form POST, aggregated, as Grafana sends it.
+    let form = format!("query=sum(rate(http_requests_total%5B1m%5D))&time={}", secs(t0));
+    let reply = strata.post("/api/v1/query", &FORM, form.as_bytes());
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let body = json(&reply.body);
+    assert_eq!(body["data"]["result"][0]["value"][0], json!(t0 / 1000), "{}", reply.body);
+    // a grows by 1 and b by 2 every 15 s: 3/15 per second together.
+    let rate: f64 = body["data"]["result"][0]["value"][1].as_str().unwrap().parse().unwrap();
+    assert!((rate - 0.2).abs() < 1e-9, "{}", reply.body);
+
+    // Range query over the last 5 minutes at 1m steps: 6 points per series.
+    let form = format!(
+        "query=http_requests_total%7Binstance%3D%22b%3A9100%22%7D&start={}&end={}&step=60",
+        secs(t0 - 300_000),
+        secs(t0)
+    );
+    let reply = strata.post("/api/v1/query_range", &FORM, form.as_bytes());
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let body = json(&reply.body);
+    assert_eq!(body["data"]["resultType"], "matrix");
+    let values = body["data"]["result"][0]["values"].as_array().unwrap();
+    assert_eq!(values.len(), 6, "{}", reply.body);
+    assert_eq!(values[5], json!([t0 / 1000, "78"]));
+    assert_eq!(values[0], json!([(t0 - 300_000) / 1000, "38"]));
+
+    // The flag's lookback delta applies: 3 minutes after the last sample nothing is current.
+    let reply = strata.get(&format!("/api/v1/query?query=http_requests_total&time={}", secs(t0 + 180_000)));
+    assert_eq!(json(&reply.body)["data"]["result"], json!([]), "{}", reply.body);
+
+    // A malformed query is a 400 with Prometheus' envelope.
+    let reply = strata.get("/api/v1/query?query=sum(");
+    assert_eq!(reply.status, 400);
+    assert_eq!(json(&reply.body)["errorType"], "bad_data");
+
+    // The status endpoints describe this server.
+    let flags = json(&strata.get("/api/v1/status/flags").body);
+    assert_eq!(flags["data"]["query.lookback-delta"], "2m");
+    assert_eq!(flags["data"]["retention"], "30d");
+    assert_eq!(flags["data"]["listen"], "127.0.0.1:0");
+    let runtime = json(&strata.get("/api/v1/status/runtimeinfo").body);
+    assert_eq!(runtime["data"]["storageRetention"], "30d");
+    let build = json(&strata.get("/api/v1/status/buildinfo").body);
+    assert!(build["data"]["version"].as_str().unwrap().starts_with("3."));
+    let config = json(&strata.get("/api/v1/status/config").body);
+    assert!(config["data"]["yaml"].as_str().unwrap().contains("query.lookback-delta: \"2m\""));
+
+    assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());
+}

@@ -1,0 +1,590 @@
+//! Remote read and the admin API of the real `strata` binary, end to end:
+//!
+//! * Debian's `prometheus` 2.42, configured with strata as `remote_read` storage and holding no
+//!   data of its own, answers PromQL over data that only strata holds.
+//! * Both remote-read answer types over real HTTP, decoded by the `remote` crate's client half,
+//!   bit-exact (stale markers and NaN payloads included).
+//! * Our XOR chunk encoder against Prometheus' own: chunks Prometheus wrote to its TSDB decode
+//!   to the samples we sent, and re-encoding those samples gives the same bytes.
+//! * Admin: delete_series hides data, a snapshot starts as a second strata with the same data.
+//!
+//! The Prometheus tests are skipped, with a message, when `prometheus` is not installed and
+//! `CI` is not set; under CI its absence is a failure (`.ci/run` installs it).
+
+mod common;
+
+use std::fs::File;
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::Strata;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use remote::prw::{self, Version};
+use remote::read::proto::{
+    LabelMatcher, MATCH_RE, Query, RESPONSE_SAMPLES, RESPONSE_STREAMED_XOR_CHUNKS, ReadRequest,
+};
+use storage::{Batch, Labels, STALE_NAN_BITS, Sample};
+
+/// Bound on waiting for an event (a process ready). Not a performance bound.
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// Series with their samples as (ms, value bits), labels as sorted pairs.
+type Flat = Vec<(Vec<(String, String)>, Vec<(i64, u64)>)>;
+
+const V1_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "application/x-protobuf"),
+    ("Content-Encoding", "snappy"),
+    ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+];
+
+#[test]
+fn prometheus_queries_data_only_strata_holds() {
+    let Some(prometheus) = prometheus_binary("prometheus_queries_data_only_strata_holds") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Debug logging of the remote-read handler records which answer type Prometheus chose.
+    let mut strata =
+        Strata::start_with(&dir.path().join("strata"), &["--log-level", "info,strata::api::read=debug"]);
+    strata.wait_ready();
+
+    // Whole seconds, 15 s apart, ending 30 s ago: Prometheus' JSON shows them exactly.
+    let end = now_ms() / 1000 * 1000 - 30_000;
+    let written = fixture(end);
+    let reply = strata.post("/api/v1/write", &V1_HEADERS, &prw::encode(Version::V1, &batch(&written), &[]));
+    assert_eq!(reply.status, 204, "{}", reply.body);
+
+    // Direct remote reads first: both answer types, all of time, bit-exact.
+    let all = vec![query(i64::MIN, i64::MAX, vec![matcher(MATCH_RE, "__name__", "strata_only_.+")])];
+    let sampled = remote_read(&strata, &all, &[RESPONSE_SAMPLES]);
+    let streamed = remote_read(&strata, &all, &[RESPONSE_STREAMED_XOR_CHUNKS, RESPONSE_SAMPLES]);
+    assert_eq!(sampled, vec![flat(&written)]);
+    assert_eq!(streamed, sampled);
+
+    let prom = PrometheusProcess::start(
+        &prometheus,
+        dir.path(),
+        &format!("remote_read:\n  - url: {}\n    read_recent: true\n", strata.url("/api/v1/read")),
+        &[],
+    );
+
+    // An instant query: the series whose last sample is a stale marker is gone, as in Prometheus.
+    let instant = prom.query(&[("query", "strata_only_metric"), ("time", &secs(end))]);
+    let result = instant["data"]["result"].as_array().unwrap();
+    assert_eq!(result.len(), 1, "{instant}");
+    assert_eq!(result[0]["metric"]["series"], "plain");
+    assert_eq!(result[0]["value"][1], "58.5");
+
+    // A range selector returns the raw samples, NaN included and stale markers hidden.
+    let range = prom.query(&[("query", "strata_only_metric[1h]"), ("time", &secs(end))]);
+    let mut got = prometheus_matrix(&range);
+    got.sort();
+    let mut expected = flat(&written);
+    for (_, samples) in &mut expected {
+        samples.retain(|(_, bits)| *bits != STALE_NAN_BITS);
+        // The JSON API writes every NaN as "NaN".
+        for (_, bits) in samples.iter_mut() {
+            if f64::from_bits(*bits).is_nan() {
+                *bits = f64::NAN.to_bits();
+            }
+        }
+    }
+    assert_eq!(got, expected);
+
+    // PromQL over the remote data: evaluated by Prometheus on what strata sent.
+    let sum = prom.query(&[
+        ("query", "sum(count_over_time(strata_only_metric{series=\"plain\"}[1h]))"),
+        ("time", &secs(end)),
+    ]);
+    assert_eq!(sum["data"]["result"][0]["value"][1], "40");
+
+    let types: Vec<String> = strata
+        .log()
+        .lines()
+        .filter(|l| l.contains("remote read") && l.contains("response_type"))
+        .filter_map(|l| {
+            l.split("response_type=").nth(1).map(|t| t.split_whitespace().next().unwrap_or("").to_owned())
+        })
+        .collect();
+    // The first two are the direct reads above; the rest came from Prometheus. 2.42's client
+    // sends no accepted_response_types, which means SAMPLES (streamed chunks reached
+    // Prometheus' client only later); the streamed answer is checked above and against
+    // Prometheus' own chunk encoding in `xor_chunks_are_byte_identical_to_prometheus_own`.
+    let from_prometheus = types.get(2..).unwrap_or_default();
+    assert!(!from_prometheus.is_empty(), "Prometheus never called strata; log:\n{}", strata.log());
+    let _ =
+        writeln!(std::io::stderr(), "Prometheus' remote-read requests were answered as {from_prometheus:?}");
+}
+
+#[test]
+fn xor_chunks_are_byte_identical_to_prometheus_own() {
+    let Some(prometheus) = prometheus_binary("xor_chunks_are_byte_identical_to_prometheus_own") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prom = PrometheusProcess::start(
+        &prometheus,
+        dir.path(),
+        "",
+        &["--web.enable-remote-write-receiver", "--web.enable-admin-api"],
+    );
+    // Irregular timestamps (every delta-of-delta width) and special values, 300 samples so
+    // Prometheus cuts several chunks.
+    let t0 = now_ms() - 3_600_000;
+    let specials =
+        [f64::from_bits(STALE_NAN_BITS), f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0, 1e-300];
+    let gaps = [15_000, 15_000, 15_001, 23_192, 15_000, 80_000, 1, 600_000, 7, 300_000, 14_999];
+    let mut t = t0;
+    let samples: Vec<Sample> = (0..300)
+        .map(|i| {
+            // Full gaps once (deltas of deltas up to 64 bits), then denser (more per chunk).
+            let divisor = match i {
+                0..=10 => 1,
+                11..=99 => 10,
+                _ => 100,
+            };
+            t += (gaps[i % gaps.len()] / divisor).max(1);
+            let v =
+                if i % 13 == 5 { specials[i / 13 % specials.len()] } else { (i as f64 * 0.37).sin() * 1e3 };
+            Sample::new(t, v)
+        })
+        .collect();
+    let labels = Labels::from_pairs(&[("__name__", "xor_check"), ("job", "golden")]);
+    let mut batch = Batch::new();
+    batch.push(labels, samples.clone());
+    let agent = agent();
+    let mut response = agent
+        .post(format!("{}/api/v1/write", prom.url))
+        .header("Content-Type", "application/x-protobuf")
+        .header("Content-Encoding", "snappy")
+        .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+        .send(&prw::encode(Version::V1, &batch, &[])[..])
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        204,
+        "{}",
+        response.body_mut().read_to_string().unwrap_or_default()
+    );
+
+    // A snapshot with the head writes it as a block whose chunks file we can read.
+    let snapshot = prom.post_json("/api/v1/admin/tsdb/snapshot");
+    let name = snapshot["data"]["name"].as_str().unwrap();
+    let snapshot_dir = prom.data.join("snapshots").join(name);
+    let chunk_files: Vec<PathBuf> = walk(&snapshot_dir)
+        .into_iter()
+        .filter(|p| p.parent().is_some_and(|d| d.ends_with("chunks")))
+        .collect();
+    assert_eq!(chunk_files.len(), 1, "{chunk_files:?}");
+    let chunks = prometheus_chunks(&std::fs::read(&chunk_files[0]).unwrap());
+    // Prometheus 2.42 cuts head chunks by predicted time, at 240 samples at the latest.
+    assert!(chunks.len() >= 2, "300 samples make at least 2 chunks, got {}", chunks.len());
+
+    let mut decoded = Vec::new();
+    for data in &chunks {
+        let part = remote::read::xor::decode(data).unwrap();
+        let mut encoder = remote::read::xor::XorEncoder::new();
+        for s in &part {
+            encoder.append(s.t, s.v);
+        }
+        assert_eq!(
+            &encoder.finish(),
+            data,
+            "our encoding of {} samples differs from Prometheus'",
+            part.len()
+        );
+        decoded.extend(part);
+    }
+    let bits = |v: &[Sample]| v.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>();
+    assert_eq!(bits(&decoded), bits(&samples));
+}
+
+#[test]
+fn admin_delete_and_snapshot_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("strata");
+    let mut strata = Strata::start_with(&data, &["--web.enable-admin-api"]);
+    strata.wait_ready();
+    let end = now_ms() / 1000 * 1000 - 30_000;
+    let written = fixture(end);
+    let reply = strata.post("/api/v1/write", &V1_HEADERS, &prw::encode(Version::V1, &batch(&written), &[]));
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    let all = vec![query(i64::MIN, i64::MAX, vec![matcher(MATCH_RE, "__name__", ".+")])];
+
+    // Delete one series entirely; a form POST as Prometheus' docs show it.
+    let form = [("Content-Type", "application/x-www-form-urlencoded")];
+    let reply = strata.post(
+        "/api/v1/admin/tsdb/delete_series",
+        &form,
+        b"match%5B%5D=strata_only_metric%7Bseries%3D%22stale%22%7D",
+    );
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    let remaining: Flat =
+        flat(&written).into_iter().filter(|(l, _)| !l.contains(&("series".into(), "stale".into()))).collect();
+    assert_eq!(remote_read(&strata, &all, &[RESPONSE_SAMPLES]), vec![remaining.clone()]);
+
+    let reply = strata.post("/api/v1/admin/tsdb/snapshot", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let json: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+    let snapshot_dir = data.join("snapshots").join(json["data"]["name"].as_str().unwrap());
+    let reply = strata.post("/api/v1/admin/tsdb/clean_tombstones", &[], b"");
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert_eq!(remote_read(&strata, &all, &[RESPONSE_STREAMED_XOR_CHUNKS]), vec![remaining.clone()]);
+
+    // A second strata on the snapshot serves the same series and samples.
+    let mut second = Strata::start(&snapshot_dir);
+    second.wait_ready();
+    assert_eq!(remote_read(&second, &all, &[RESPONSE_SAMPLES]), vec![remaining.clone()]);
+    assert_eq!(remote_read(&second, &all, &[RESPONSE_STREAMED_XOR_CHUNKS]), vec![remaining]);
+    assert_eq!(second.terminate().code(), Some(0), "{}", second.log());
+    assert_eq!(strata.terminate().code(), Some(0), "{}", strata.log());
+
+    // Without --web.enable-admin-api the endpoints answer as Prometheus' do.
+    let mut plain = Strata::start(&dir.path().join("plain"));
+    plain.wait_ready();
+    let reply = plain.post("/api/v1/admin/tsdb/snapshot", &[], b"");
+    assert_eq!(reply.status, 503);
+    let json: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"status": "error", "errorType": "unavailable", "error": "admin APIs disabled"})
+    );
+}
+
+/// Throughput of both answer types on a larger read (1,000 series × 7,200 samples: a day at 12 s).
+/// Prints what it measured; behind `STRATA_SLOW_TESTS=1`, meaningful with `--release`.
+#[test]
+fn remote_read_throughput() {
+    if std::env::var("STRATA_SLOW_TESTS").map_or(true, |v| v != "1") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut strata = Strata::start(&dir.path().join("strata"));
+    strata.wait_ready();
+    let (series, per_series) = (1_000, 7_200);
+    let end = now_ms() / 1000 * 1000 - 60_000;
+    for chunk in 0..10 {
+        let mut batch = Batch::new();
+        for s in chunk * series / 10..(chunk + 1) * series / 10 {
+            let labels = Labels::from_pairs(&[("__name__", "load"), ("instance", &format!("host-{s:04}"))]);
+            let samples = (0..per_series)
+                .map(|i| Sample::new(end - (per_series - 1 - i) * 12_000, (i % 100) as f64 + s as f64 * 0.25))
+                .collect();
+            batch.push(labels, samples);
+        }
+        let reply = strata.post("/api/v1/write", &V1_HEADERS, &prw::encode(Version::V1, &batch, &[]));
+        assert_eq!(reply.status, 204, "{}", reply.body);
+    }
+    let queries = vec![query(i64::MIN, i64::MAX, vec![matcher(MATCH_RE, "__name__", "load")])];
+    for types in [&[RESPONSE_SAMPLES][..], &[RESPONSE_STREAMED_XOR_CHUNKS][..]] {
+        let started = Instant::now();
+        let body = remote::read::encode_request(&ReadRequest {
+            queries: queries.clone(),
+            accepted_response_types: types.to_vec(),
+        })
+        .unwrap();
+        let mut response = agent().post(strata.url("/api/v1/read")).send(&body[..]).unwrap();
+        let bytes = response.body_mut().with_config().limit(1 << 32).read_to_vec().unwrap();
+        let elapsed = started.elapsed();
+        let decoded: usize = remote_read(&strata, &queries, types)[0].iter().map(|(_, s)| s.len()).sum();
+        assert_eq!(decoded, (series * per_series) as usize);
+        let _ = writeln!(
+            std::io::stderr(),
+            "{types:?}: {decoded} samples, {} bytes on the wire ({:.2} B/sample), {elapsed:?} ({:.1} M samples/s)",
+            bytes.len(),
+            bytes.len() as f64 / decoded as f64,
+            decoded as f64 / elapsed.as_secs_f64() / 1e6
+        );
+    }
+}
+
+/// `strata_only_metric` in two series over the 10 minutes before `end`: one plain (40 samples,
+/// the last 58.5, one NaN), one ending in a stale marker.
+fn fixture(end: i64) -> Vec<(Labels, Vec<Sample>)> {
+    let series = |name: &str| {
+        Labels::from_pairs(&[("__name__", "strata_only_metric"), ("job", "e2e"), ("series", name)])
+    };
+    let mut plain: Vec<Sample> =
+        (0..40).map(|i| Sample::new(end - (39 - i) * 15_000, i as f64 * 1.5)).collect();
+    plain[7].v = f64::NAN;
+    let mut stale: Vec<Sample> = (0..10).map(|i| Sample::new(end - (9 - i) * 15_000, -(i as f64))).collect();
+    stale[9].v = f64::from_bits(STALE_NAN_BITS);
+    vec![(series("plain"), plain), (series("stale"), stale)]
+}
+
+fn batch(series: &[(Labels, Vec<Sample>)]) -> Batch {
+    let mut batch = Batch::new();
+    for (labels, samples) in series {
+        batch.push(labels.clone(), samples.clone());
+    }
+    batch
+}
+
+fn flat(series: &[(Labels, Vec<Sample>)]) -> Flat {
+    let mut out: Flat = series
+        .iter()
+        .map(|(l, s)| {
+            let labels = l.iter().map(|x| (x.name.to_string(), x.value.to_string())).collect();
+            (labels, s.iter().map(|x| (x.t, x.v.to_bits())).collect())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn matcher(r#type: i32, name: &str, value: &str) -> LabelMatcher {
+    LabelMatcher { r#type, name: name.into(), value: value.into() }
+}
+
+fn query(start: i64, end: i64, matchers: Vec<LabelMatcher>) -> Query {
+    Query { start_timestamp_ms: start, end_timestamp_ms: end, matchers, hints: None }
+}
+
+/// A remote read over HTTP, answer decoded per its Content-Type; one `Flat` per query.
+fn remote_read(strata: &Strata, queries: &[Query], types: &[i32]) -> Vec<Flat> {
+    let request = ReadRequest { queries: queries.to_vec(), accepted_response_types: types.to_vec() };
+    let body = remote::read::encode_request(&request).unwrap();
+    let mut response = agent()
+        .post(strata.url("/api/v1/read"))
+        .header("Content-Type", "application/x-protobuf")
+        .header("Content-Encoding", "snappy")
+        .header("X-Prometheus-Remote-Read-Version", "0.1.0")
+        .send(&body[..])
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let content_type = response.headers().get("content-type").unwrap().to_str().unwrap().to_owned();
+    let bytes = response.body_mut().with_config().limit(1 << 30).read_to_vec().unwrap();
+    let labels = |ls: &[remote::read::proto::Label]| -> Vec<(String, String)> {
+        ls.iter().map(|l| (l.name.clone(), l.value.clone())).collect()
+    };
+    let mut out: Vec<Flat> = vec![Vec::new(); queries.len()];
+    if content_type == remote::read::STREAMED_CONTENT_TYPE {
+        for frame in remote::read::decode_chunked_body(&bytes, 1 << 22).unwrap() {
+            for series in frame.chunked_series {
+                let mut samples = Vec::new();
+                for chunk in &series.chunks {
+                    let decoded = remote::read::xor::decode(&chunk.data).unwrap();
+                    samples.extend(decoded.iter().map(|s| (s.t, s.v.to_bits())));
+                }
+                out[frame.query_index as usize].push((labels(&series.labels), samples));
+            }
+        }
+    } else {
+        assert_eq!(content_type, "application/x-protobuf");
+        let response = remote::read::decode_samples_response(&bytes).unwrap();
+        for (i, result) in response.results.iter().enumerate() {
+            for ts in &result.timeseries {
+                out[i].push((
+                    labels(&ts.labels),
+                    ts.samples.iter().map(|s| (s.timestamp, s.value_bits)).collect(),
+                ));
+            }
+        }
+    }
+    for result in &mut out {
+        result.sort();
+    }
+    out
+}
+
+/// Prometheus' matrix answer as `Flat`, values parsed back to bits.
+fn prometheus_matrix(answer: &serde_json::Value) -> Flat {
+    assert_eq!(answer["data"]["resultType"], "matrix", "{answer}");
+    answer["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|series| {
+            let mut labels: Vec<(String, String)> = series["metric"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                .collect();
+            labels.sort();
+            let samples = series["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|pair| {
+                    let ms = (pair[0].as_f64().unwrap() * 1000.0).round() as i64;
+                    let value: f64 = match pair[1].as_str().unwrap() {
+                        "NaN" => f64::NAN,
+                        "+Inf" => f64::INFINITY,
+                        "-Inf" => f64::NEG_INFINITY,
+                        other => other.parse().unwrap(),
+                    };
+                    (ms, value.to_bits())
+                })
+                .collect();
+            (labels, samples)
+        })
+        .collect()
+}
+
+/// The `data` of every chunk in a Prometheus block chunks file (tsdb/docs/format/chunks.md):
+/// an 8-byte header (magic 0x85BD40DD, version, padding), then per chunk
+/// `len <uvarint> | encoding <1 byte> | data <len bytes> | CRC32C <4 bytes>`.
+fn prometheus_chunks(file: &[u8]) -> Vec<Vec<u8>> {
+    assert_eq!(&file[..4], &[0x85, 0xBD, 0x40, 0xDD], "chunks file magic");
+    let mut rest = &file[8..];
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let len = read_uvarint(&mut rest) as usize;
+        let (encoding, body) = rest.split_first().unwrap();
+        assert_eq!(*encoding, 1, "XOR");
+        let (data, tail) = body.split_at(len);
+        let crc = u32::from_be_bytes(tail[..4].try_into().unwrap());
+        assert_eq!(crc, crc32c::crc32c(&[&[*encoding][..], data].concat()), "chunk CRC");
+        out.push(data.to_vec());
+        rest = &tail[4..];
+    }
+    out
+}
+
+/// Go's `binary.Uvarint` over the front of `bytes`, advancing past it.
+fn read_uvarint(bytes: &mut &[u8]) -> u64 {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (byte, rest) = bytes.split_first().unwrap();
+        *bytes = rest;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    value
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).build().into()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// Unix seconds as Prometheus' API takes them.
+fn secs(ms: i64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// `prometheus` from PATH, or `None` (after saying so) when it is missing outside CI.
+fn prometheus_binary(test: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let found = std::env::split_paths(&path).map(|dir| dir.join("prometheus")).find(|c| c.is_file());
+    if found.is_none() {
+        let message =
+            "prometheus must be on PATH for this test (Debian package `prometheus`; .ci/run installs it)";
+        if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0") {
+            panic!("{message}");
+        }
+        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {message}");
+    }
+    found
+}
+
+/// A running Prometheus with its own data directory, log file and ephemeral port; killed on
+/// drop.
+struct PrometheusProcess {
+    child: Child,
+    url: String,
+    data: PathBuf,
+    log: PathBuf,
+    agent: ureq::Agent,
+}
+
+impl PrometheusProcess {
+    /// Starts Prometheus with `extra_config` appended to a config without scrape jobs, and
+    /// waits until it is ready.
+    fn start(binary: &Path, dir: &Path, extra_config: &str, flags: &[&str]) -> PrometheusProcess {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let config = dir.join("prometheus.yml");
+        std::fs::write(&config, format!("global:\n  scrape_interval: 1m\n{extra_config}")).unwrap();
+        let data = dir.join("prometheus-data");
+        let log = dir.join("prometheus.log");
+        let out = File::create(&log).unwrap();
+        let err = out.try_clone().unwrap();
+        let mut args = vec![
+            format!("--config.file={}", config.display()),
+            format!("--storage.tsdb.path={}", data.display()),
+            format!("--web.listen-address=127.0.0.1:{port}"),
+        ];
+        args.extend(flags.iter().map(|f| (*f).to_owned()));
+        let child = Command::new(binary)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let prom =
+            PrometheusProcess { child, url: format!("http://127.0.0.1:{port}"), data, log, agent: agent() };
+        let deadline = Instant::now() + HANG_GUARD;
+        loop {
+            let ready =
+                prom.agent.get(format!("{}/-/ready", prom.url)).call().is_ok_and(|r| r.status() == 200);
+            if ready {
+                return prom;
+            }
+            assert!(Instant::now() < deadline, "Prometheus did not become ready; log:\n{}", prom.log_text());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET /api/v1/query` with `params`; the answer must be a success.
+    fn query(&self, params: &[(&str, &str)]) -> serde_json::Value {
+        let mut request = self.agent.get(format!("{}/api/v1/query", self.url));
+        for (name, value) in params {
+            request = request.query(*name, *value);
+        }
+        let text = request.call().unwrap().body_mut().read_to_string().unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["status"], "success", "{text}; log:\n{}", self.log_text());
+        json
+    }
+
+    /// `POST path` with an empty body; the answer must be a success.
+    fn post_json(&self, path: &str) -> serde_json::Value {
+        let text = self
+            .agent
+            .post(format!("{}{path}", self.url))
+            .send_empty()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["status"], "success", "{text}");
+        json
+    }
+}
+
+impl Drop for PrometheusProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(0));
+            let _ = kill(pid, Signal::SIGTERM);
+            let _ = self.child.wait();
+        }
+    }
+}
