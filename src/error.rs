@@ -148,12 +148,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({
-            "status": "error",
-            "errorType": self.error_type(),
-            "error": self.public_message(),
-        });
-        self.respond(Json(body))
+        // Written by hand to keep Prometheus' member order (a `serde_json::Value` map sorts
+        // its keys); the message is escaped by serde_json.
+        let message = serde_json::Value::String(self.public_message());
+        let body = format!(r#"{{"status":"error","errorType":"{}","error":{message}}}"#, self.error_type());
+        self.respond(([(axum::http::header::CONTENT_TYPE, "application/json")], body))
     }
 }
 
@@ -238,6 +237,9 @@ mod tests {
             body,
             serde_json::json!({"status": "error", "errorType": "bad_data", "error": "invalid parameter \"step\""})
         );
+        let response = ApiError::BadData("a \"quoted\" word".into()).into_response();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        assert_eq!(&bytes[..], br#"{"status":"error","errorType":"bad_data","error":"a \"quoted\" word"}"#);
     }
 
     #[tokio::test]

@@ -87,7 +87,7 @@ fn wal_sync_batch_is_per_batch() {
 #[test]
 fn bad_values_are_refused_with_a_reason() {
     let cases = [
-        ("--retention", "15x", "unknown unit"),
+        ("--retention", "15x", "write e.g. 15d"),
         ("--retention", "0", "greater than 0"),
         ("--partition-duration", "1.5d", "invalid duration"),
         ("--ooo-window", "-1h", "invalid duration"),

@@ -13,7 +13,8 @@ fn number(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v == f64::INFINITY {
-        "Inf".into()
+        // Go's strconv.FormatFloat(v, 'f', -1, 64), which Prometheus prints numbers with.
+        "+Inf".into()
     } else if v == f64::NEG_INFINITY {
         "-Inf".into()
     } else {
@@ -93,7 +94,9 @@ fn selector_body(f: &mut Formatter<'_>, vs: &VectorSelector) -> fmt::Result {
         matchers.push(format!("{name}{op}{}", go_quote(&m.value)));
     }
     if !matchers.is_empty() || !name_outside {
-        write!(f, "{{{}}}", matchers.join(", "))?;
+        // Sorted and joined by a bare comma, as Prometheus' VectorSelector.String().
+        matchers.sort_unstable();
+        write!(f, "{{{}}}", matchers.join(","))?;
     }
     Ok(())
 }

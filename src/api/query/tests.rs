@@ -373,6 +373,11 @@ async fn format_query_prettifies_as_prometheus() {
             "max_over_time((rate(some_really_long_metric_name_that_goes_on_and_on_total{label_one=\"value_one\"}[5m]) * on (instance) group_left (node) node_info)[1h:5m] offset 1d)",
             "max_over_time(\n  (\n      rate(some_really_long_metric_name_that_goes_on_and_on_total{label_one=\"value_one\"}[5m])\n    * on (instance) group_left (node)\n      node_info\n  )[1h:5m] offset 1d\n)",
         ),
+        // Matchers sorted and joined by a bare comma; infinities signed (Prometheus 2.42 too).
+        ("up{job=\"a\",instance=\"b\"}", "up{instance=\"b\",job=\"a\"}"),
+        ("{__name__=~\"a.*\",job=\"x\"}", "{__name__=~\"a.*\",job=\"x\"}"),
+        ("x > +Inf", "x > +Inf"),
+        ("x > -Inf", "x > -Inf"),
     ];
     for (query, want) in cases {
         let answer = post_form(
