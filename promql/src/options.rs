@@ -36,6 +36,12 @@ pub struct EngineOptions {
     /// Use the `__type__` label to decide whether `rate()` input looks like a counter
     /// (`--enable-feature=type-and-unit-labels`).
     pub type_and_unit_labels: bool,
+    /// Read samples' start timestamps (created timestamps) where the storage has them:
+    /// `rate`, `increase`, `irate` and `resets` then also see counter resets that the values
+    /// hide, `rate`/`increase` count from zero at a start inside the range instead of
+    /// extrapolating, and `start_timestamp()` returns them (Prometheus' engine option
+    /// `UseStartTimestamps`, off by default).
+    pub use_start_timestamps: bool,
 }
 
 impl Default for EngineOptions {
@@ -53,6 +59,7 @@ impl Default for EngineOptions {
             binop_fill_modifiers: false,
             delayed_name_removal: false,
             type_and_unit_labels: false,
+            use_start_timestamps: false,
         }
     }
 }

@@ -5,13 +5,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::Result;
 use crate::matcher::{Matcher, matches_all};
-use crate::query::{Querier, SeriesRef, check_selective};
+use crate::query::{Querier, SeriesRef, StartTimestamp, check_selective};
 use crate::types::{Labels, Sample};
 
-/// Series -> time -> value; last write wins per timestamp.
+/// One stored sample: its value and its start timestamp (0 = unknown).
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    v: f64,
+    st: i64,
+}
+
+/// Series -> time -> value (with an optional start timestamp); last write wins per timestamp.
 #[derive(Debug, Default, Clone)]
 pub struct MemStore {
-    series: BTreeMap<Labels, BTreeMap<i64, f64>>,
+    series: BTreeMap<Labels, BTreeMap<i64, Point>>,
 }
 
 impl MemStore {
@@ -20,11 +27,24 @@ impl MemStore {
         MemStore::default()
     }
 
-    /// Adds samples to a series (creating it), overwriting equal timestamps.
+    /// Adds samples to a series (creating it), overwriting equal timestamps. The samples have
+    /// no start timestamp (one written earlier at the same timestamp is replaced too).
     pub fn append(&mut self, labels: &Labels, samples: &[Sample]) {
+        self.append_with_start_timestamps(labels, samples, &[]);
+    }
+
+    /// Like [`MemStore::append`], with the start timestamp of each sample: `start_timestamps[i]`
+    /// belongs to `samples[i]`; 0, or a missing entry, means unknown.
+    pub fn append_with_start_timestamps(
+        &mut self,
+        labels: &Labels,
+        samples: &[Sample],
+        start_timestamps: &[i64],
+    ) {
         let s = self.series.entry(labels.clone()).or_default();
-        for x in samples {
-            s.insert(x.t, x.v);
+        for (i, x) in samples.iter().enumerate() {
+            let st = start_timestamps.get(i).copied().unwrap_or(0);
+            s.insert(x.t, Point { v: x.v, st });
         }
     }
 
@@ -50,7 +70,7 @@ impl MemStore {
     pub fn dump(&self) -> Vec<(Labels, Vec<Sample>)> {
         self.series
             .iter()
-            .map(|(l, s)| (l.clone(), s.iter().map(|(t, v)| Sample::new(*t, *v)).collect()))
+            .map(|(l, s)| (l.clone(), s.iter().map(|(t, p)| Sample::new(*t, p.v)).collect()))
             .collect()
     }
 
@@ -74,7 +94,24 @@ impl Querier for MemStore {
 
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
         if let Some(s) = self.series.get(&series.labels) {
-            out.extend(s.range(mint..=maxt).map(|(t, v)| Sample::new(*t, *v)));
+            out.extend(s.range(mint..=maxt).map(|(t, p)| Sample::new(*t, p.v)));
+        }
+        Ok(())
+    }
+
+    fn start_timestamps(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<StartTimestamp>,
+    ) -> Result<()> {
+        if let Some(s) = self.series.get(&series.labels) {
+            out.extend(
+                s.range(mint..=maxt)
+                    .filter(|(_, p)| p.st != 0)
+                    .map(|(t, p)| StartTimestamp { t: *t, st: p.st }),
+            );
         }
         Ok(())
     }
@@ -95,5 +132,49 @@ impl Querier for MemStore {
             }
         }
         Ok(values.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Label;
+
+    fn labels(name: &str) -> Labels {
+        Labels::new(vec![Label::new(crate::types::METRIC_NAME, name)])
+    }
+
+    fn start_timestamps(m: &MemStore, name: &str, mint: i64, maxt: i64) -> Vec<(i64, i64)> {
+        let r = SeriesRef { id: 0, labels: labels(name) };
+        let mut out = Vec::new();
+        m.start_timestamps(&r, mint, maxt, &mut out).unwrap();
+        out.into_iter().map(|s| (s.t, s.st)).collect()
+    }
+
+    #[test]
+    fn start_timestamps_are_reported_per_sample_in_range() {
+        let mut m = MemStore::new();
+        let samples: Vec<Sample> = (1..=4).map(|i| Sample::new(i * 10, i as f64)).collect();
+        // The third sample has no start timestamp (0), the fourth none given at all.
+        m.append_with_start_timestamps(&labels("c"), &samples, &[5, 15, 0]);
+        assert_eq!(start_timestamps(&m, "c", 0, 100), vec![(10, 5), (20, 15)]);
+        assert_eq!(start_timestamps(&m, "c", 11, 100), vec![(20, 15)]);
+        assert_eq!(start_timestamps(&m, "other", 0, 100), vec![]);
+        // The samples themselves are unchanged.
+        let r = SeriesRef { id: 0, labels: labels("c") };
+        let mut out = Vec::new();
+        m.samples(&r, 0, 100, &mut out).unwrap();
+        assert_eq!(out, samples);
+    }
+
+    #[test]
+    fn rewriting_a_sample_replaces_its_start_timestamp() {
+        let mut m = MemStore::new();
+        m.append_with_start_timestamps(&labels("c"), &[Sample::new(10, 1.0), Sample::new(20, 2.0)], &[5, 6]);
+        m.append(&labels("c"), &[Sample::new(10, 3.0)]);
+        m.append_with_start_timestamps(&labels("c"), &[Sample::new(20, 4.0)], &[7]);
+        assert_eq!(start_timestamps(&m, "c", 0, 100), vec![(20, 7)]);
+        m.delete(&[], 20, 20);
+        assert_eq!(start_timestamps(&m, "c", 0, 100), vec![]);
     }
 }

@@ -16,6 +16,21 @@ pub struct SeriesRef {
     pub labels: Labels,
 }
 
+/// A sample's start timestamp: when the counter behind the sample last started counting from
+/// zero (Prometheus' "created timestamp"; remote write 2.0 `created_timestamp`, OTLP
+/// `start_time_unix_nano`). For a delta sample it is the start of the interval the value covers.
+///
+/// Storage only carries it; what it means for queries (counter resets, rate extrapolation) is
+/// the query engine's business.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartTimestamp {
+    /// Timestamp of the sample it belongs to, in milliseconds.
+    pub t: i64,
+    /// The start timestamp, in milliseconds. Never 0: 0 means "unknown" (the remote-write
+    /// convention), and unknown start timestamps are simply not reported.
+    pub st: i64,
+}
+
 /// Read access to a consistent view of the data (a snapshot: later writes are not seen).
 ///
 /// Time ranges are closed `[mint, maxt]` in milliseconds; callers that need the left-open
@@ -29,6 +44,23 @@ pub trait Querier: Send + Sync {
     /// Appends the samples of `series` in `[mint, maxt]` to `out`, ascending by time with one
     /// sample per timestamp (the last written wins). Stale markers are included.
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()>;
+
+    /// Appends the known start timestamps of the samples of `series` in `[mint, maxt]` to
+    /// `out`, ascending by sample time, one per sample at most; samples without one are left
+    /// out, so a series without start timestamps costs nothing.
+    ///
+    /// Kept apart from [`Querier::samples`] so the sample path stays as lean as it is, and only
+    /// the few queries that use start timestamps pay for reading them. The default reports
+    /// none, for storages that do not keep them.
+    fn start_timestamps(
+        &self,
+        _series: &SeriesRef,
+        _mint: i64,
+        _maxt: i64,
+        _out: &mut Vec<StartTimestamp>,
+    ) -> Result<()> {
+        Ok(())
+    }
 
     /// Label names (sorted, unique) of series matching `matchers` (all series if empty) with
     /// data in `[mint, maxt]`.

@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 
 use storage::Labels;
 
+use super::selector::Pick;
 use super::{Evaluator, FPoint, Grid, Series, Val, duplicate_labelset, labels, series};
 use crate::error::{Error, Result};
 use crate::parser::ast::{Call, Expr, ValueType};
@@ -186,11 +187,19 @@ impl<'a> Evaluator<'a> {
             }
             _ => {}
         }
-        if name == "timestamp"
-            && let Expr::Vector(vs) = c.args[0].unparen()
+        if let Some(Expr::Vector(vs)) = c.args.first().map(Expr::unparen)
+            && let Some(pick) = match name {
+                // The sample's own timestamp, not the evaluation step.
+                "timestamp" => Some(Pick::Timestamp),
+                // Start timestamps are only known for samples read by a selector (a smoothed
+                // selector's values are interpolated, not samples).
+                "start_timestamp" if self.opts.use_start_timestamps && !vs.smoothed => {
+                    Some(Pick::StartTimestamp)
+                }
+                _ => None,
+            }
         {
-            // The sample's own timestamp, not the evaluation step.
-            let Val::Vector(mut m) = self.eval_vector_selector(vs, g, true)? else {
+            let Val::Vector(mut m) = self.eval_vector_selector(vs, g, pick)? else {
                 return Ok(Val::Vector(Vec::new()));
             };
             for s in &mut m {
@@ -310,9 +319,14 @@ impl<'a> Evaluator<'a> {
                     }
                 }
                 "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev"
-                | "histogram_stdvar" | "start_timestamp" => {
-                    // These read native histograms (or start timestamps), which this storage does
-                    // not hold: float samples are skipped, as in Prometheus.
+                | "histogram_stdvar" => {
+                    // These read native histograms, which this storage does not hold: float
+                    // samples are skipped, as in Prometheus.
+                    s.points.clear();
+                }
+                "start_timestamp" => {
+                    // Not a selector's samples (or start timestamps are off): none known, so no
+                    // result, as in Prometheus.
                     s.points.clear();
                 }
                 _ => {

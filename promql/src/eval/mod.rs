@@ -18,6 +18,7 @@ mod range_fn;
 mod rate;
 mod selector;
 mod series;
+mod start_timestamps;
 
 use std::time::Instant;
 
@@ -222,7 +223,7 @@ impl<'a> Evaluator<'a> {
                     other => Ok(other),
                 }
             }
-            Expr::Vector(vs) => self.eval_vector_selector(vs, g, false),
+            Expr::Vector(vs) => self.eval_vector_selector(vs, g, selector::Pick::Value),
             Expr::Matrix(ms) => {
                 if !g.is_instant() {
                     return Err(Error::Execution("cannot do range evaluation of matrix selector".into()));

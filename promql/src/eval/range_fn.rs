@@ -6,7 +6,9 @@ use storage::{Labels, is_stale};
 use super::rate::{Bounds, extended_rate, extrapolated_rate, first_index_at_or_before, instant_value};
 use super::selector::WindowSpec;
 use super::series::has_duplicate_labels;
-use super::{Evaluator, FPoint, Grid, Series, Val, drop_metric_labels, duplicate_labelset, labels};
+use super::{
+    Evaluator, FPoint, Grid, Series, Val, drop_metric_labels, duplicate_labelset, labels, start_timestamps,
+};
 use crate::error::{Error, Result};
 use crate::parser::ast::{Call, Expr};
 
@@ -16,6 +18,9 @@ const SMOOTHED_SAFE: &[&str] = &["delta", "increase", "rate"];
 /// Per-window context handed to a range function.
 struct Window<'w> {
     points: &'w [FPoint],
+    /// Start timestamps of `points` (0 = unknown), or empty when there are none (always for
+    /// functions that do not use them, and for subqueries).
+    sts: &'w [i64],
     /// Evaluation timestamp of the step.
     ts: i64,
     bounds: Bounds,
@@ -173,11 +178,11 @@ fn apply(name: &str, w: &Window<'_>) -> Result<Option<f64>> {
             if w.anchored || w.smoothed {
                 extended_rate(p, w.bounds, w.smoothed, is_counter, is_rate)
             } else {
-                extrapolated_rate(p, w.bounds, is_counter, is_rate)
+                extrapolated_rate(p, w.sts, w.bounds, is_counter, is_rate)
             }
         }
-        "irate" => instant_value(p, true),
-        "idelta" => instant_value(p, false),
+        "irate" => instant_value(p, w.sts, true),
+        "idelta" => instant_value(p, w.sts, false),
         "avg_over_time" => Some(avg(p)),
         "count_over_time" => Some(p.len() as f64),
         "sum_over_time" => {
@@ -220,10 +225,17 @@ fn apply(name: &str, w: &Window<'_>) -> Result<Option<f64>> {
             } else {
                 0
             };
+            let sts = w.sts.get(first..).unwrap_or_default();
             let mut n = 0;
-            for pair in p[first..].windows(2) {
+            for (i, pair) in p[first..].windows(2).enumerate() {
                 let (a, b) = (pair[0].f, pair[1].f);
-                let hit = if name == "changes" { a != b && !(a.is_nan() && b.is_nan()) } else { b < a };
+                let hit = if name == "changes" {
+                    a != b && !(a.is_nan() && b.is_nan())
+                } else {
+                    b < a
+                        || i + 1 < sts.len()
+                            && start_timestamps::is_reset(sts[i], pair[0].t, sts[i + 1], pair[1].t)
+                };
                 if hit {
                     n += 1;
                 }
@@ -250,6 +262,16 @@ fn apply(name: &str, w: &Window<'_>) -> Result<Option<f64>> {
         }
         other => return Err(Error::Execution(format!("function {other:?} does not take a range vector"))),
     })
+}
+
+/// Whether `name` reads start timestamps (Prometheus' anchored and smoothed `rate`/`increase`
+/// do not).
+fn uses_start_timestamps(name: &str, anchored: bool, smoothed: bool) -> bool {
+    match name {
+        "rate" | "increase" => !anchored && !smoothed,
+        "irate" | "resets" => true,
+        _ => false,
+    }
 }
 
 /// Where the windows' points come from: a range selector or a subquery.
@@ -311,85 +333,113 @@ impl<'a> Evaluator<'a> {
             && refs.windows(2).all(|w| w[0] == w[1])
             && name != "predict_linear"
             && scalar_args.iter().all(|s| s.windows(2).all(|w| w[0].to_bits() == w[1].to_bits()));
-        let mut run =
-            |ev: &mut Evaluator<'a>, labels: &Labels, drop_name: bool, points: &[FPoint]| -> Result<()> {
-                let mut result: Vec<FPoint> = Vec::new();
-                let (mut lo, mut hi) = (0usize, 0usize);
-                for (i, &r) in refs.iter().enumerate() {
-                    ev.check_deadline()?;
-                    if invariant && i > 0 {
-                        if let Some(first) = result.first().copied() {
-                            result.push(FPoint { t: g.ts(i), f: first.f });
-                        }
-                        continue;
+        // Overlapping start timestamps are worth a warning where Prometheus gives one: for the
+        // counters `rate` and `increase` extrapolate.
+        let check_overlap = (name == "rate" || name == "increase") && !anchored && !smoothed;
+        let mut run = |ev: &mut Evaluator<'a>,
+                       labels: &Labels,
+                       drop_name: bool,
+                       points: &[FPoint],
+                       sts: &[i64]|
+         -> Result<()> {
+            let mut result: Vec<FPoint> = Vec::new();
+            let mut overlap_warned = false;
+            let (mut lo, mut hi) = (0usize, 0usize);
+            for (i, &r) in refs.iter().enumerate() {
+                ev.check_deadline()?;
+                if invariant && i > 0 {
+                    if let Some(first) = result.first().copied() {
+                        result.push(FPoint { t: g.ts(i), f: first.f });
                     }
-                    if i > 0 && r < refs[i - 1] {
-                        (lo, hi) = (0, 0);
-                    }
-                    let (lower, upper) = (r.saturating_sub(spec.before), r.saturating_add(spec.after));
-                    while hi < points.len() && points[hi].t <= upper {
-                        hi += 1;
-                    }
-                    while lo < hi && points[lo].t <= lower {
-                        lo += 1;
-                    }
-                    if lo >= hi {
-                        continue;
-                    }
-                    for (k, s) in scalar_args.iter().enumerate() {
-                        step_scalars[k] = s.get(i).copied().unwrap_or(f64::NAN);
-                    }
-                    if name == "quantile_over_time" {
-                        let q = step_scalars.first().copied().unwrap_or(f64::NAN);
-                        if q.is_nan() || !(0.0..=1.0).contains(&q) {
-                            let msg = format!("quantile value should be between 0 and 1, got {}", fmt_g(q));
-                            ev.annotations.warn(msg, c.args[0].start());
-                        }
-                    }
-                    let w = Window {
-                        points: &points[lo..hi],
-                        ts: g.ts(i),
-                        bounds: Bounds {
-                            range_start: r.saturating_sub(spec.range),
-                            range_end: r,
-                            range_secs: spec.range as f64 / 1000.0,
-                        },
-                        anchored,
-                        smoothed,
-                        scalars: &step_scalars,
-                    };
-                    if let Some(v) = apply(name, &w)? {
-                        result.push(FPoint { t: g.ts(i), f: v });
+                    continue;
+                }
+                if i > 0 && r < refs[i - 1] {
+                    (lo, hi) = (0, 0);
+                }
+                let (lower, upper) = (r.saturating_sub(spec.before), r.saturating_add(spec.after));
+                while hi < points.len() && points[hi].t <= upper {
+                    hi += 1;
+                }
+                while lo < hi && points[lo].t <= lower {
+                    lo += 1;
+                }
+                if lo >= hi {
+                    continue;
+                }
+                for (k, s) in scalar_args.iter().enumerate() {
+                    step_scalars[k] = s.get(i).copied().unwrap_or(f64::NAN);
+                }
+                if name == "quantile_over_time" {
+                    let q = step_scalars.first().copied().unwrap_or(f64::NAN);
+                    if q.is_nan() || !(0.0..=1.0).contains(&q) {
+                        let msg = format!("quantile value should be between 0 and 1, got {}", fmt_g(q));
+                        ev.annotations.warn(msg, c.args[0].start());
                     }
                 }
-                if result.is_empty() {
-                    return Ok(());
+                let window_sts = sts.get(lo..hi).unwrap_or_default();
+                if check_overlap
+                    && !overlap_warned
+                    && start_timestamps::any_overlap(&points[lo..hi], window_sts)
+                {
+                    overlap_warned = true;
+                    let msg = format!(
+                        "sample has start time that overlaps with previous sample timestamp for metric {:?}",
+                        labels::metric_name(labels)
+                    );
+                    ev.annotations.warn(msg, c.args[0].start());
                 }
-                ev.track(result.len())?;
-                if name == "rate" || name == "increase" {
-                    ev.note_possible_non_counter(labels, c.args[0].start());
+                let w = Window {
+                    points: &points[lo..hi],
+                    sts: window_sts,
+                    ts: g.ts(i),
+                    bounds: Bounds {
+                        range_start: r.saturating_sub(spec.range),
+                        range_end: r,
+                        range_secs: spec.range as f64 / 1000.0,
+                    },
+                    anchored,
+                    smoothed,
+                    scalars: &step_scalars,
+                };
+                if let Some(v) = apply(name, &w)? {
+                    result.push(FPoint { t: g.ts(i), f: v });
                 }
-                let out_labels =
-                    if !keep_name && !delayed { drop_metric_labels(labels) } else { labels.clone() };
-                // `last_over_time` and `first_over_time` keep the name, unless the series was already
-                // due to lose it (a subquery over a name-dropping function).
-                out.push(Series::new(out_labels, !keep_name || drop_name, result));
-                Ok(())
-            };
+            }
+            if result.is_empty() {
+                return Ok(());
+            }
+            ev.track(result.len())?;
+            if name == "rate" || name == "increase" {
+                ev.note_possible_non_counter(labels, c.args[0].start());
+            }
+            let out_labels = if !keep_name && !delayed { drop_metric_labels(labels) } else { labels.clone() };
+            // `last_over_time` and `first_over_time` keep the name, unless the series was already
+            // due to lose it (a subquery over a name-dropping function).
+            out.push(Series::new(out_labels, !keep_name || drop_name, result));
+            Ok(())
+        };
         match source {
             Source::Selector(series, mint, maxt) => {
+                let want_sts =
+                    self.opts.use_start_timestamps && uses_start_timestamps(name, anchored, smoothed);
                 let mut buf = Vec::new();
                 let mut points = Vec::new();
+                let (mut st_buf, mut sts) = (Vec::new(), Vec::new());
                 for r in &series {
                     self.load(r, mint, maxt, &mut buf)?;
                     points.clear();
                     points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
-                    run(self, &r.labels, false, &points)?;
+                    if want_sts {
+                        self.load_start_timestamps(r, mint, maxt, &mut st_buf)?;
+                        start_timestamps::align(&points, &st_buf, &mut sts);
+                    }
+                    run(self, &r.labels, false, &points, &sts)?;
                 }
             }
+            // Subqueries cut the propagation of start timestamps: their points are results.
             Source::Subquery(inner) => {
                 for s in &inner {
-                    run(self, &s.labels, s.drop_name, &s.points)?;
+                    run(self, &s.labels, s.drop_name, &s.points, &[])?;
                 }
             }
         }

@@ -1,8 +1,8 @@
 //! `rate`, `increase`, `delta` (with Prometheus' extrapolation), their anchored/smoothed
 //! variants, and `irate`/`idelta`.
 
-use super::FPoint;
 use super::selector::interpolate;
+use super::{FPoint, start_timestamps};
 
 /// Where a window sits in time, for functions that look at its boundaries.
 #[derive(Debug, Clone, Copy)]
@@ -18,40 +18,63 @@ pub(crate) struct Bounds {
 /// Prometheus' `extrapolatedRate` for floats: the increase between the first and last sample
 /// (corrected for counter resets), extrapolated towards the range boundaries when the samples
 /// come close enough to them, and never below the counter's zero point.
-pub(crate) fn extrapolated_rate(w: &[FPoint], b: Bounds, is_counter: bool, is_rate: bool) -> Option<f64> {
-    if w.len() < 2 {
-        return None;
-    }
-    let (first, last) = (w[0], w[w.len() - 1]);
+///
+/// `sts` holds the points' start timestamps (see `start_timestamps`), or is empty. For counters
+/// they reveal resets the values hide, and a first sample whose counter started inside the range
+/// is counted from zero at that start instead of extrapolated; then one sample is enough.
+pub(crate) fn extrapolated_rate(
+    w: &[FPoint],
+    sts: &[i64],
+    b: Bounds,
+    is_counter: bool,
+    is_rate: bool,
+) -> Option<f64> {
+    let (first, last) = (*w.first()?, *w.last()?);
+    let gaps = w.len() - 1;
+    let sts = if is_counter { sts } else { &[] };
     let mut result = last.f - first.f;
     if is_counter {
-        for pair in w.windows(2) {
-            if pair[1].f < pair[0].f {
+        for (i, pair) in w.windows(2).enumerate() {
+            let st_reset =
+                i + 1 < sts.len() && start_timestamps::is_reset(sts[i], pair[0].t, sts[i + 1], pair[1].t);
+            if pair[1].f < pair[0].f || st_reset {
                 result += pair[0].f;
             }
         }
     }
     let mut to_start = (first.t - b.range_start) as f64 / 1000.0;
     let mut to_end = (b.range_end - last.t) as f64 / 1000.0;
-    let sampled = (last.t - first.t) as f64 / 1000.0;
-    let avg_gap = sampled / (w.len() - 1) as f64;
+    let mut sampled = (last.t - first.t) as f64 / 1000.0;
+    let avg_gap = if gaps > 0 { sampled / gaps as f64 } else { 0.0 };
     // Extrapolate to a boundary only if a sample "should" have been there; otherwise assume the
     // series started or ended half an average gap beyond the outermost sample.
     let threshold = avg_gap * 1.1;
-    if to_start >= threshold {
-        to_start = avg_gap / 2.0;
-    }
-    if is_counter && result > 0.0 && first.f >= 0.0 {
-        // A counter cannot go below zero: do not extrapolate past the point where it would.
-        let to_zero = sampled * (first.f / result);
-        if to_zero < to_start {
-            to_start = to_zero;
+    match sts.first() {
+        // The counter started inside the range (the range start is exclusive): assume a zero
+        // sample at its start rather than extrapolating to the left.
+        Some(&st) if st != 0 && st > b.range_start && st < first.t => {
+            to_start = 0.0;
+            sampled = (last.t - st) as f64 / 1000.0;
+            result += first.f;
+        }
+        _ if gaps == 0 => return None,
+        _ => {
+            if to_start >= threshold {
+                to_start = avg_gap / 2.0;
+            }
+            if is_counter && result > 0.0 && first.f >= 0.0 {
+                // A counter cannot go below zero: do not extrapolate past the point where it would.
+                let to_zero = sampled * (first.f / result);
+                if to_zero < to_start {
+                    to_start = to_zero;
+                }
+            }
         }
     }
     if to_end >= threshold {
         to_end = avg_gap / 2.0;
     }
-    let mut factor = (sampled + to_start + to_end) / sampled;
+    let mut factor = if sampled != 0.0 { (sampled + to_start + to_end) / sampled } else { 1.0 };
     if is_rate {
         factor /= b.range_secs;
     }
@@ -131,18 +154,22 @@ pub(crate) fn extended_rate(
     Some(result)
 }
 
-/// `irate` (`is_rate`) and `idelta`: from the last two samples of the window.
-pub(crate) fn instant_value(w: &[FPoint], is_rate: bool) -> Option<f64> {
-    if w.len() < 2 {
+/// `irate` (`is_rate`) and `idelta`: from the last two samples of the window. `sts` holds the
+/// points' start timestamps or is empty; `irate` treats a reset they show like a drop in value.
+pub(crate) fn instant_value(w: &[FPoint], sts: &[i64], is_rate: bool) -> Option<f64> {
+    let n = w.len();
+    if n < 2 {
         return None;
     }
-    let (a, b) = (w[w.len() - 2], w[w.len() - 1]);
+    let (a, b) = (w[n - 2], w[n - 1]);
     let interval = b.t - a.t;
     if interval == 0 {
         return None;
     }
+    let reset = is_rate
+        && (b.f < a.f || sts.len() == n && start_timestamps::is_reset(sts[n - 2], a.t, sts[n - 1], b.t));
     // For a counter reset the new value itself is the increase since the reset.
-    let mut v = if is_rate && b.f < a.f { b.f } else { b.f - a.f };
+    let mut v = if reset { b.f } else { b.f - a.f };
     if is_rate {
         v /= interval as f64 / 1000.0;
     }
@@ -163,10 +190,10 @@ mod tests {
         let w = pts(&[(10_000, 10.0), (20_000, 20.0), (30_000, 30.0), (40_000, 40.0), (50_000, 50.0)]);
         let b = Bounds { range_start: 0, range_end: 60_000, range_secs: 60.0 };
         // The zero point (0s) limits extrapolation at the start; the end extends 10s.
-        assert_eq!(extrapolated_rate(&w, b, true, false), Some(60.0));
-        assert_eq!(extrapolated_rate(&w, b, true, true), Some(1.0));
+        assert_eq!(extrapolated_rate(&w, &[], b, true, false), Some(60.0));
+        assert_eq!(extrapolated_rate(&w, &[], b, true, true), Some(1.0));
         // A gauge (delta) extrapolates fully at both ends.
-        assert_eq!(extrapolated_rate(&w, b, false, false), Some(60.0));
+        assert_eq!(extrapolated_rate(&w, &[], b, false, false), Some(60.0));
     }
 
     #[test]
@@ -174,20 +201,48 @@ mod tests {
         let w = pts(&[(0, 5.0), (10_000, 10.0), (20_000, 2.0), (30_000, 7.0)]);
         let b = Bounds { range_start: -10_000, range_end: 40_000, range_secs: 50.0 };
         // Increase 2 + 10 (reset) = 12 over 30s sampled; both ends 10s away (= avg gap, < 1.1x).
-        let inc = extrapolated_rate(&w, b, true, false).unwrap();
+        let inc = extrapolated_rate(&w, &[], b, true, false).unwrap();
         assert!((inc - 12.0 * 50.0 / 30.0).abs() < 1e-9, "{inc}");
         // Far boundaries extrapolate only half a gap.
         let b = Bounds { range_start: -100_000, range_end: 100_000, range_secs: 200.0 };
-        let inc = extrapolated_rate(&w, b, true, false).unwrap();
+        let inc = extrapolated_rate(&w, &[], b, true, false).unwrap();
         assert!((inc - 12.0 * 40.0 / 30.0).abs() < 1e-9, "{inc}");
-        assert_eq!(extrapolated_rate(&w[..1], b, true, false), None);
+        assert_eq!(extrapolated_rate(&w[..1], &[], b, true, false), None);
     }
 
     #[test]
     fn irate_uses_last_two_samples() {
         let w = pts(&[(0, 1.0), (10_000, 5.0), (20_000, 2.0)]);
-        assert_eq!(instant_value(&w, true), Some(0.2));
-        assert_eq!(instant_value(&w, false), Some(-3.0));
+        assert_eq!(instant_value(&w, &[], true), Some(0.2));
+        assert_eq!(instant_value(&w, &[], false), Some(-3.0));
+    }
+
+    #[test]
+    fn start_timestamps_reveal_resets_and_replace_left_extrapolation() {
+        // A delta-style counter: every sample counts 60 since the previous one.
+        let w = pts(&[(60_000, 60.0), (120_000, 60.0), (180_000, 60.0)]);
+        let sts = [0, 60_000, 120_000];
+        let b = Bounds { range_start: 0, range_end: 180_000, range_secs: 180.0 };
+        // Without start timestamps nothing increased; with them, the second pair is a reset
+        // (the first pair's start is unknown) and the result is extrapolated to the range.
+        assert_eq!(extrapolated_rate(&w, &[], b, true, false), Some(0.0));
+        assert_eq!(extrapolated_rate(&w, &sts, b, true, false), Some(90.0));
+        // A counter that started inside the range counts from zero there, no extrapolation.
+        let w = pts(&[(120_000, 10.0), (180_000, 20.0)]);
+        assert_eq!(extrapolated_rate(&w, &[90_000, 90_000], b, true, false), Some(20.0));
+        // Even a single sample is enough then.
+        assert_eq!(extrapolated_rate(&w[..1], &[90_000], b, true, false), Some(10.0));
+        assert_eq!(extrapolated_rate(&w[..1], &[], b, true, false), None);
+        // A start at or before the range start, or gauges (`delta`), change nothing.
+        assert_eq!(extrapolated_rate(&w[..1], &[0], b, true, false), None);
+        assert_eq!(
+            extrapolated_rate(&w, &[90_000, 90_000], b, false, false),
+            extrapolated_rate(&w, &[], b, false, false)
+        );
+        // irate: a start-timestamp reset makes the last value the increase.
+        assert_eq!(instant_value(&w, &[90_000, 150_000], true), Some(20.0 / 60.0));
+        assert_eq!(instant_value(&w, &[90_000, 90_000], true), Some(10.0 / 60.0));
+        assert_eq!(instant_value(&w, &[90_000, 150_000], false), Some(10.0));
     }
 
     #[test]

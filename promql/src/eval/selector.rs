@@ -5,11 +5,23 @@
 //! `(t - r, t]` and ignores stale markers. `offset o` shifts `t` back by `o`, `@ a` replaces `t`
 //! with `a`. Each series is read once for the union of all steps' windows.
 
+use storage::query::StartTimestamp;
 use storage::{Matcher, Sample, SeriesRef, is_stale};
 
-use super::{Evaluator, FPoint, Grid, Series, Val};
+use super::{Evaluator, FPoint, Grid, Series, Val, start_timestamps};
 use crate::error::{Error, Result};
 use crate::parser::ast::{MatrixSelector, VectorSelector};
+
+/// What an instant vector selector reports for the sample it picks at each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pick {
+    /// The sample's value: a plain selector.
+    Value,
+    /// The sample's timestamp in seconds: `timestamp(selector)`.
+    Timestamp,
+    /// The sample's start timestamp in seconds, 0 if unknown: `start_timestamp(selector)`.
+    StartTimestamp,
+}
 
 /// Linear interpolation between two points at time `t`.
 pub(crate) fn interpolate(p1: FPoint, p2: FPoint, t: i64) -> f64 {
@@ -43,10 +55,9 @@ impl<'a> Evaluator<'a> {
         Ok(g.timestamps().map(|ts| at.unwrap_or(ts).saturating_sub(offset)).collect())
     }
 
-    /// Evaluates an instant vector selector. With `timestamps`, each point's value is the
-    /// timestamp (in seconds) of the sample it came from, which is what `timestamp(selector)`
-    /// returns.
-    pub fn eval_vector_selector(&mut self, vs: &VectorSelector, g: Grid, timestamps: bool) -> Result<Val> {
+    /// Evaluates an instant vector selector; `pick` says what each point's value is. Start
+    /// timestamps are read only for [`Pick::StartTimestamp`].
+    pub(crate) fn eval_vector_selector(&mut self, vs: &VectorSelector, g: Grid, pick: Pick) -> Result<Val> {
         let refs = self.refs(vs, g)?;
         let (Some(&lo), Some(&hi)) = (refs.iter().min(), refs.iter().max()) else {
             return Ok(Val::Vector(Vec::new()));
@@ -57,12 +68,16 @@ impl<'a> Evaluator<'a> {
         let series = self.select(&vs.matchers, mint, maxt)?;
         let mut out = Vec::new();
         let mut buf = Vec::new();
+        let mut sts = Vec::new();
         for r in &series {
             self.load(r, mint, maxt, &mut buf)?;
+            if pick == Pick::StartTimestamp {
+                self.load_start_timestamps(r, mint, maxt, &mut sts)?;
+            }
             let points = if vs.smoothed {
                 smoothed_points(&buf, &refs, g, lb)
             } else {
-                latest_points(&buf, &refs, g, lb, timestamps)
+                latest_points(&buf, &sts, &refs, g, lb, pick)
             };
             if !points.is_empty() {
                 self.track(points.len())?;
@@ -121,8 +136,16 @@ pub(crate) struct WindowSpec {
     pub after: i64,
 }
 
-/// For each step, the latest non-stale sample in `(ref - lb, ref]`.
-fn latest_points(buf: &[Sample], refs: &[i64], g: Grid, lb: i64, timestamps: bool) -> Vec<FPoint> {
+/// For each step, the latest non-stale sample in `(ref - lb, ref]` (`sts`: the start timestamps
+/// of `buf`, needed for [`Pick::StartTimestamp`] only).
+fn latest_points(
+    buf: &[Sample],
+    sts: &[StartTimestamp],
+    refs: &[i64],
+    g: Grid,
+    lb: i64,
+    pick: Pick,
+) -> Vec<FPoint> {
     let mut points = Vec::new();
     let mut j = 0;
     let mut prev_ref = i64::MIN;
@@ -139,7 +162,11 @@ fn latest_points(buf: &[Sample], refs: &[i64], g: Grid, lb: i64, timestamps: boo
         }
         let s = buf[j - 1];
         if s.t > r - lb && !is_stale(s.v) {
-            let f = if timestamps { s.t as f64 / 1000.0 } else { s.v };
+            let f = match pick {
+                Pick::Value => s.v,
+                Pick::Timestamp => s.t as f64 / 1000.0,
+                Pick::StartTimestamp => start_timestamps::at(sts, s.t) as f64 / 1000.0,
+            };
             points.push(FPoint { t: g.ts(i), f });
         }
     }

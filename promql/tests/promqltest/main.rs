@@ -46,6 +46,7 @@ fn engine() -> Engine {
         extended_range_selectors: true,
         binop_fill_modifiers: true,
         delayed_name_removal: true,
+        use_start_timestamps: true,
         ..EngineOptions::default()
     })
 }
@@ -65,19 +66,22 @@ fn classification(dir: &Path) -> Result<HashMap<String, bool>, String> {
     Ok(out)
 }
 
+/// Stores a `load` block: sample `k` at `k * interval`, its start timestamp (if its `@st` line
+/// gives one) at that time plus the offset; a start timestamp of 0 means unknown, as in
+/// Prometheus.
 fn load(store: &mut MemStore, interval_ms: i64, series: &[script::LoadSeries]) {
     for s in series {
-        let samples: Vec<Sample> = s
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(k, slot)| match slot {
-                Slot::Float(v) => Some(Sample::new(k as i64 * interval_ms, *v)),
-                _ => None,
-            })
-            .collect();
+        let mut samples = Vec::new();
+        let mut start_timestamps = Vec::new();
+        for (k, slot) in s.slots.iter().enumerate() {
+            if let Slot::Float(v) = slot {
+                let t = k as i64 * interval_ms;
+                samples.push(Sample::new(t, *v));
+                start_timestamps.push(s.start_offsets.get(k).copied().flatten().map_or(0, |o| t + o));
+            }
+        }
         if !samples.is_empty() {
-            store.append(&s.labels, &samples);
+            store.append_with_start_timestamps(&s.labels, &samples, &start_timestamps);
         }
     }
 }

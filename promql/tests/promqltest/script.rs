@@ -3,7 +3,7 @@
 use promql::parser::{duration::parse_duration_ms, parse_metric, strings::unquote};
 use storage::Labels;
 
-use crate::values::{Slot, expand, parse_float, split_series};
+use crate::values::{Slot, expand, expand_start_offsets, parse_float, split_series};
 
 /// Text that an error or annotation must match.
 #[derive(Debug, Clone)]
@@ -64,6 +64,9 @@ pub struct Eval {
 pub struct LoadSeries {
     pub labels: Labels,
     pub slots: Vec<Slot>,
+    /// From the `<series>@st` line before it: per slot, the start timestamp's offset from the
+    /// sample's time (`None`: unknown). Empty without such a line.
+    pub start_offsets: Vec<Option<i64>>,
 }
 
 /// A script command.
@@ -249,17 +252,39 @@ pub fn parse_script(text: &str) -> Result<Vec<(usize, Command)>, String> {
             let (w, _) = words(line, 2).ok_or_else(|| err("load needs an interval".into()))?;
             let interval_ms = parse_time(w[1]).map_err(err)?;
             let mut series = Vec::new();
+            // A `<series>@st` line waiting for the sample line it belongs to.
+            let mut pending: Option<(Labels, Vec<Option<i64>>)> = None;
             for b in body {
                 let (metric, values) = split_series(b).map_err(err)?;
-                if values.starts_with("@st") {
-                    // Start timestamps: this storage has none; the line is ignored.
-                    continue;
-                }
                 let labels =
                     parse_metric(metric).map_err(|e| err(format!("bad metric {metric:?}: {}", e.msg)))?;
+                if let Some(items) = values.strip_prefix("@st") {
+                    if pending.is_some() {
+                        return Err(err("@st line has no following sample line".into()));
+                    }
+                    pending = Some((labels, expand_start_offsets(items).map_err(err)?));
+                    continue;
+                }
                 let slots = expand(values).map_err(err)?;
+                let start_offsets = match pending.take() {
+                    None => Vec::new(),
+                    Some((l, _)) if l != labels => {
+                        return Err(err("@st metric does not match the following sample line".into()));
+                    }
+                    Some((_, offsets)) if offsets.len() != slots.len() => {
+                        return Err(err(format!(
+                            "@st line has {} values but the sample line has {}",
+                            offsets.len(),
+                            slots.len()
+                        )));
+                    }
+                    Some((_, offsets)) => offsets,
+                };
                 series.retain(|s: &LoadSeries| s.labels != labels);
-                series.push(LoadSeries { labels, slots });
+                series.push(LoadSeries { labels, slots, start_offsets });
+            }
+            if pending.is_some() {
+                return Err(err("@st line has no following sample line".into()));
             }
             out.push((lineno, Command::Load { interval_ms, series }));
         } else if first.starts_with("eval") {

@@ -166,3 +166,65 @@ pub fn expand(s: &str) -> Result<Vec<Slot>, String> {
     }
     Ok(out)
 }
+
+/// Splits a signed duration (`-1m`, `+30s`, `0`, `1m30s`) off the start of `s`; returns it in
+/// milliseconds and the rest. `x` ends the duration: it starts a repetition count.
+fn duration_prefix(s: &str) -> Result<(i64, &str), String> {
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let b = body.as_bytes();
+    let mut i = 0;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+        while i < b.len() && b[i].is_ascii_alphabetic() && b[i] != b'x' {
+            i += 1;
+        }
+    }
+    if i == 0 {
+        return Err(format!("expected a duration in {s:?}"));
+    }
+    let ms = promql::parser::duration::parse_duration_ms(&body[..i])?;
+    Ok((if neg { -ms } else { ms }, &body[i..]))
+}
+
+/// Expands the items of a start-timestamp line (`<series>@st _ -1m -30s-1mx2 -1msx3`,
+/// FORMAT.md §3.4) into one offset from the sample time per position, `None` for `_`.
+pub fn expand_start_offsets(s: &str) -> Result<Vec<Option<i64>>, String> {
+    let mut out = Vec::new();
+    for item in s.split_whitespace() {
+        if item == "_" {
+            out.push(None);
+            continue;
+        }
+        if let Some(n) = item.strip_prefix("_x") {
+            let n: usize = n.parse().map_err(|_| format!("bad repetition in {item:?}"))?;
+            out.extend(std::iter::repeat_n(None, n));
+            continue;
+        }
+        let (base, rest) = duration_prefix(item)?;
+        let (step, rest) = match rest.as_bytes().first() {
+            Some(b'+') => duration_prefix(&rest[1..])?,
+            Some(b'-') => {
+                let (d, r) = duration_prefix(&rest[1..])?;
+                (-d, r)
+            }
+            _ => (0, rest),
+        };
+        let times: usize = match rest {
+            "" if step == 0 => 0,
+            _ => rest
+                .strip_prefix('x')
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("bad start-timestamp item {item:?}"))?,
+        };
+        let mut offset = base;
+        for _ in 0..=times {
+            out.push(Some(offset));
+            offset += step;
+        }
+    }
+    Ok(out)
+}
