@@ -22,3 +22,4 @@ pub mod server;
 pub mod shutdown;
 pub mod size;
 pub mod state;
+pub mod ui;

@@ -110,6 +110,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/query", get(influx::query).post(influx::query))
         .merge(writes)
         .merge(crate::api::routes(&state))
+        .merge(crate::ui::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), metrics::count_requests))
         .with_state(state)
