@@ -1,10 +1,15 @@
 //! strata's benchmarks. `strata-bench storage` measures the storage engine on its own:
 //! bytes per sample on disk per data shape, head memory, append throughput, startup with many
-//! series. `strata-bench metadata` measures label and series lookups with a million series. Numbers go to `docs/benchmarks.md` with the command that produced them.
+//! series. `strata-bench metadata` measures label and series lookups with a million series.
+//! `strata-bench tsbs-gen` writes the TSBS cpu-only devops dataset, and `strata-bench compare`
+//! (or `bench/run.sh`) runs that workload on strata and on VictoriaMetrics, Prometheus and
+//! InfluxDB side by side. Numbers go to `docs/benchmarks.md` with the command that produced them.
 
+mod compare;
 mod datagen;
 mod metadata_bench;
 mod storage_bench;
+mod tsbs;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +31,11 @@ enum Cmd {
     /// Latency of label names, label values and series lookups (storage and HTTP handler) over
     /// a million TSBS-like series.
     Metadata(metadata_bench::Args),
+    /// Writes the TSBS cpu-only devops dataset (line protocol or remote-write requests).
+    TsbsGen(tsbs::gen_cmd::Args),
+    /// The TSBS devops workload side by side: strata and whichever of VictoriaMetrics,
+    /// Prometheus and InfluxDB are installed, one at a time; writes a Markdown report and plots.
+    Compare(compare::Args),
 }
 
 fn main() {
@@ -33,6 +43,8 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Storage(a) => storage_bench::run(a),
         Cmd::Metadata(a) => metadata_bench::run(a),
+        Cmd::TsbsGen(a) => tsbs::gen_cmd::run(a),
+        Cmd::Compare(a) => compare::run(a),
     };
     if let Err(e) = result {
         eprintln!("strata-bench: {e}");

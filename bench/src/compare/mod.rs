@@ -1,0 +1,549 @@
+//! `strata-bench compare`: the TSBS devops workload on strata and on whichever of
+//! VictoriaMetrics, Prometheus and InfluxDB are installed, one system at a time.
+//!
+//! For every system and every write protocol it accepts: start it on loopback with a fresh data
+//! directory and default settings, load the same pre-built requests ([`load`]), get it to flush
+//! and merge ([`servers::Server::settle`]), run the queries on the remote-write-loaded instance
+//! (strata's answers are the reference every peer is compared with, [`query_run`]), stop it
+//! cleanly and measure its data on disk. Then write `report.md` and SVG plots to the output
+//! directory. The harness installs nothing and tunes nothing.
+
+mod answers;
+mod http;
+mod load;
+mod plots;
+mod procstat;
+mod query_run;
+mod report;
+mod servers;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::tsbs::Dataset;
+use crate::tsbs::encode::{self, Request};
+use crate::tsbs::gen_cmd::DatasetArgs;
+use crate::tsbs::queries::{self, Query};
+use http::Http;
+use load::{LoadResult, Plan};
+use query_run::{Mismatch, Timing};
+use servers::{Found, Protocol, Server, System};
+
+/// Flags of `strata-bench compare`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    dataset: DatasetArgs,
+    /// Rows per write request, for both protocols (tsbs_load_influx's --batch-size); fewer when a
+    /// round of requests (one per worker) would cover more than 20 min of data.
+    #[arg(long, default_value_t = 10_000)]
+    batch_size: usize,
+    /// Concurrent writers (tsbs_load_influx's --workers).
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// gzip line-protocol bodies (tsbs_load_influx's default).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    gzip: bool,
+    /// Queries of each type (each type's queries differ in hosts and window).
+    #[arg(long, default_value_t = 10)]
+    queries_per_type: usize,
+    /// Concurrent query clients of the timed passes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,8")]
+    clients: Vec<usize>,
+    /// Query types to run, comma-separated (default: all fifteen).
+    #[arg(long, value_delimiter = ',')]
+    query_types: Vec<String>,
+    /// Load and measure disk only, no queries.
+    #[arg(long)]
+    no_queries: bool,
+    /// Peers not to run, comma-separated: victoria-metrics, prometheus, influxdb.
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
+    /// The strata binary (default: this workspace's target/release/strata; run.sh builds it).
+    #[arg(long)]
+    strata_bin: Option<PathBuf>,
+    /// Directory for report.md and the plots (default: target/bench-compare/<UTC time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Keep each system's data directory (under the output directory) instead of deleting it.
+    #[arg(long)]
+    keep_data: bool,
+}
+
+/// One load of one system over one protocol, and what was measured.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The system.
+    pub system: System,
+    /// Its version.
+    pub version: String,
+    /// The protocol it was loaded with.
+    pub protocol: Protocol,
+    /// The load's figures.
+    pub load: LoadResult,
+    /// Bytes of the data directory after shutdown (see `System::disk_note`).
+    pub disk_after_shutdown: u64,
+    /// Bytes measured before shutdown where that is the system's figure (Prometheus snapshot).
+    pub disk_settled: Option<u64>,
+    /// Query timings (remote-write runs of PromQL systems).
+    pub timings: Vec<Timing>,
+    /// Why the run failed, if it did.
+    pub error: Option<String>,
+}
+
+impl RunResult {
+    /// "system (protocol)".
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.system.name(), self.protocol.name())
+    }
+
+    /// The disk figure: the settled measurement where there is one, else the data after shutdown.
+    pub fn disk_figure(&self) -> u64 {
+        self.disk_settled.unwrap_or(self.disk_after_shutdown)
+    }
+
+    /// Disk bytes per acknowledged point.
+    pub fn bytes_per_point(&self) -> f64 {
+        self.disk_figure() as f64 / self.load.points.max(1) as f64
+    }
+
+    /// The timing of `kind` at `clients`, if measured.
+    pub fn timing(&self, kind: &str, clients: usize) -> Option<&Timing> {
+        self.timings.iter().find(|t| t.kind == kind && t.clients == clients)
+    }
+}
+
+/// What the report needs besides the runs.
+pub struct Context {
+    /// When the comparison started, RFC 3339.
+    pub started_utc: String,
+    /// The exact command line.
+    pub command: String,
+    /// CPU, cores, memory, kernel.
+    pub machine: String,
+    /// 1-minute load average at start and end.
+    pub load_start: f64,
+    /// 1-minute load average at the end.
+    pub load_end: f64,
+    /// The dataset.
+    pub dataset: Dataset,
+    /// Loader settings.
+    pub workers: usize,
+    /// Rows per request (before the round cut).
+    pub batch_rows: usize,
+    /// Seconds of data per round of requests.
+    pub round_secs: i64,
+    /// Whether line protocol was gzipped.
+    pub gzip: bool,
+    /// Seconds spent building request bodies.
+    pub generate_secs: f64,
+    /// Queries per type.
+    pub queries_per_type: usize,
+    /// Query client counts.
+    pub clients: Vec<usize>,
+    /// The query types run.
+    pub query_types: Vec<&'static str>,
+    /// Peers not installed.
+    pub absent: Vec<System>,
+    /// Answer mismatches.
+    pub mismatches: Vec<Mismatch>,
+    /// Per query type, series and points in strata's answers (what the comparison covered).
+    pub answer_sizes: Vec<(&'static str, usize, usize)>,
+}
+
+fn parse_skip(names: &[String]) -> Result<Vec<System>, String> {
+    names
+        .iter()
+        .map(|n| match n.as_str() {
+            "victoria-metrics" | "victoriametrics" | "vm" => Ok(System::VictoriaMetrics),
+            "prometheus" => Ok(System::Prometheus),
+            "influxdb" | "influxd" => Ok(System::InfluxDb),
+            other => Err(format!("--skip: unknown system {other:?}")),
+        })
+        .collect()
+}
+
+fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_=.,/:".contains(c)) {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+/// The pre-built request bodies of both protocols.
+struct Bodies {
+    influx: Vec<Vec<Request>>,
+    prw: Vec<Vec<Request>>,
+}
+
+fn build_bodies(args: &Args, ds: &Dataset, protocols: &[Protocol]) -> Bodies {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spinner = ProgressBar::new_spinner().with_message("building request bodies");
+    spinner.enable_steady_tick(Duration::from_millis(200));
+    let influx = if protocols.contains(&Protocol::Influx) {
+        encode::influx_requests(ds, args.batch_size, args.workers, args.gzip, threads)
+    } else {
+        Vec::new()
+    };
+    let prw = if protocols.contains(&Protocol::Prw) {
+        encode::prw_requests(ds, args.batch_size, args.workers, threads)
+    } else {
+        Vec::new()
+    };
+    spinner.finish_with_message("request bodies built");
+    Bodies { influx, prw }
+}
+
+/// Runs the comparison and writes the report; fails (after writing it) if a query answer differs
+/// from strata's or any run failed, and at once if strata itself failed.
+pub fn run(args: Args) -> Result<(), String> {
+    let now = chrono::Utc::now();
+    let ds = args.dataset.dataset(now.timestamp_millis())?;
+    let skip = parse_skip(&args.skip)?;
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let strata_bin = args.strata_bin.clone().unwrap_or_else(|| workspace.join("target/release/strata"));
+    let found = servers::find(&strata_bin, &skip)?;
+    let absent: Vec<System> = System::ALL
+        .into_iter()
+        .filter(|s| !skip.contains(s) && !found.iter().any(|f| f.system == *s))
+        .collect();
+    let out = args.out.clone().unwrap_or_else(|| {
+        workspace.join("target/bench-compare").join(now.format("%Y%m%dT%H%M%SZ").to_string())
+    });
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let query_types: Vec<&'static str> = if args.query_types.is_empty() {
+        queries::TYPES.to_vec()
+    } else {
+        args.query_types
+            .iter()
+            .map(|t| {
+                queries::TYPES
+                    .iter()
+                    .copied()
+                    .find(|k| k == t)
+                    .ok_or_else(|| format!("unknown query type {t}"))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let qs = if args.no_queries {
+        Vec::new()
+    } else {
+        queries::generate(&ds, &query_types, args.queries_per_type)?
+    };
+
+    eprintln!(
+        "compare: {} hosts × {} rows ({} points); systems: {}; output {}",
+        ds.hosts,
+        ds.epochs,
+        ds.points(),
+        found.iter().map(|f| f.system.name()).collect::<Vec<_>>().join(", "),
+        out.display()
+    );
+    let load_start = procstat::load_average();
+    let protocols: Vec<Protocol> = {
+        let mut p: Vec<Protocol> = found.iter().flat_map(|f| f.system.protocols().iter().copied()).collect();
+        p.sort();
+        p.dedup();
+        p
+    };
+    let generating = Instant::now();
+    let bodies = build_bodies(&args, &ds, &protocols);
+    let generate_secs = generating.elapsed().as_secs_f64();
+
+    let http = Http::new(
+        args.workers.max(args.clients.iter().copied().max().unwrap_or(1)),
+        Duration::from_secs(600),
+    );
+    let mut runs = Vec::new();
+    let mut reference: Option<Vec<answers::Answer>> = None;
+    let mut mismatches = Vec::new();
+    for f in &found {
+        for &protocol in f.system.protocols() {
+            let with_queries = protocol == Protocol::Prw && f.system.speaks_promql() && !qs.is_empty();
+            let scratch_name = format!("{}-{}", f.system.name(), protocol.name());
+            let scratch = if args.keep_data {
+                let d = out.join("data").join(&scratch_name);
+                let _ = std::fs::remove_dir_all(&d);
+                std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+                Scratch::Kept(d)
+            } else {
+                Scratch::Temp(
+                    tempfile::Builder::new().prefix(&scratch_name).tempdir().map_err(|e| e.to_string())?,
+                )
+            };
+            let shards = match protocol {
+                Protocol::Influx => &bodies.influx,
+                Protocol::Prw => &bodies.prw,
+            };
+            let plan = Plan { protocol, shards, gzip: args.gzip };
+            let ctx =
+                RunCtx { http: &http, found: f, plan, queries: &qs, clients: &args.clients, with_queries };
+            let outcome = one_run(&ctx, scratch.path());
+            let _ = std::fs::copy(scratch.path().join("server.log"), out.join(format!("{scratch_name}.log")));
+            match outcome {
+                Ok((result, answers)) => {
+                    if let Some(answers) = answers {
+                        match &reference {
+                            None if f.system == System::Strata => reference = Some(answers),
+                            Some(strata) => {
+                                mismatches.extend(query_run::compare(f.system, &qs, strata, &answers))
+                            }
+                            None => {}
+                        }
+                    }
+                    runs.push(result);
+                }
+                Err(e) => {
+                    eprintln!("compare: {} over {}: {e}", f.system.name(), protocol.name());
+                    if f.system == System::Strata {
+                        return Err(format!("strata failed, nothing to compare with: {e}"));
+                    }
+                    runs.push(RunResult {
+                        system: f.system,
+                        version: f.version.clone(),
+                        protocol,
+                        load: LoadResult::default(),
+                        disk_after_shutdown: 0,
+                        disk_settled: None,
+                        timings: Vec::new(),
+                        error: Some(e),
+                    });
+                }
+            }
+        }
+    }
+
+    let answer_sizes = answer_sizes(&qs, reference.as_deref().unwrap_or_default());
+    let command = std::env::args().map(|a| shell_quote(&a)).collect::<Vec<_>>().join(" ");
+    let ctx = Context {
+        started_utc: now.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        command,
+        machine: procstat::machine(),
+        load_start,
+        load_end: procstat::load_average(),
+        dataset: ds,
+        workers: args.workers,
+        batch_rows: encode::epochs_per_round(&ds, args.batch_size, args.workers)
+            * ds.hosts.div_ceil(args.workers.max(1)),
+        round_secs: encode::epochs_per_round(&ds, args.batch_size, args.workers) as i64 * ds.interval_ms
+            / 1000,
+        gzip: args.gzip,
+        generate_secs,
+        queries_per_type: args.queries_per_type,
+        clients: args.clients.clone(),
+        query_types: query_types.clone(),
+        absent,
+        mismatches,
+        answer_sizes,
+    };
+    let text = report::render(&ctx, &runs);
+    let report_path = out.join("report.md");
+    std::fs::write(&report_path, &text).map_err(|e| format!("{}: {e}", report_path.display()))?;
+    plots::ingest(&out.join("ingest.svg"), &runs)?;
+    plots::bytes_per_point(&out.join("bytes_per_point.svg"), &runs)?;
+    for &c in &args.clients {
+        plots::query_latency(&out.join(format!("query_latency_{c}.svg")), &runs, &query_types, c)?;
+    }
+    println!("{text}");
+    eprintln!("compare: report written to {}", report_path.display());
+    if !ctx.mismatches.is_empty() {
+        return Err(format!("{} query answers differ from strata's (see the report)", ctx.mismatches.len()));
+    }
+    let failed = runs.iter().filter(|r| r.error.is_some()).count();
+    if failed > 0 {
+        return Err(format!("{failed} runs failed (see the report)"));
+    }
+    Ok(())
+}
+
+/// Per query type, the series and points of strata's answers: shows what the comparison covered.
+fn answer_sizes(queries: &[Query], answers: &[answers::Answer]) -> Vec<(&'static str, usize, usize)> {
+    let mut sizes: Vec<(&'static str, usize, usize)> = Vec::new();
+    for (q, a) in queries.iter().zip(answers) {
+        match sizes.last_mut() {
+            Some(last) if last.0 == q.kind => {
+                last.1 += a.series.len();
+                last.2 += a.points();
+            }
+            _ => sizes.push((q.kind, a.series.len(), a.points())),
+        }
+    }
+    sizes
+}
+
+/// A system's scratch directory: deleted afterwards unless `--keep-data`.
+enum Scratch {
+    Temp(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Scratch {
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Scratch::Temp(t) => t.path(),
+            Scratch::Kept(p) => p,
+        }
+    }
+}
+
+/// What one run needs.
+struct RunCtx<'a> {
+    http: &'a Http,
+    found: &'a Found,
+    plan: Plan<'a>,
+    queries: &'a [Query],
+    clients: &'a [usize],
+    with_queries: bool,
+}
+
+/// Start, load, settle, (query), stop, measure.
+fn one_run(
+    ctx: &RunCtx,
+    scratch: &std::path::Path,
+) -> Result<(RunResult, Option<Vec<answers::Answer>>), String> {
+    let system = ctx.found.system;
+    let protocol = ctx.plan.protocol;
+    let server = Server::start(ctx.found, scratch, ctx.http)?;
+    if protocol == Protocol::Influx && system != System::VictoriaMetrics {
+        load::create_database(ctx.http, &server.base)?;
+    }
+    let label = format!("{} {}", system.name(), protocol.name());
+    let load = load::run(ctx.http, &server.base, server.pid(), &ctx.plan, &label)?;
+    let settle_bar = ProgressBar::new_spinner().with_message(format!("{label}: flush and merge"));
+    settle_bar.enable_steady_tick(Duration::from_millis(200));
+    let disk_settled = server.settle(ctx.http)?;
+    settle_bar.finish_and_clear();
+
+    let mut timings = Vec::new();
+    let mut answers = None;
+    if ctx.with_queries {
+        let n = ctx.queries.len() as u64;
+        let total = n + ctx.clients.iter().map(|c| *c as u64 * n).sum::<u64>();
+        let bar = ProgressBar::new(total).with_message(format!("{label} queries"));
+        bar.set_style(
+            ProgressStyle::with_template("{msg:28} [{elapsed_precise}] {wide_bar} {pos}/{len} queries")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        answers = Some(query_run::warm_up(ctx.http, system, &server.base, ctx.queries, &bar)?);
+        let mut kinds: Vec<&'static str> = ctx.queries.iter().map(|q| q.kind).collect();
+        kinds.dedup();
+        for kind in kinds {
+            let of_kind: Vec<Query> = ctx.queries.iter().filter(|q| q.kind == kind).cloned().collect();
+            for &clients in ctx.clients {
+                timings.push(query_run::timed(ctx.http, system, &server.base, &of_kind, clients, &bar)?);
+            }
+        }
+        bar.finish();
+    }
+    let data_dir = server.data_dir.clone();
+    let stop_bar = ProgressBar::new_spinner().with_message(format!("{label}: clean shutdown"));
+    stop_bar.enable_steady_tick(Duration::from_millis(200));
+    server.stop()?;
+    stop_bar.finish_and_clear();
+    let disk_after_shutdown = Server::disk_bytes(system, &data_dir);
+    let result = RunResult {
+        system,
+        version: ctx.found.version.clone(),
+        protocol,
+        load,
+        disk_after_shutdown,
+        disk_settled,
+        timings,
+        error: None,
+    };
+    Ok((result, answers))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tsbs::ValueModel;
+
+    fn run_result(system: System, protocol: Protocol, secs: f64, disk: u64, p50: f64) -> RunResult {
+        RunResult {
+            system,
+            version: "v".into(),
+            protocol,
+            load: LoadResult {
+                points: 1_000_000,
+                requests: 10,
+                secs,
+                timeline: vec![(0.0, 0), (secs, 1_000_000)],
+                ..Default::default()
+            },
+            disk_after_shutdown: disk,
+            disk_settled: None,
+            timings: vec![Timing {
+                kind: "lastpoint",
+                clients: 1,
+                p50_ms: p50,
+                p99_ms: p50 * 2.0,
+                qps: 1000.0 / p50,
+            }],
+            error: None,
+        }
+    }
+
+    #[test]
+    fn report_shows_every_figure_with_its_ratio() {
+        let ds = Dataset {
+            hosts: 100,
+            start_ms: 0,
+            interval_ms: 10_000,
+            epochs: 1000,
+            model: ValueModel::Tsbs,
+            seed: 1,
+        };
+        let runs = vec![
+            run_result(System::Strata, Protocol::Prw, 0.5, 400_000, 2.0),
+            run_result(System::VictoriaMetrics, Protocol::Prw, 1.0, 800_000, 4.0),
+        ];
+        let ctx = Context {
+            started_utc: "2026-12-01T00:00:00Z".into(),
+            command: "strata-bench compare --hosts 100".into(),
+            machine: "test machine".into(),
+            load_start: 0.1,
+            load_end: 0.2,
+            dataset: ds,
+            workers: 4,
+            batch_rows: 3000,
+            round_secs: 1200,
+            gzip: true,
+            generate_secs: 1.0,
+            queries_per_type: 1,
+            clients: vec![1],
+            query_types: vec!["lastpoint"],
+            absent: vec![System::InfluxDb],
+            mismatches: Vec::new(),
+            answer_sizes: vec![("lastpoint", 1000, 1000)],
+        };
+        let text = report::render(&ctx, &runs);
+        assert!(text.contains("strata-bench compare --hosts 100"));
+        assert!(text.contains("| InfluxDB | not installed: skipped |"));
+        // Ingest: strata 2 M/s, VictoriaMetrics 1 M/s: ratio 2.00.
+        assert!(
+            text.contains("| VictoriaMetrics | remote-write | 1,000,000 | 10 | 1.00 | 1,000,000 | 2.00 |"),
+            "{text}"
+        );
+        // Disk: 0.4 vs 0.8 bytes per point: ratio 0.50.
+        assert!(text.contains("| VictoriaMetrics | remote-write | 800,000 | 0.800 | 0.50 |"), "{text}");
+        // Queries: p50 2 ms vs 4 ms: ratio 0.50.
+        assert!(text.contains("| lastpoint | 2.00 | 4.00 | 500.0 | 4.00 | 8.00 | 250.0 | 0.50 |"), "{text}");
+        assert!(text.contains("equals strata's"));
+    }
+
+    #[test]
+    fn flags_parse_and_commands_quote() {
+        assert_eq!(
+            parse_skip(&["vm".into(), "influxdb".into()]),
+            Ok(vec![System::VictoriaMetrics, System::InfluxDb])
+        );
+        assert!(parse_skip(&["mysql".into()]).is_err());
+        assert_eq!(shell_quote("--hosts=10"), "--hosts=10");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+}

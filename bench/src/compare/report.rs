@@ -1,0 +1,280 @@
+//! The Markdown report of a comparison: setup, then every figure with its strata/peer ratio.
+
+use std::fmt::Write as _;
+
+use super::servers::{Protocol, System};
+use super::{Context, RunResult};
+use crate::tsbs::gen_cmd::format_time_ms;
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1u64 << 20) as f64
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if a.is_finite() && b.is_finite() && b > 0.0 { format!("{:.2}", a / b) } else { "–".to_owned() }
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The report text.
+pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
+    let mut o = String::new();
+    let ds = &ctx.dataset;
+    let _ = writeln!(o, "# TSBS devops (cpu-only): strata side by side\n");
+    let _ = writeln!(o, "Run {} (UTC) with:\n\n```\n{}\n```\n", ctx.started_utc, ctx.command);
+    let _ = writeln!(o, "## Setup\n");
+    let _ = writeln!(o, "- Machine: {}.", ctx.machine);
+    let _ = writeln!(
+        o,
+        "- Load average (1 min) at start {:.2}, at end {:.2}. Everything (servers, loader, query clients) \
+         shares these cores; other work on the machine shows up as noise in every figure.",
+        ctx.load_start, ctx.load_end
+    );
+    let _ = writeln!(
+        o,
+        "- Data: {} hosts × {} rows every {} s from {} to {} = {} rows, {} points (values); value model `{}`, \
+         seed {}.",
+        ds.hosts,
+        ds.epochs,
+        ds.interval_ms / 1000,
+        format_time_ms(ds.start_ms),
+        format_time_ms(ds.end_ms()),
+        thousands(ds.rows()),
+        thousands(ds.points()),
+        ds.model.name(),
+        ds.seed
+    );
+    let _ = writeln!(
+        o,
+        "- Load: {} workers, each owning the hosts `h % {} == w`, {} rows per request for both protocols, sent in \
+         rounds of {} s of data (no worker more than a round ahead of another, so Prometheus, which refuses \
+         samples 1 h older than its newest, takes the load). Influx line protocol{} to `/write?db=benchmark` \
+         after `CREATE DATABASE` (strata, InfluxDB; VictoriaMetrics needs none); remote write 1.0, snappy. \
+         Bodies built before the clock starts ({:.1} s); every answer checked.",
+        ctx.workers,
+        ctx.workers,
+        ctx.batch_rows,
+        ctx.round_secs,
+        if ctx.gzip { ", gzip" } else { "" },
+        ctx.generate_secs
+    );
+    let _ = writeln!(
+        o,
+        "- Queries: {} per type (random hosts and windows from the seed), one warm-up pass whose answers are \
+         compared with strata's, then timed passes with {} concurrent client(s); run on the remote-write-loaded \
+         instance right after its load.",
+        ctx.queries_per_type,
+        ctx.clients.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" and ")
+    );
+    let _ = writeln!(o, "\n| system | version | default durability | disk figure |\n|---|---|---|---|");
+    let mut seen = Vec::new();
+    for r in runs {
+        if !seen.contains(&r.system) {
+            seen.push(r.system);
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} |",
+                r.system.name(),
+                r.version,
+                r.system.durability(),
+                r.system.disk_note()
+            );
+        }
+    }
+    for s in &ctx.absent {
+        let _ = writeln!(o, "| {} | not installed: skipped | | |", s.name());
+    }
+
+    let strata = |p: Protocol| {
+        runs.iter().find(|r| r.system == System::Strata && r.protocol == p && r.error.is_none())
+    };
+    let _ = writeln!(o, "\n## Ingest\n");
+    let _ = writeln!(
+        o,
+        "strata/peer is strata's points/s over the peer's on the same protocol (above 1: strata faster). Server CPU \
+         is user+system seconds of the server process during the load; peak RSS is its VmHWM at the end of the load.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| system | protocol | points | requests | seconds | points/s | strata/peer | server CPU s | CPU µs/point | peak RSS MiB | retries |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in runs.iter().filter(|r| r.error.is_none()) {
+        let l = &r.load;
+        let rel = strata(r.protocol).map_or("–".to_owned(), |s| ratio(s.load.rate(), l.rate()));
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {:.2} | {} | {} | {:.1} | {:.2} | {:.0} | {} |",
+            r.system.name(),
+            r.protocol.name(),
+            thousands(l.points),
+            l.requests,
+            l.secs,
+            thousands(l.rate() as u64),
+            rel,
+            l.server_cpu_secs,
+            l.server_cpu_secs * 1e6 / l.points.max(1) as f64,
+            mib(l.server_peak_rss),
+            l.retries
+        );
+    }
+
+    let _ = writeln!(o, "\n## Disk\n");
+    let _ = writeln!(
+        o,
+        "strata/peer is strata's bytes per point over the peer's on the same protocol (below 1: strata smaller). \
+         What each figure covers is in the setup table.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| system | protocol | bytes | bytes/point | strata/peer | data dir after shutdown, bytes/point |\n|---|---|---|---|---|---|"
+    );
+    for r in runs.iter().filter(|r| r.error.is_none()) {
+        let rel =
+            strata(r.protocol).map_or("–".to_owned(), |s| ratio(s.bytes_per_point(), r.bytes_per_point()));
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {:.3} | {} | {:.3} |",
+            r.system.name(),
+            r.protocol.name(),
+            thousands(r.disk_figure()),
+            r.bytes_per_point(),
+            rel,
+            r.disk_after_shutdown as f64 / r.load.points.max(1) as f64
+        );
+    }
+
+    let promql: Vec<&RunResult> = runs.iter().filter(|r| !r.timings.is_empty()).collect();
+    if !promql.is_empty() {
+        let _ = writeln!(o, "\n## Queries\n");
+        let _ = writeln!(
+            o,
+            "Latencies in ms; strata/peer is strata's p50 over the peer's (below 1: strata faster). PromQL of each \
+             type: see `bench/src/tsbs/queries.rs`.\n"
+        );
+        for &clients in &ctx.clients {
+            let _ = writeln!(o, "### {clients} client(s)\n");
+            let mut header = "| type |".to_owned();
+            let mut rule = "|---|".to_owned();
+            for r in &promql {
+                let n = r.system.name();
+                let _ = write!(header, " {n} p50 | {n} p99 | {n} q/s |");
+                rule.push_str("---|---|---|");
+                if r.system != System::Strata {
+                    let _ = write!(header, " strata/{n} |");
+                    rule.push_str("---|");
+                }
+            }
+            let _ = writeln!(o, "{header}\n{rule}");
+            for kind in &ctx.query_types {
+                let mut line = format!("| {kind} |");
+                let strata_p50 = promql
+                    .iter()
+                    .find(|r| r.system == System::Strata)
+                    .and_then(|r| r.timing(kind, clients))
+                    .map(|t| t.p50_ms);
+                for r in &promql {
+                    match r.timing(kind, clients) {
+                        Some(t) => {
+                            let _ = write!(line, " {:.2} | {:.2} | {:.1} |", t.p50_ms, t.p99_ms, t.qps);
+                            if r.system != System::Strata {
+                                let _ = write!(
+                                    line,
+                                    " {} |",
+                                    strata_p50.map_or("–".into(), |s| ratio(s, t.p50_ms))
+                                );
+                            }
+                        }
+                        None => {
+                            line.push_str(" – | – | – |");
+                            if r.system != System::Strata {
+                                line.push_str(" – |");
+                            }
+                        }
+                    }
+                }
+                let _ = writeln!(o, "{line}");
+            }
+            let _ = writeln!(o);
+        }
+    }
+
+    let _ = writeln!(o, "## Answer check\n");
+    if !ctx.answer_sizes.is_empty() {
+        let _ = writeln!(o, "What strata's answers held (all queries of the type together):\n");
+        let _ = writeln!(o, "| type | series | points |\n|---|---|---|");
+        for (kind, series, points) in &ctx.answer_sizes {
+            let _ = writeln!(o, "| {kind} | {series} | {points} |");
+        }
+        let _ = writeln!(o);
+    }
+    if ctx.mismatches.is_empty() {
+        let peers: Vec<&str> =
+            promql.iter().filter(|r| r.system != System::Strata).map(|r| r.system.name()).collect();
+        if peers.is_empty() {
+            let _ = writeln!(o, "No PromQL peer ran: nothing to compare.\n");
+        } else {
+            let _ = writeln!(
+                o,
+                "Every query's answer from {} equals strata's (same series, timestamps, values within 1e-9 relative).\n",
+                peers.join(" and ")
+            );
+        }
+    } else {
+        let _ = writeln!(o, "**{} mismatches: the run fails.**\n", ctx.mismatches.len());
+        for m in &ctx.mismatches {
+            let _ = writeln!(
+                o,
+                "- {} `{}`: `{}` — {}\n  `{}`",
+                m.system.name(),
+                m.kind,
+                m.promql,
+                m.what,
+                m.path
+            );
+        }
+        let _ = writeln!(o);
+    }
+    let errors: Vec<&RunResult> = runs.iter().filter(|r| r.error.is_some()).collect();
+    if !errors.is_empty() {
+        let _ = writeln!(o, "## Errors\n");
+        for r in errors {
+            let _ = writeln!(
+                o,
+                "- {} {}: {}",
+                r.system.name(),
+                r.protocol.name(),
+                r.error.as_deref().unwrap_or("")
+            );
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(o, "## Plots\n");
+    let _ = writeln!(o, "![ingest rate](ingest.svg)\n\n![bytes per point](bytes_per_point.svg)\n");
+    for c in &ctx.clients {
+        let _ = writeln!(o, "![query latency, {c} clients](query_latency_{c}.svg)\n");
+    }
+    let _ = writeln!(o, "## Caveats\n");
+    let _ = writeln!(
+        o,
+        "- One machine; servers run one at a time on loopback, sharing the cores with the loader and query clients.\n\
+         - Each system runs with its default durability (setup table): strata and InfluxDB fsync before \
+         acknowledging, VictoriaMetrics and Prometheus do not. Nothing is tuned.\n\
+         - InfluxDB 1.x answers InfluxQL, not PromQL: it is measured for ingest and disk only.\n\
+         - Queries run right after the load, on data partly in memory (strata's head, Prometheus' head, \
+         VictoriaMetrics' recent parts).\n\
+         - The timed passes repeat the warm-up's queries; VictoriaMetrics is asked with `nocache=1` so its \
+         result cache does not answer them.\n\
+         - Query windows longer than the dataset are cut to the dataset."
+    );
+    o
+}

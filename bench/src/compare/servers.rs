@@ -1,0 +1,375 @@
+//! The systems under test: finding their binaries, starting each on loopback with a fresh data
+//! directory and its default durability, getting it to flush and merge, stopping it cleanly,
+//! and measuring its data on disk.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::http::Http;
+
+/// The database name the Influx loaders write to (`tsbs_load_influx`'s default).
+pub const INFLUX_DB: &str = "benchmark";
+
+/// A system the harness knows how to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum System {
+    /// strata, built from this workspace.
+    Strata,
+    /// VictoriaMetrics single-node (Debian's `victoria-metrics`).
+    VictoriaMetrics,
+    /// Prometheus (Debian's `prometheus`), receiving remote write.
+    Prometheus,
+    /// InfluxDB 1.x (Debian's `influxdb`).
+    InfluxDb,
+}
+
+/// A write protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// Influx line protocol to `/write`, like `tsbs_load_influx`.
+    Influx,
+    /// Prometheus remote write 1.0 to the system's receiver.
+    Prw,
+}
+
+impl Protocol {
+    /// Short name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Influx => "influx",
+            Protocol::Prw => "remote-write",
+        }
+    }
+}
+
+impl System {
+    /// Every system, strata first (its query answers are the reference).
+    pub const ALL: [System; 4] =
+        [System::Strata, System::VictoriaMetrics, System::Prometheus, System::InfluxDb];
+
+    /// Name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Strata => "strata",
+            System::VictoriaMetrics => "VictoriaMetrics",
+            System::Prometheus => "Prometheus",
+            System::InfluxDb => "InfluxDB",
+        }
+    }
+
+    fn binary(self) -> &'static str {
+        match self {
+            System::Strata => "strata",
+            System::VictoriaMetrics => "victoria-metrics",
+            System::Prometheus => "prometheus",
+            System::InfluxDb => "influxd",
+        }
+    }
+
+    fn package(self) -> Option<&'static str> {
+        match self {
+            System::Strata => None,
+            System::VictoriaMetrics => Some("victoria-metrics"),
+            System::Prometheus => Some("prometheus"),
+            System::InfluxDb => Some("influxdb"),
+        }
+    }
+
+    /// The write protocols it accepts.
+    pub fn protocols(self) -> &'static [Protocol] {
+        match self {
+            System::Strata | System::VictoriaMetrics => &[Protocol::Influx, Protocol::Prw],
+            System::Prometheus => &[Protocol::Prw],
+            System::InfluxDb => &[Protocol::Influx],
+        }
+    }
+
+    /// Whether it answers PromQL on `/api/v1/query_range` (InfluxDB 1.x speaks InfluxQL only).
+    pub fn speaks_promql(self) -> bool {
+        self != System::InfluxDb
+    }
+
+    /// What its default durability is, for the report.
+    pub fn durability(self) -> &'static str {
+        match self {
+            System::Strata => {
+                "WAL fsync before every write is acknowledged (`--wal-sync batch`, the default)"
+            }
+            System::VictoriaMetrics => {
+                "acknowledges from memory; buffered rows reach disk within about a second, no fsync per write"
+            }
+            System::Prometheus => {
+                "WAL written per request, fsync only when a segment is cut; no fsync per write"
+            }
+            System::InfluxDb => "WAL fsync per write (`wal-fsync-delay = 0s`, the default)",
+        }
+    }
+
+    /// What "disk" means for it, for the report.
+    pub fn disk_note(self) -> &'static str {
+        match self {
+            System::Strata => "whole data dir after a clean shutdown (the head is flushed on shutdown)",
+            System::VictoriaMetrics => {
+                "data/ + indexdb/ after /internal/force_flush, /internal/force_merge and a clean shutdown (cache/ excluded)"
+            }
+            System::Prometheus => {
+                "a snapshot with the head (/api/v1/admin/tsdb/snapshot): every sample in 2 h blocks; the data dir with WAL is in the next column"
+            }
+            System::InfluxDb => {
+                "the benchmark database's shard (TSM + index) and WAL dirs after a clean shutdown"
+            }
+        }
+    }
+}
+
+/// An installed system.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Which one.
+    pub system: System,
+    /// Its binary.
+    pub bin: PathBuf,
+    /// Its version, from the binary or its Debian package.
+    pub version: String,
+}
+
+/// The binary named `name` on `PATH`.
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
+}
+
+fn version_of(system: System, bin: &Path) -> String {
+    let from_package = system.package().and_then(|pkg| {
+        let out = Command::new("dpkg-query").args(["-W", "-f", "${Version}", pkg]).output().ok()?;
+        let v = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        (out.status.success() && !v.is_empty()).then(|| format!("{v} (Debian package {pkg})"))
+    });
+    if let Some(v) = from_package {
+        return v;
+    }
+    let out = Command::new(bin).arg("--version").output();
+    out.ok()
+        .map(|o| {
+            let text = if o.stdout.is_empty() { o.stderr } else { o.stdout };
+            String::from_utf8_lossy(&text).lines().next().unwrap_or("").trim().to_owned()
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// `, git abc1234` (`+ local changes` if the tree differs), read-only git queries of this
+/// workspace; empty outside a git checkout.
+fn git_revision() -> String {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let git = |args: &[&str]| {
+        Command::new("git").arg("-C").arg(dir).args(args).output().ok().filter(|o| o.status.success())
+    };
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else { return String::new() };
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
+    format!(
+        ", git {}{}",
+        String::from_utf8_lossy(&head.stdout).trim(),
+        if dirty { " + local changes" } else { "" }
+    )
+}
+
+/// strata at `strata_bin` (required) and each peer found on `PATH` and not in `skip`.
+pub fn find(strata_bin: &Path, skip: &[System]) -> Result<Vec<Found>, String> {
+    if !strata_bin.is_file() {
+        return Err(format!(
+            "no strata binary at {}: build it first (cargo build --release -p strata --bin strata) or pass --strata-bin",
+            strata_bin.display()
+        ));
+    }
+    let mut found = vec![Found {
+        system: System::Strata,
+        bin: strata_bin.to_path_buf(),
+        version: format!("{}{}", version_of(System::Strata, strata_bin), git_revision()),
+    }];
+    for system in System::ALL.into_iter().skip(1).filter(|s| !skip.contains(s)) {
+        if let Some(bin) = which(system.binary()) {
+            let version = version_of(system, &bin);
+            found.push(Found { system, bin, version });
+        }
+    }
+    Ok(found)
+}
+
+/// A free TCP port on loopback (the kernel picks it; the server binds it right after).
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+/// A running server with its own fresh data directory.
+pub struct Server {
+    /// Which system.
+    pub system: System,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// Its data directory (inside `scratch`).
+    pub data_dir: PathBuf,
+    child: Child,
+}
+
+impl Server {
+    /// Starts `found` with a fresh data directory `scratch/data`, logs in `scratch/server.log`,
+    /// and waits until it answers its readiness endpoint.
+    pub fn start(found: &Found, scratch: &Path, http: &Http) -> Result<Server, String> {
+        let data_dir = scratch.join("data");
+        std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
+        let port = free_port()?;
+        let listen = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(&found.bin);
+        match found.system {
+            System::Strata => {
+                cmd.arg("--data-dir").arg(&data_dir).args(["--listen", &listen]);
+            }
+            System::VictoriaMetrics => {
+                cmd.arg(format!("-storageDataPath={}", data_dir.display()))
+                    .arg(format!("-httpListenAddr={listen}"));
+            }
+            System::Prometheus => {
+                let config = scratch.join("prometheus.yml");
+                // No scrape jobs: the only samples are the ones the loader sends.
+                std::fs::write(&config, "global:\n  scrape_interval: 15s\n").map_err(|e| e.to_string())?;
+                cmd.arg(format!("--config.file={}", config.display()))
+                    .arg(format!("--storage.tsdb.path={}", data_dir.display()))
+                    .arg(format!("--web.listen-address={listen}"))
+                    .arg("--web.enable-remote-write-receiver")
+                    .arg("--web.enable-admin-api");
+            }
+            System::InfluxDb => {
+                let config = scratch.join("influxdb.conf");
+                let rpc = free_port()?;
+                let d = data_dir.display();
+                let text = format!(
+                    "reporting-disabled = true\nbind-address = \"127.0.0.1:{rpc}\"\n[meta]\n  dir = \"{d}/meta\"\n\
+                     [data]\n  dir = \"{d}/data\"\n  wal-dir = \"{d}/wal\"\n[http]\n  bind-address = \"{listen}\"\n"
+                );
+                std::fs::write(&config, text).map_err(|e| e.to_string())?;
+                cmd.arg("run").arg("-config").arg(&config);
+            }
+        }
+        let log = std::fs::File::create(scratch.join("server.log")).map_err(|e| e.to_string())?;
+        let log2 = log.try_clone().map_err(|e| e.to_string())?;
+        cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+        let child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", found.bin.display()))?;
+        let server = Server { system: found.system, base: format!("http://{listen}"), data_dir, child };
+        server.wait_ready(http, Duration::from_secs(120))?;
+        Ok(server)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn wait_ready(&self, http: &Http, timeout: Duration) -> Result<(), String> {
+        let path = match self.system {
+            System::Strata | System::Prometheus => "/-/ready",
+            System::VictoriaMetrics => "/health",
+            System::InfluxDb => "/ping",
+        };
+        let started = Instant::now();
+        loop {
+            if let Ok((200..=299, _)) = http.get(&format!("{}{path}", self.base)) {
+                return Ok(());
+            }
+            if started.elapsed() > timeout {
+                return Err(format!("{} not ready after {timeout:?}", self.system.name()));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// After a load: gets the system to flush and merge what it buffers, as far as it offers a
+    /// way to. Returns bytes measured now that cannot be measured after shutdown (Prometheus'
+    /// snapshot with the head).
+    pub fn settle(&self, http: &Http) -> Result<Option<u64>, String> {
+        match self.system {
+            System::VictoriaMetrics => {
+                http.get_ok(&format!("{}/internal/force_flush", self.base))?;
+                http.get_ok(&format!("{}/internal/force_merge", self.base))?;
+                // The merge runs in the background; vm_active_force_merges counts it.
+                std::thread::sleep(Duration::from_secs(1));
+                let started = Instant::now();
+                while started.elapsed() < Duration::from_secs(1800) {
+                    let (_, body) = http.get(&format!("{}/metrics", self.base))?;
+                    let active = String::from_utf8_lossy(&body)
+                        .lines()
+                        .filter(|l| {
+                            l.starts_with("vm_active_force_merges") || l.starts_with("vm_active_merges")
+                        })
+                        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                        .sum::<f64>();
+                    if active == 0.0 {
+                        return Ok(None);
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err("VictoriaMetrics merges still running after 30 min".into())
+            }
+            System::Prometheus => {
+                let url = format!("{}/api/v1/admin/tsdb/snapshot?skip_head=false", self.base);
+                let (status, body) = http.post(&url, &[], "")?;
+                if status != 200 {
+                    return Err(format!(
+                        "Prometheus snapshot: status {status}: {}",
+                        String::from_utf8_lossy(&body)
+                    ));
+                }
+                let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+                let name = v["data"]["name"].as_str().ok_or("Prometheus snapshot: no name in answer")?;
+                Ok(Some(super::procstat::dir_bytes(&self.data_dir.join("snapshots").join(name), &[])))
+            }
+            System::Strata | System::InfluxDb => Ok(None),
+        }
+    }
+
+    /// Stops the server with SIGTERM and waits for its clean shutdown (strata, VictoriaMetrics
+    /// and InfluxDB flush what they buffer; Prometheus closes its WAL).
+    pub fn stop(mut self) -> Result<(), String> {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) if status.success() || status.code().is_none() => return Ok(()),
+                Ok(Some(status)) => return Err(format!("{} exited with {status}", self.system.name())),
+                Ok(None) if started.elapsed() > Duration::from_secs(900) => {
+                    let _ = self.child.kill();
+                    return Err(format!("{} did not stop within 15 min; killed", self.system.name()));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    /// Bytes of this system's data in `data_dir` after shutdown (see [`System::disk_note`]).
+    pub fn disk_bytes(system: System, data_dir: &Path) -> u64 {
+        use super::procstat::dir_bytes;
+        match system {
+            System::Strata => dir_bytes(data_dir, &[]),
+            System::VictoriaMetrics => dir_bytes(data_dir, &["cache", "snapshots"]),
+            System::Prometheus => dir_bytes(data_dir, &["snapshots"]),
+            System::InfluxDb => {
+                dir_bytes(&data_dir.join("data").join(INFLUX_DB), &[])
+                    + dir_bytes(&data_dir.join("wal").join(INFLUX_DB), &[])
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    /// A server left running (an error path) is killed, never leaked.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
