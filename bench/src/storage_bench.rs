@@ -40,18 +40,8 @@ pub struct Args {
 type Res = Result<(), String>;
 
 const BASE: i64 = 1_700_000_000_000;
-const METRICS: [&str; 10] = [
-    "usage_user",
-    "usage_system",
-    "usage_idle",
-    "usage_nice",
-    "usage_iowait",
-    "usage_irq",
-    "usage_softirq",
-    "usage_steal",
-    "usage_guest",
-    "usage_guest_nice",
-];
+/// The TSBS cpu fields, one metric each.
+const METRICS: [&str; 10] = crate::tsbs::FIELDS;
 
 fn host_labels(metric: &str, h: usize) -> Labels {
     Labels::from_pairs(&[
