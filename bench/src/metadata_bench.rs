@@ -36,6 +36,13 @@ pub struct Args {
     /// Only the lookup with this name, or if none has it, those whose name contains it.
     #[arg(long)]
     only: Option<String>,
+    /// Only with the data in this place: `head` or `file` (after a flush). Default: both.
+    #[arg(long, value_parser = ["head", "file"])]
+    phase: Option<String>,
+    /// Only the time ranges whose name contains this (`all time`, `last hour`,
+    /// `ending mid-data`).
+    #[arg(long)]
+    range: Option<String>,
     /// Database directory (default: a temporary directory). Any previous content is removed.
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -260,11 +267,17 @@ pub fn run(args: Args) -> Res {
         ("ending mid-data", BASE - 3_600_000, BASE + INTERVAL),
     ];
     println!("### Metadata lookups, {} series, {} metric names\n", args.series, args.metrics);
-    for phase in ["head", "partition file"] {
-        if phase == "partition file" {
+    for (phase, flag) in [("head", "head"), ("partition file", "file")] {
+        if args.phase.as_deref().is_some_and(|p| p != flag) {
+            continue;
+        }
+        if flag == "file" {
             db.flush().map_err(e)?;
         }
         for (range_name, mint, maxt) in ranges {
+            if args.range.as_deref().is_some_and(|r| !range_name.contains(r)) {
+                continue;
+            }
             println!(
                 "\nData in the {phase}; range: {range_name}; {} runs each, milliseconds\n",
                 args.iterations

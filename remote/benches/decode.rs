@@ -4,7 +4,10 @@
 //! shaped like real traffic: node-exporter series (5-7 labels, 60 distinct metric names, 50
 //! instances) for remote write, TSBS `cpu-only` lines (10 tags, 10 integer fields) for line
 //! protocol. Throughput is reported in samples (remote write) or field values (line protocol).
-//! Each iteration includes dropping the decoded batch, as the server does after the append.
+//! Each case decodes as the server does: into a `storage::BatchRef` whose label strings borrow
+//! the (decompressed) request, ready for `Db::append_ref`; an iteration includes building and
+//! dropping that batch. `prw_*/owned` decodes into an owned `storage::Batch` instead (every
+//! label string allocated), for comparison.
 //!
 //! `STRATA_PROBE=<v1_1|v1_3|v1_5|v2_1|v2_5|line|line_new>` runs one case in a plain loop
 //! instead (for `perf record`).
@@ -61,6 +64,20 @@ fn node_exporter_batch(series: usize, per_series: usize) -> Batch {
     batch
 }
 
+/// What the server does with a remote-write body before appending: decompress, decode
+/// borrowing the decompressed bytes. Returns the sample count (and drops the batch).
+fn decode_prw(version: Version, body: &[u8], limits: &Limits) -> usize {
+    let raw = prw::decompress(body, limits).unwrap();
+    prw::decode_ref(version, &raw, limits).unwrap().batch.sample_count()
+}
+
+/// What the server does with a line-protocol body before appending: parse, then build the
+/// borrowed batch. Returns the sample count.
+fn parse_line(body: &[u8], limits: &Limits) -> usize {
+    let parsed = line::parse_ref(body, Precision::Ns, 0, limits);
+    parsed.batch().sample_count()
+}
+
 fn bench_prw(c: &mut Criterion) {
     let limits = Limits::default();
     for version in [Version::V1, Version::V2] {
@@ -72,10 +89,13 @@ fn bench_prw(c: &mut Criterion) {
             group.throughput(Throughput::Elements(batch.sample_count() as u64));
             let id = format!("2000x{per_series}");
             group.bench_with_input(BenchmarkId::new("decode", &id), &body, |b, body| {
-                b.iter(|| prw::decode(version, body, &limits).unwrap())
+                b.iter(|| decode_prw(version, body, &limits))
             });
             group.bench_with_input(BenchmarkId::new("protobuf_only", &id), &raw, |b, raw| {
-                b.iter(|| prw::decode_uncompressed(version, raw, &limits).unwrap())
+                b.iter(|| prw::decode_ref(version, raw, &limits).unwrap().batch.sample_count())
+            });
+            group.bench_with_input(BenchmarkId::new("owned", &id), &body, |b, body| {
+                b.iter(|| prw::decode(version, body, &limits).unwrap())
             });
             group.bench_with_input(BenchmarkId::new("snappy_only", &id), &body, |b, body| {
                 b.iter(|| snap::raw::Decoder::new().decompress_vec(body).unwrap())
@@ -140,7 +160,7 @@ fn bench_line(c: &mut Criterion) {
         group.bench_with_input(
             BenchmarkId::new("tsbs_cpu", format!("{hosts}hosts_x{rounds}")),
             &body,
-            |b, body| b.iter(|| line::parse(body, Precision::Ns, 0, &limits)),
+            |b, body| b.iter(|| parse_line(body, &limits)),
         );
     }
     group.finish();
@@ -190,11 +210,10 @@ fn probe(what: &str) {
         let start = std::time::Instant::now();
         units = 0;
         for _ in 0..iters {
-            let batch = match version {
-                None => line::parse(&body, Precision::Ns, 0, &limits).batch,
-                Some(v) => prw::decode(v, &body, &limits).unwrap().batch,
+            units += match version {
+                None => parse_line(&body, &limits),
+                Some(v) => decode_prw(v, &body, &limits),
             };
-            units += batch.sample_count();
         }
         best = best.min(start.elapsed().as_secs_f64());
     }

@@ -1,4 +1,9 @@
-//! Wire formats: bytes in, [`storage::Batch`] out.
+//! Wire formats: bytes in, [`storage::BatchRef`] out (or an owned [`storage::Batch`]).
+//!
+//! Decoders do not copy label strings: the batch borrows them from the (decompressed) request
+//! and the server appends it with `storage::Db::append_ref`, so a sample of a known series
+//! costs no allocation from the wire to the series index. Each decoder also has an owned
+//! variant (`prw::decode`, `line::parse`) for tests and tools.
 //!
 //! * [`prw`]: Prometheus remote write 1.0 (`prometheus.WriteRequest`) and 2.0
 //!   (`io.prometheus.write.v2.Request`), snappy-compressed protobuf.

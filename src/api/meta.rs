@@ -118,14 +118,14 @@ async fn label_names(State(state): State<Arc<AppState>>, params: Params) -> Resu
     let (start, end) = params.time_range()?;
     let sets = params.matcher_sets(false)?;
     let db = db(&state)?;
-    let (names, truncated) = blocking(move || {
+    let body = blocking(move || {
         let snapshot = db.snapshot();
         let mut names = union(&sets, |m| snapshot.label_names(m, start, end))?;
         let truncated = truncate(&mut names, limit);
-        Ok((names, truncated))
+        Ok(encode::strings(&names, warnings(truncated)))
     })
     .await?;
-    Ok(json_bytes(encode::strings(&names, warnings(truncated))))
+    Ok(json_bytes(body))
 }
 
 /// `GET /api/v1/label/<name>/values`: the values of one label over the series with data in
@@ -152,14 +152,16 @@ async fn label_values(
     let (start, end) = params.time_range()?;
     let sets = params.matcher_sets(false)?;
     let db = db(&state)?;
-    let (values, truncated) = blocking(move || {
+    // Encoded on the blocking thread too: a high-cardinality label has 100k values or more,
+    // whose strings are then also freed by the thread that allocated them (cheaper).
+    let body = blocking(move || {
         let snapshot = db.snapshot();
         let mut values = union(&sets, |m| snapshot.label_values(&name, m, start, end))?;
         let truncated = truncate(&mut values, limit);
-        Ok((values, truncated))
+        Ok(encode::strings(&values, warnings(truncated)))
     })
     .await?;
-    Ok(json_bytes(encode::strings(&values, warnings(truncated))))
+    Ok(json_bytes(body))
 }
 
 /// An integer parameter of `/api/v1/metadata`, parsed like Go's `strconv.Atoi`; `default` when

@@ -31,7 +31,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use remote::line::{self, LineError, Precision};
 
-use super::{body_or_error, count_rejection, decode_blocking, decode_error, header, store};
+use super::{blocking, body_or_error, count_rejection, decode_error, guard_decoder, header, store};
 use crate::error::ApiError;
 use crate::influx::version_headers;
 use crate::metrics::Protocol;
@@ -69,7 +69,7 @@ pub async fn write_v2(
 }
 
 async fn write(
-    state: &AppState,
+    state: &Arc<AppState>,
     api: Api,
     query: Option<String>,
     headers: &HeaderMap,
@@ -87,7 +87,7 @@ async fn write(
 /// Parses and stores one request. `Err` means nothing was stored; `Ok(Some(_))` is the 400 that
 /// reports lines or samples that were not stored while the rest was.
 async fn accept(
-    state: &AppState,
+    state: &Arc<AppState>,
     api: Api,
     query: Option<String>,
     headers: &HeaderMap,
@@ -116,35 +116,40 @@ async fn accept(
     let limits = state.limits().clone();
     let body = body_or_error(body, &limits)?;
     let now_ns = now_ns();
-    let parsed = decode_blocking(move || {
-        let text = line::decode_body(encoding.as_deref(), &body, &limits).map_err(decode_error)?;
-        Ok(line::parse(&text, precision, now_ns, &limits))
+    let state = Arc::clone(state);
+    // Parsed and stored on one thread: the batch borrows the (decompressed) body.
+    let (outcome, bad_lines, errors) = blocking(move || {
+        let text =
+            guard_decoder(|| line::decode_body(encoding.as_deref(), &body, &limits).map_err(decode_error))?;
+        let parsed = guard_decoder(|| Ok(line::parse_ref(&text, precision, now_ns, &limits)))?;
+
+        let metrics = state.metrics();
+        metrics.count_samples_received(Protocol::Influx, parsed.fields);
+        metrics.count_lines_rejected(parsed.bad_lines);
+        metrics.count_string_fields_skipped(parsed.skipped_fields);
+
+        if parsed.points == 0 && parsed.bad_lines > 0 {
+            // Nothing parsed: InfluxDB answers the parse errors alone, without "partial write".
+            return Err(ApiError::BadData(describe_line_errors(&parsed.errors, parsed.bad_lines)));
+        }
+        let batch = guard_decoder(|| Ok(parsed.batch()))?;
+        let outcome = store(&state, &batch)?;
+        Ok((outcome, parsed.bad_lines, parsed.errors))
     })
     .await?;
 
-    let metrics = state.metrics();
-    metrics.count_samples_received(Protocol::Influx, parsed.fields);
-    metrics.count_lines_rejected(parsed.bad_lines);
-    metrics.count_string_fields_skipped(parsed.skipped_fields);
-
-    if parsed.points == 0 && parsed.bad_lines > 0 {
-        // Nothing parsed: InfluxDB answers the parse errors alone, without "partial write".
-        return Err(ApiError::BadData(describe_line_errors(&parsed.errors, parsed.bad_lines)));
-    }
-    let outcome = store(state, parsed.batch).await?;
-
     let rejected = super::rejected_samples_message(&outcome);
-    if parsed.bad_lines == 0 && rejected.is_none() {
+    if bad_lines == 0 && rejected.is_none() {
         return Ok(None);
     }
     let mut reasons = Vec::new();
-    if parsed.bad_lines > 0 {
-        reasons.push(describe_line_errors(&parsed.errors, parsed.bad_lines));
+    if bad_lines > 0 {
+        reasons.push(describe_line_errors(&errors, bad_lines));
     }
     reasons.extend(rejected);
     // InfluxDB's `dropped` counts points; here it is the unparsable lines plus the samples
     // storage refused, everything of the request that was not stored.
-    let dropped = parsed.bad_lines + outcome.rejected();
+    let dropped = bad_lines + outcome.rejected();
     Ok(Some(ApiError::BadData(format!("partial write: {} dropped={dropped}", reasons.join("\n")))))
 }
 

@@ -2,10 +2,12 @@
 //! ([`line_protocol`]), and what they share.
 //!
 //! Every write goes the same way: check the headers, take the body (at most
-//! `--write-body-bytes-max`), decode it with the `remote` crate on a blocking thread (decoding
-//! is CPU work that must not stall the async workers, and runs in parallel across requests),
-//! append the batch to storage on a blocking thread (`Db::append` returns once the WAL record
-//! is durable), and answer. The status rules follow the remote-write specification and
+//! `--write-body-bytes-max`), then on one blocking thread (decoding is CPU work that must not
+//! stall the async workers, and runs in parallel across requests) decode it with the `remote`
+//! crate into a `storage::BatchRef`, whose label strings borrow the request's bytes, and append
+//! that (`Db::append_ref` returns once the WAL record is durable); then answer. Decoding and
+//! appending share the thread because the batch borrows the decoded body: no label string is
+//! copied on the way from the request to the series index. The status rules follow the remote-write specification and
 //! RELIABILITY.md §3:
 //!
 //! - 2xx only once everything in the request is durable;
@@ -19,12 +21,11 @@ pub mod line_protocol;
 pub mod remote_write;
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::http::HeaderMap;
-use storage::{AppendOutcome, Batch};
+use storage::{AppendOutcome, BatchRef};
 
 use crate::error::ApiError;
 use crate::metrics::{Protocol, RequestRejection};
@@ -82,18 +83,27 @@ fn count_rejection(state: &AppState, protocol: Protocol, err: ApiError) -> ApiEr
     err
 }
 
-/// Runs a decoder on a blocking thread. Decoders are total functions (fuzzed, returning
-/// errors), but should one panic, the request is answered 400 rather than 500: the same bytes
-/// would panic again, and a sender retries a 5xx forever (RELIABILITY.md §3, item 6).
-async fn decode_blocking<T, F>(decode: F) -> Result<T, ApiError>
+/// Runs the decoding and storing of one request on a blocking thread. A panic there (a bug
+/// outside the decoder, which [`guard_decoder`] covers) is a 500.
+async fn blocking<T, F>(work: F) -> Result<T, ApiError>
 where
     F: FnOnce() -> Result<T, ApiError> + Send + 'static,
     T: Send + 'static,
 {
-    match tokio::task::spawn_blocking(decode).await {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done,
+        Err(join) => Err(ApiError::Internal(format!("storing a batch failed: {join}"))),
+    }
+}
+
+/// Runs a decoder. Decoders are total functions (fuzzed, returning errors), but should one
+/// panic, the request is answered 400 rather than 500: the same bytes would panic again, and a
+/// sender retries a 5xx forever (RELIABILITY.md §3, item 6).
+fn guard_decoder<T>(decode: impl FnOnce() -> Result<T, ApiError>) -> Result<T, ApiError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)) {
         Ok(decoded) => decoded,
-        Err(join) => {
-            tracing::error!(error = %join, "a request decoder panicked; answering 400 (this is a bug)");
+        Err(_) => {
+            tracing::error!("a request decoder panicked; answering 400 (this is a bug)");
             Err(ApiError::BadData(
                 "the request body could not be decoded (the decoder failed on it; this is a strata bug, please \
                  report it)"
@@ -103,23 +113,20 @@ where
     }
 }
 
-/// Appends `batch` on a blocking thread and returns what storage did, or the error to answer
-/// with: 503 while the database opens or when storage cannot write right now, 400 for input
-/// storage never accepts, 500 otherwise. An empty batch is not sent to storage at all (a
+/// Appends `batch` (on the calling blocking thread) and returns what storage did, or the error
+/// to answer with: 503 while the database opens or when storage cannot write right now, 400 for
+/// input storage never accepts, 500 otherwise. An empty batch is not sent to storage at all (a
 /// metadata-only remote-write request must not fail because of storage).
-async fn store(state: &AppState, batch: Batch) -> Result<AppendOutcome, ApiError> {
+fn store(state: &AppState, batch: &BatchRef<'_>) -> Result<AppendOutcome, ApiError> {
     if batch.sample_count() == 0 {
         return Ok(AppendOutcome::default());
     }
-    let Some(db) = state.db().map(Arc::clone) else {
+    let Some(db) = state.db() else {
         return Err(ApiError::Unavailable(
             "the database is still opening (replaying the WAL); retry later".into(),
         ));
     };
-    match tokio::task::spawn_blocking(move || db.append(&batch)).await {
-        Ok(appended) => appended.map_err(ApiError::from),
-        Err(join) => Err(ApiError::Internal(format!("storing a batch failed: {join}"))),
-    }
+    db.append_ref(batch).map_err(ApiError::from)
 }
 
 /// The explanation of samples storage refused, for the 400 that reports them, or `None` if
@@ -193,20 +200,26 @@ mod tests {
         assert_eq!(decode_error(remote::Error::Snappy("x".into())).status().as_u16(), 400);
     }
 
-    #[tokio::test]
-    async fn a_panicking_decoder_is_a_400_not_a_500() {
-        let answer: Result<(), ApiError> = decode_blocking(|| panic!("decoder bug")).await;
+    #[test]
+    fn a_panicking_decoder_is_a_400_not_a_500() {
+        let answer: Result<(), ApiError> = guard_decoder(|| panic!("decoder bug"));
         assert_eq!(answer.unwrap_err().status().as_u16(), 400);
     }
 
     #[tokio::test]
-    async fn writes_while_the_database_opens_are_503() {
+    async fn a_panic_while_storing_is_a_500() {
+        let answer: Result<(), ApiError> = blocking(|| panic!("storage bug")).await;
+        assert_eq!(answer.unwrap_err().status().as_u16(), 500);
+    }
+
+    #[test]
+    fn writes_while_the_database_opens_are_503() {
         let state = AppState::new();
-        let mut batch = Batch::new();
-        batch.push(Labels::from_pairs(&[("__name__", "up")]), vec![Sample::new(1, 1.0)]);
-        let err = store(&state, batch).await.unwrap_err();
+        let mut batch = BatchRef::new();
+        batch.push([("__name__", "up")], [Sample::new(1, 1.0)]);
+        let err = store(&state, &batch).unwrap_err();
         assert_eq!(err.status().as_u16(), 503);
         // An empty batch never needs storage.
-        assert_eq!(store(&state, Batch::new()).await.unwrap(), AppendOutcome::default());
+        assert_eq!(store(&state, &BatchRef::new()).unwrap(), AppendOutcome::default());
     }
 }

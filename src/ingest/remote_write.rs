@@ -28,7 +28,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use remote::prw::{self, Version};
 
-use super::{body_or_error, count_rejection, decode_blocking, decode_error, header, store};
+use super::{blocking, body_or_error, count_rejection, decode_error, guard_decoder, header, store};
 use crate::error::ApiError;
 use crate::metrics::Protocol;
 use crate::state::AppState;
@@ -88,7 +88,7 @@ pub async fn write(
 /// Decodes and stores one request. `Err` means nothing was stored; `Ok` carries what was
 /// stored and, if part of the request was refused, the 400 that says so.
 async fn accept(
-    state: &AppState,
+    state: &Arc<AppState>,
     version: Version,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -96,28 +96,33 @@ async fn accept(
     prw::check_encoding(header(headers, CONTENT_ENCODING)).map_err(decode_error)?;
     let limits = state.limits().clone();
     let body = body_or_error(body, &limits)?;
-    let decoded = decode_blocking(move || prw::decode(version, &body, &limits).map_err(decode_error)).await?;
+    let state = Arc::clone(state);
+    // Decoded and stored on one thread: the batch borrows the decompressed body.
+    let (outcome, histograms) = blocking(move || {
+        let raw = guard_decoder(|| prw::decompress(&body, &limits).map_err(decode_error))?;
+        let mut decoded = guard_decoder(|| prw::decode_ref(version, &raw, &limits).map_err(decode_error))?;
 
-    let metrics = state.metrics();
-    let protocol =
-        if matches!(version, Version::V2) { Protocol::RemoteWriteV2 } else { Protocol::RemoteWriteV1 };
-    metrics.count_samples_received(protocol, decoded.samples);
-    metrics.count_exemplars_dropped(decoded.exemplars);
-    metrics.count_histograms_rejected(decoded.histograms);
-    state.metadata().update(decoded.metadata);
+        let metrics = state.metrics();
+        let protocol =
+            if matches!(version, Version::V2) { Protocol::RemoteWriteV2 } else { Protocol::RemoteWriteV1 };
+        metrics.count_samples_received(protocol, decoded.samples);
+        metrics.count_exemplars_dropped(decoded.exemplars);
+        metrics.count_histograms_rejected(decoded.histograms);
+        state.metadata().update(std::mem::take(&mut decoded.metadata));
 
-    let outcome = store(state, decoded.batch).await?;
+        Ok((store(&state, &decoded.batch)?, decoded.histograms))
+    })
+    .await?;
     let written = Written { samples: outcome.appended, histograms: 0, exemplars: 0 };
 
     let mut problems = Vec::new();
     if let Some(rejected) = super::rejected_samples_message(&outcome) {
         problems.push(rejected);
     }
-    if decoded.histograms > 0 {
+    if histograms > 0 {
         problems.push(format!(
-            "native histograms are not supported yet: {} histogram samples were not stored (the float samples \
-             were)",
-            decoded.histograms
+            "native histograms are not supported yet: {histograms} histogram samples were not stored (the float \
+             samples were)"
         ));
     }
     let problem = (!problems.is_empty()).then(|| ApiError::BadData(problems.join("; ")));

@@ -20,11 +20,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch_codec::{self, IdMap};
+use crate::batch_ref::BatchRef;
 use crate::error::{Error, Result};
 use crate::filenames;
 use crate::fsutil;
 use crate::head::Head;
 use crate::index::Index;
+use crate::labels_ref::LabelsRef;
 use crate::manifest::{FileEntry, Manifest, Tombstone};
 use crate::options::Options;
 use crate::partition::PartitionFile;
@@ -63,6 +65,14 @@ impl AppendOutcome {
     pub fn rejected(&self) -> u64 {
         self.too_old + self.too_far_future
     }
+}
+
+/// A series entry of an append with samples inside the accepted window.
+struct Accepted<'b> {
+    id: SeriesId,
+    labels: LabelsRef<'b>,
+    /// Its accepted samples, sorted by time: a range of the append's `kept` vector.
+    samples: std::ops::Range<usize>,
 }
 
 /// A live partition file: its manifest entry and the open file.
@@ -231,7 +241,7 @@ impl Db {
         }
         let mut stats = OpenStats { stray_removed: remove_strays(&dir, &manifest)?, ..OpenStats::default() };
 
-        let index = Index::new();
+        let mut index = Index::new();
         let series = SeriesTable::default();
         let mut partitions: BTreeMap<i64, Vec<Arc<LiveFile>>> = BTreeMap::new();
         for entry in &manifest.files {
@@ -262,54 +272,59 @@ impl Db {
             sync: opts.wal_sync,
             truncate_corrupt: opts.wal_truncate_corrupt,
         };
-        // Replay is pipelined: this thread reads and decodes records; `appliers` threads each
-        // apply the series whose WAL id falls in their share (`id % appliers`), so every series
-        // is applied by one thread, in record order, and last-write-wins is kept.
+        // Replay is pipelined: this thread reads and checks records and hands each to every
+        // applier thread; applier `k` decodes the series whose WAL id falls in its share
+        // (`id % appliers == k`), borrowing their label strings from the record, and applies
+        // them, so every series is applied by one thread, in record order, and last-write-wins
+        // is kept. Each applier walks the whole record but validates and copies only its share.
         let appliers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
         let wal_dir = filenames::wal_dir(&dir);
+        // Nothing reads the index until `open` returns: replay fills it through a loader.
+        let loader = index.loader();
         let (wal, replay, wal_samples) = std::thread::scope(|scope| -> Result<_> {
             let mut senders = Vec::with_capacity(appliers);
             let mut workers = Vec::with_capacity(appliers);
             for k in 0..appliers {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Arc<batch_codec::DecodedBatch>)>(8);
+                let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Arc<[u8]>)>(8);
                 senders.push(tx);
-                let (index, series, head, wal_dir) = (&index, &series, &head, &wal_dir);
+                let (loader, series, head, wal_dir) = (&loader, &series, &head, &wal_dir);
                 workers.push(scope.spawn(move || -> Result<u64> {
                     let mine = |old: SeriesId| old as usize % appliers == k;
                     let mut ids = IdMap::default();
                     let mut samples_applied = 0u64;
-                    for (segment, batch) in rx {
+                    let mut recycled = batch_codec::DecodedBatch::default();
+                    for (segment, payload) in rx {
+                        let corrupt = |reason: String| {
+                            Error::corruption(wal_dir, None, format!("segment {segment}: {reason}"))
+                        };
+                        let mut batch = recycled.recycle();
+                        batch_codec::decode_where(&payload, mine, &mut batch)
+                            .map_err(|e| corrupt(e.to_string()))?;
                         ids.enter_segment(segment);
-                        for (old, labels) in batch.defs.iter().filter(|(old, _)| mine(*old)) {
-                            let (new, _) = index.get_or_create(labels);
-                            ids.insert(*old, new);
+                        for (old, labels) in batch.defs() {
+                            let (new, _) = loader.get_or_create_ref(labels);
+                            ids.insert(old, new);
                         }
-                        for (old, samples) in batch.series.iter().filter(|(old, _)| mine(*old)) {
-                            let id = ids.get(*old).ok_or_else(|| {
-                                Error::corruption(
-                                    wal_dir,
-                                    None,
-                                    format!("segment {segment}: series {old} used before its definition"),
-                                )
-                            })?;
+                        for (old, samples) in batch.series() {
+                            let id = ids
+                                .get(old)
+                                .ok_or_else(|| corrupt(format!("series {old} used before its definition")))?;
                             if let Some(last) = samples.iter().map(|s| s.t).max() {
                                 series.observe(id, last);
                             }
                             head.append(id, samples);
                             samples_applied += samples.len() as u64;
                         }
+                        recycled = batch.recycle();
                     }
                     Ok(samples_applied)
                 }));
             }
             let opened = Wal::open(wal_opts, manifest.wal_first_segment, |segment, payload| {
-                let batch = Arc::new(
-                    batch_codec::decode(payload)
-                        .map_err(|e| Error::corruption(&wal_dir, None, format!("segment {segment}: {e}")))?,
-                );
+                let payload: Arc<[u8]> = Arc::from(payload);
                 for tx in &senders {
                     // A closed channel means that applier stopped on an error, reported below.
-                    if tx.send((segment, batch.clone())).is_err() {
+                    if tx.send((segment, payload.clone())).is_err() {
                         break;
                     }
                 }
@@ -384,7 +399,17 @@ impl Db {
     /// to new snapshots. Samples outside the accepted time window are rejected and counted in the
     /// outcome; the rest of the batch is stored. A series with an empty label set fails the
     /// whole batch with `InvalidInput` before anything is written.
+    ///
+    /// Borrows the batch's strings and goes through [`Db::append_ref`]; decoders of requests
+    /// build a [`BatchRef`] directly instead, so no label is copied.
     pub fn append(&self, batch: &Batch) -> Result<AppendOutcome> {
+        self.inner.append(&BatchRef::from(batch))
+    }
+
+    /// [`Db::append`] for a batch whose label strings are borrowed (e.g. from a decoded
+    /// request): a series the index knows costs no allocation, and an owned label set is made
+    /// only for a new one.
+    pub fn append_ref(&self, batch: &BatchRef<'_>) -> Result<AppendOutcome> {
         self.inner.append(batch)
     }
 
@@ -499,12 +524,12 @@ impl Drop for Db {
 }
 
 impl Inner {
-    fn append(&self, batch: &Batch) -> Result<AppendOutcome> {
+    fn append(&self, batch: &BatchRef<'_>) -> Result<AppendOutcome> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         let mut out = AppendOutcome::default();
-        if let Some((l, _)) = batch.series.iter().find(|(l, _)| l.is_empty()) {
+        if let Some((l, _)) = batch.iter().find(|(l, _)| l.is_empty()) {
             return Err(Error::InvalidInput(format!("series with no labels ({l})")));
         }
         // Held from id resolution to the head insert: a flush's rotation and retention's series
@@ -512,19 +537,21 @@ impl Inner {
         let _appending = self.appending.read();
         let now = now_ms();
         let future_limit = now.saturating_add(self.opts.future_window_ms);
-        // Resolve ids and filter samples outside the accepted window.
-        let mut accepted: Vec<(SeriesId, &Labels, Vec<Sample>)> = Vec::with_capacity(batch.series.len());
+        // Resolve ids and filter samples outside the accepted window. The accepted samples of
+        // all series go into one vector (`kept`), each series owning a range of it.
+        let mut accepted: Vec<Accepted<'_>> = Vec::with_capacity(batch.len());
+        let mut kept: Vec<Sample> = Vec::with_capacity(batch.sample_count());
         let mut out_of_order = 0u64;
-        for (labels, samples) in &batch.series {
+        for (labels, samples) in batch.iter() {
             if samples.is_empty() {
                 continue;
             }
-            let (id, created) = self.index.get_or_create(labels);
+            let (id, created) = self.index.get_or_create_ref(labels);
             if created {
                 out.series_created += 1;
             }
             let mut max_t = self.series.max_t(id);
-            let mut keep = Vec::with_capacity(samples.len());
+            let start = kept.len();
             for s in samples {
                 let reject = if s.t > future_limit {
                     out.too_far_future += 1;
@@ -537,7 +564,7 @@ impl Inner {
                 };
                 if reject {
                     if out.first_rejected.is_none() {
-                        out.first_rejected = Some((labels.clone(), *s));
+                        out.first_rejected = Some((labels.to_labels(), *s));
                     }
                     continue;
                 }
@@ -545,19 +572,17 @@ impl Inner {
                     out_of_order += 1;
                 }
                 max_t = max_t.max(s.t);
-                keep.push(*s);
+                kept.push(*s);
             }
-            if keep.is_empty() {
-                continue;
-            }
+            let Some(mine) = kept.get_mut(start..).filter(|k| !k.is_empty()) else { continue };
             // Raise the series' newest timestamp now, not after the WAL write, so a later entry
             // for the same series in this batch (or a concurrent batch) sees it.
             self.series.observe(id, max_t);
-            if !keep.windows(2).all(|w| w[0].t < w[1].t) {
+            if !mine.windows(2).all(|w| w[0].t < w[1].t) {
                 // Stable: among equal timestamps the later sample stays later and so wins.
-                keep.sort_by_key(|s| s.t);
+                mine.sort_by_key(|s| s.t);
             }
-            accepted.push((id, labels, keep));
+            accepted.push(Accepted { id, labels, samples: start..kept.len() });
         }
         self.counters.rejected_too_old.fetch_add(out.too_old, Ordering::Relaxed);
         self.counters.rejected_too_far_future.fetch_add(out.too_far_future, Ordering::Relaxed);
@@ -565,26 +590,27 @@ impl Inner {
         if accepted.is_empty() {
             return Ok(out);
         }
+        let samples_of = |a: &Accepted<'_>| kept.get(a.samples.clone()).unwrap_or_default();
 
         let head = self.state.read().head.clone();
         let series = &self.series;
         self.wal.append(|segment, buf| {
             let mark = segment + 1;
             let mut defs = Vec::new();
-            for (id, labels, _) in &accepted {
-                let fresh = series.with(*id, |s| s.wal_segment.swap(mark, Ordering::Relaxed) != mark);
+            for a in &accepted {
+                let fresh = series.with(a.id, |s| s.wal_segment.swap(mark, Ordering::Relaxed) != mark);
                 if fresh {
-                    defs.push((*id, *labels));
+                    defs.push((a.id, a.labels));
                 }
             }
             let samples: Vec<(SeriesId, &[Sample])> =
-                accepted.iter().map(|(id, _, s)| (*id, s.as_slice())).collect();
+                accepted.iter().map(|a| (a.id, samples_of(a))).collect();
             batch_codec::encode(&defs, &samples, buf);
         })?;
-        for (id, _, samples) in &accepted {
-            head.append(*id, samples);
-            out.appended += samples.len() as u64;
+        for a in &accepted {
+            head.append(a.id, samples_of(a));
         }
+        out.appended = kept.len() as u64;
         self.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
         self.counters.samples_out_of_order.fetch_add(out_of_order, Ordering::Relaxed);
         if head.sample_count() >= self.opts.head_samples_max as u64 {

@@ -11,6 +11,7 @@
 
 pub mod backup;
 pub mod batch_codec;
+pub mod batch_ref;
 mod compact;
 pub mod db;
 pub mod encoding;
@@ -21,6 +22,7 @@ mod flush;
 pub mod fsutil;
 pub mod head;
 pub mod index;
+pub mod labels_ref;
 pub mod manifest;
 pub mod matcher;
 pub mod mem;
@@ -34,8 +36,10 @@ pub mod stats;
 pub mod types;
 pub mod wal;
 
+pub use batch_ref::{BatchRef, SeriesBuilder};
 pub use db::{AppendOutcome, Db, Health};
 pub use error::{Error, Result};
+pub use labels_ref::{LabelPair, LabelsRef};
 pub use matcher::{MatchOp, Matcher};
 pub use options::{Options, WalSync};
 pub use query::{Querier, SeriesRef};

@@ -109,6 +109,14 @@ impl Labels {
         Labels(labels.into())
     }
 
+    /// [`Labels::from_sorted`] from an iterator of known length: one allocation, no
+    /// intermediate vector (the index builds every new series this way).
+    pub(crate) fn from_sorted_iter(labels: impl ExactSizeIterator<Item = Label>) -> Self {
+        let labels: Arc<[Label]> = labels.collect();
+        debug_assert!(labels.windows(2).all(|w| w[0].name < w[1].name));
+        Labels(labels)
+    }
+
     /// The value of label `name`, if present.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0

@@ -106,7 +106,7 @@ fn check(db: &Db, model: &MemStore, queries: &[(Vec<Matcher>, (i64, i64))]) -> R
             "label_names {}",
             what
         );
-        for name in ["__name__", "x", "y", "z"] {
+        for name in ["__name__", "x", "y", "z", "h", "g"] {
             prop_assert_eq!(
                 snap.label_values(name, matchers, mint, maxt).unwrap(),
                 model.label_values(name, matchers, mint, maxt).unwrap(),
@@ -179,6 +179,69 @@ fn run(ops: Vec<Op>, queries: Vec<(Vec<Matcher>, (i64, i64))>) -> Result<(), Tes
     db.compact().unwrap();
     db.clean_tombstones().unwrap();
     check(&db, &model, &queries)
+}
+
+/// Many values and candidates, so the lookups cross their copy batches (512 values), build a
+/// candidate bitmap, gallop through long postings and go on past first series without data:
+/// 2100 series, each value of `h` on three metrics, data placed so that many values have data
+/// in the queried windows only in a later series, some only outside them or between two samples
+/// of one block, some none at all.
+#[test]
+fn lookups_over_many_values_match_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path())).unwrap();
+    let mut model = MemStore::new();
+    let mut batch = Batch::new();
+    // Blocks are cut on a 10-minute grid (from the epoch): `cell` is the first whole minute
+    // after BASE in a new grid cell.
+    let cell = 10 - BASE.rem_euclid(10 * MINUTE).div_euclid(MINUTE);
+    for s in 0..2100u32 {
+        let host = s / 3;
+        let labels = Labels::from_pairs(&[
+            ("__name__", format!("m{}", s % 3).as_str()),
+            ("h", format!("h{host:04}").as_str()),
+            ("g", (host % 7).to_string().as_str()),
+        ]);
+        // Two samples in one block, so a window between them straddles a block without a
+        // sample in it.
+        let k = cell + 10 * i64::from(host % 5) + 1;
+        let minutes = match host % 4 {
+            0 => vec![k, k + 8, 200],
+            1 if s % 3 == 2 => vec![cell + 4, 200],
+            1 | 2 => vec![400],
+            _ => {
+                // Every sample rejected: in the index, without data.
+                batch.push(labels, vec![Sample::new(i64::MAX / 2, 1.0)]);
+                continue;
+            }
+        };
+        let samples: Vec<Sample> = minutes.iter().map(|m| Sample::new(BASE + m * MINUTE, 1.0)).collect();
+        model.append(&labels, &samples);
+        batch.push(labels, samples);
+    }
+    db.append(&batch).unwrap();
+    let queries: Vec<Vec<Matcher>> = vec![
+        vec![],
+        vec![Matcher::equal("__name__", "m2")],
+        vec![Matcher::equal("__name__", "m0")],
+        vec![Matcher::equal("g", "3")],
+        vec![Matcher::new(MatchOp::Regex, "h", "h00.*").unwrap()],
+        vec![Matcher::equal("h", "h0001")],
+    ];
+    let ranges = [
+        (i64::MIN, i64::MAX),
+        (BASE, BASE + 30 * MINUTE),
+        (BASE + 30 * MINUTE, BASE + 300 * MINUTE),
+        (BASE + (cell + 3) * MINUTE, BASE + (cell + 6) * MINUTE),
+    ];
+    let all: Vec<_> = queries.iter().flat_map(|q| ranges.iter().map(move |r| (q.clone(), *r))).collect();
+    check(&db, &model, &all).unwrap();
+    db.flush().unwrap();
+    check(&db, &model, &all).unwrap();
+    let gone = [Matcher::equal("g", "1")];
+    db.delete(&gone, BASE, BASE + 100 * MINUTE).unwrap();
+    model.delete(&gone, BASE, BASE + 100 * MINUTE);
+    check(&db, &model, &all).unwrap();
 }
 
 fn cases() -> u32 {

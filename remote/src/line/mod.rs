@@ -1,6 +1,7 @@
-//! Influx line protocol: request bodies (gzip or plain) to a [`storage::Batch`].
+//! Influx line protocol: request bodies (gzip or plain) to a [`storage::BatchRef`] borrowing
+//! the body ([`parse_ref`]), or to an owned [`storage::Batch`] ([`parse`]).
 //!
-//! [`parse`] never fails as a whole: each line that cannot be stored is reported with its
+//! Parsing never fails as a whole: each line that cannot be stored is reported with its
 //! 1-based line number and the good lines of the same body are still in the batch, which is
 //! Influx's partial-write behaviour. The syntax is described in `scan`, the mapping to series
 //! (`<measurement>_<field>`, sanitizing, the `value` field) in `series`.
@@ -105,7 +106,7 @@ impl std::fmt::Display for LineError {
     }
 }
 
-/// What a body contained.
+/// What a body contained, owned ([`parse`]).
 #[derive(Debug, Clone, Default)]
 pub struct Parsed {
     /// Samples of the good lines. A series appears once per distinct way it was written.
@@ -126,17 +127,50 @@ impl Parsed {
     /// A message for a partial-write response (`None` if every line was good), e.g.
     /// `partial write: 2 of 10 lines rejected: line 3: missing fields; line 7: ...`.
     pub fn error_message(&self) -> Option<String> {
-        if self.bad_lines == 0 {
-            return None;
+        partial_write_message(&self.errors, self.bad_lines, self.points)
+    }
+}
+
+/// What a body contained, label strings borrowed from the body ([`parse_ref`]): the same
+/// counts and errors as [`Parsed`], and the batch on request.
+pub struct ParsedRef<'a> {
+    /// Lines accepted.
+    pub points: u64,
+    /// Numeric field values stored as samples.
+    pub fields: u64,
+    /// String fields (not storable as samples).
+    pub skipped_fields: u64,
+    /// The first [`LINE_ERRORS_MAX`] lines that could not be parsed; the good lines are in
+    /// [`ParsedRef::batch`].
+    pub errors: Vec<LineError>,
+    /// All lines that could not be parsed (`errors` may be cut short).
+    pub bad_lines: u64,
+    series: series::SeriesCache<'a>,
+}
+
+impl ParsedRef<'_> {
+    /// Samples of the good lines, one entry per series (a series appears once per distinct way
+    /// it was written), label strings borrowed from the body and from `self` (metric names,
+    /// unescaped strings). Built by each call: call it once.
+    pub fn batch(&self) -> storage::BatchRef<'_> {
+        self.series.batch()
+    }
+
+    /// A message for a partial-write response, as [`Parsed::error_message`].
+    pub fn error_message(&self) -> Option<String> {
+        partial_write_message(&self.errors, self.bad_lines, self.points)
+    }
+
+    /// An owned copy: every label string is allocated.
+    pub fn into_owned(self) -> Parsed {
+        Parsed {
+            batch: self.batch().to_batch(),
+            points: self.points,
+            fields: self.fields,
+            skipped_fields: self.skipped_fields,
+            errors: self.errors,
+            bad_lines: self.bad_lines,
         }
-        let shown: Vec<String> = self.errors.iter().take(10).map(LineError::to_string).collect();
-        let more = if self.bad_lines as usize > shown.len() { "; ..." } else { "" };
-        Some(format!(
-            "partial write: {} of {} lines rejected: {}{more}",
-            self.bad_lines,
-            self.bad_lines + self.points,
-            shown.join("; ")
-        ))
     }
 
     fn reject(&mut self, line: usize, message: String) {
@@ -147,12 +181,39 @@ impl Parsed {
     }
 }
 
-/// Parses a (decompressed) line-protocol body. Lines without a timestamp get `now_ns`.
-/// Label limits are checked per line; a line over a limit is reported like a syntax error.
+fn partial_write_message(errors: &[LineError], bad_lines: u64, points: u64) -> Option<String> {
+    if bad_lines == 0 {
+        return None;
+    }
+    let shown: Vec<String> = errors.iter().take(10).map(LineError::to_string).collect();
+    let more = if bad_lines as usize > shown.len() { "; ..." } else { "" };
+    Some(format!(
+        "partial write: {} of {} lines rejected: {}{more}",
+        bad_lines,
+        bad_lines + points,
+        shown.join("; ")
+    ))
+}
+
+/// Parses a (decompressed) line-protocol body into owned data: [`parse_ref`], then a copy of
+/// every label string. Servers append [`parse_ref`]'s batch instead, which copies nothing.
 pub fn parse(body: &[u8], precision: Precision, now_ns: i64, limits: &Limits) -> Parsed {
-    let mut out = Parsed::default();
+    parse_ref(body, precision, now_ns, limits).into_owned()
+}
+
+/// Parses a (decompressed) line-protocol body, borrowing label strings from it. Lines without a
+/// timestamp get `now_ns`. Label limits are checked per line; a line over a limit is reported
+/// like a syntax error.
+pub fn parse_ref<'a>(body: &'a [u8], precision: Precision, now_ns: i64, limits: &Limits) -> ParsedRef<'a> {
+    let mut out = ParsedRef {
+        points: 0,
+        fields: 0,
+        skipped_fields: 0,
+        errors: Vec::new(),
+        bad_lines: 0,
+        series: series::SeriesCache::default(),
+    };
     let mut scanner = scan::Scanner::new(body);
-    let mut cache = series::SeriesCache::default();
     let now_ms = Precision::Ns.to_millis(now_ns).unwrap_or_default();
     let mut line = 1usize;
     loop {
@@ -178,7 +239,7 @@ pub fn parse(body: &[u8], precision: Precision, now_ns: i64, limits: &Limits) ->
             None => Ok(now_ms),
             Some(t) => precision.to_millis(t).ok_or_else(|| format!("timestamp {t} is out of range")),
         };
-        match t_ms.and_then(|t| cache.add(point.key, &scanner.fields, t, line, limits)) {
+        match t_ms.and_then(|t| out.series.add(point.key, &scanner.fields, t, line, limits)) {
             Ok(added) => {
                 out.points += 1;
                 out.fields += added.fields;
@@ -188,6 +249,5 @@ pub fn parse(body: &[u8], precision: Precision, now_ns: i64, limits: &Limits) ->
         }
         line += 1 + scanner.extra_lines;
     }
-    cache.finish(&mut out.batch);
     out
 }

@@ -12,19 +12,21 @@
 //! Unescaping: in the measurement `\,` and `\ `; in tag keys, tag values and field keys `\,`,
 //! `\=` and `\ `. Any other backslash pair is kept as written (so `C:\Windows` survives).
 //!
+//! Strings stay borrowed from the body: a tag is a slice of it unless unescaping or sanitizing
+//! changed it, and only metric names `<measurement>_<field>` are built (once per measurement
+//! and field in a request).
+//!
 //! The cache maps the series key as written (measurement and tags, escapes intact) to a
 //! group holding its parsed tags and one slot per field key, so a series that repeats in a
-//! request is parsed and allocated once. A line touches little of its group's memory: field
-//! keys become small ids by comparing with the previous line, the line's sequence of field ids
-//! becomes a "layout" id, and when it equals the group's layout (the usual case: a series
-//! always sends the same fields) field `i` is slot `i` without looking at the slots. Samples
-//! are appended to the group's own buffer and scattered into exactly-sized per-series vectors
-//! by [`SeriesCache::finish`].
+//! request is parsed once. A line touches little of its group's memory: field keys become
+//! small ids by comparing with the previous line, the line's sequence of field ids becomes a
+//! "layout" id, and when it equals the group's layout (the usual case: a series always sends
+//! the same fields) field `i` is slot `i` without looking at the slots. Samples are appended
+//! to the group's own buffer and sorted into series by [`SeriesCache::batch`].
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
-use storage::{Batch, Label, Labels, METRIC_NAME, Sample};
+use storage::{BatchRef, LabelPair, METRIC_NAME, Sample};
 
 use super::scan::Value;
 use crate::limits::{LABEL_NAME_BYTES_MAX, LABEL_VALUE_BYTES_MAX, LABELS_PER_SERIES_MAX};
@@ -35,13 +37,18 @@ const MEASUREMENT_ESCAPES: &[u8] = b", ";
 /// Bytes a backslash escapes in tag keys, tag values and field keys.
 const KEY_ESCAPES: &[u8] = b",= ";
 
-/// Per-request state: parsed series keys, field keys, layouts and interned strings.
+/// A label string: borrowed from the body, or built when unescaping or sanitizing changed it.
+type Text<'a> = Cow<'a, str>;
+
+/// Per-request state: parsed series keys, field keys, layouts and metric names.
 #[derive(Default)]
 pub(crate) struct SeriesCache<'a> {
     /// Series key as written -> index in `groups`.
     index: hashbrown::HashMap<&'a [u8], u32>,
     /// In order of first appearance, which is the order of the batch.
     groups: Vec<Group>,
+    /// The tags of every group, back to back (each group's sorted by name).
+    tags: Vec<(Text<'a>, Text<'a>)>,
     /// Field key as written -> field id (index in `field_keys`).
     field_ids: hashbrown::HashMap<&'a [u8], u32>,
     field_keys: Vec<&'a [u8]>,
@@ -58,25 +65,63 @@ pub(crate) struct SeriesCache<'a> {
     previous_layout: Option<(Vec<u32>, u32)>,
     /// `(group, field id)` -> slot, for lines whose layout is not their group's.
     slot_index: hashbrown::HashMap<(u32, u32), u32>,
-    /// `(interned measurement's address, field id)` -> metric name.
-    metric_names: hashbrown::HashMap<(usize, u32), Arc<str>>,
-    strings: hashbrown::HashSet<Arc<str>>,
+    /// Measurement as written -> measurement id (index in `measurements`: unescaped).
+    measurements: Measurements<'a>,
+    /// `(measurement id, field id)` -> index in `metric_names`.
+    metric_name_ids: hashbrown::HashMap<(u32, u32), u32>,
+    metric_names: Vec<Text<'a>>,
     /// Values of the numeric fields of the line being added.
     values: Vec<f64>,
     /// Slots of the line being added (slow path only).
     slots: Vec<u32>,
 }
 
+/// The distinct measurements of a request.
+#[derive(Default)]
+struct Measurements<'a> {
+    /// As written (escapes intact) -> id.
+    ids: hashbrown::HashMap<&'a [u8], u32>,
+    /// Unescaped, by id.
+    names: Vec<Text<'a>>,
+    /// The last one looked up: lines of one measurement usually follow each other.
+    last: Option<(&'a [u8], u32)>,
+}
+
+impl<'a> Measurements<'a> {
+    /// The id of the measurement written as `raw`, unescaping and validating it if new.
+    fn id(&mut self, raw: &'a [u8]) -> Result<u32, String> {
+        if let Some((last, id)) = self.last
+            && crate::bytes::eq(last, raw)
+        {
+            return Ok(id);
+        }
+        let id = match self.ids.get(raw) {
+            Some(&id) => id,
+            None => {
+                let name = text(unescape(raw, MEASUREMENT_ESCAPES), "measurement")?;
+                let id = u32::try_from(self.names.len()).map_err(|_| "too many measurements")?;
+                self.names.push(name);
+                self.ids.insert(raw, id);
+                id
+            }
+        };
+        self.last = Some((raw, id));
+        Ok(id)
+    }
+}
+
 /// One series key: a measurement with its tags, and the series of its fields seen so far.
 struct Group {
-    /// Interned: its address identifies it in `SeriesCache::metric_names`.
-    measurement: Arc<str>,
-    /// Sorted by name, unique.
-    tags: Vec<Label>,
+    /// The measurement's id in [`Measurements`].
+    measurement: u32,
+    /// Its tags: `SeriesCache::tags[tags.0..tags.1]`.
+    tags: (usize, usize),
     /// The layout id of `slots`' field ids, in order.
     layout: u32,
-    /// `(field id, labels)`, one per field of the group, in order of first appearance.
-    slots: Vec<(u32, Labels)>,
+    /// `(field id, metric name id)`, one per field of the group, in order of first appearance.
+    slots: Vec<(u32, u32)>,
+    /// Whether `slots` are in `SeriesCache::slot_index`.
+    indexed: bool,
     /// `(slot, sample)` in arrival order.
     samples: Vec<(u32, Sample)>,
 }
@@ -100,13 +145,20 @@ impl<'a> SeriesCache<'a> {
         line: usize,
         limits: &Limits,
     ) -> Result<Added, String> {
-        let gi = match self.index.get(key) {
-            Some(&gi) => gi as usize,
-            None => {
-                let group = new_group(key, &mut self.strings, limits)?;
+        let gi = match self.index.entry(key) {
+            hashbrown::hash_map::Entry::Occupied(e) => *e.get() as usize,
+            hashbrown::hash_map::Entry::Vacant(e) => {
                 let gi = self.groups.len();
-                self.groups.push(group);
-                self.index.insert(key, u32::try_from(gi).map_err(|_| "too many series".to_string())?);
+                let id = u32::try_from(gi).map_err(|_| "too many series".to_string())?;
+                let start = self.tags.len();
+                match parse_key(key, &mut self.tags, &mut self.measurements, limits) {
+                    Ok(group) => self.groups.push(group),
+                    Err(e) => {
+                        self.tags.truncate(start);
+                        return Err(e);
+                    }
+                }
+                e.insert(id);
                 gi
             }
         };
@@ -129,7 +181,21 @@ impl<'a> SeriesCache<'a> {
             self.values.push(v);
         }
         let layout = self.line_layout();
-        let fast = self.groups.get(gi).is_some_and(|g| g.layout == layout);
+        let fast = match self.groups.get(gi) {
+            Some(g) if g.layout == layout => true,
+            // A new group: its slots are the line's fields, in order.
+            Some(g) if g.slots.is_empty() => {
+                for i in 0..self.line_fields.len() {
+                    let Some(&field) = self.line_fields.get(i) else { continue };
+                    self.new_slot(gi, field, limits)?;
+                }
+                if let Some(g) = self.groups.get_mut(gi) {
+                    g.layout = layout;
+                }
+                true
+            }
+            _ => false,
+        };
         if !fast {
             self.resolve_slots(gi, limits)?;
         }
@@ -172,6 +238,15 @@ impl<'a> SeriesCache<'a> {
     /// Finds (or creates) the slot of each field of the line in group `gi`, into `slots`.
     fn resolve_slots(&mut self, gi: usize, limits: &Limits) -> Result<(), String> {
         self.slots.clear();
+        // Groups are indexed on their first line that needs it: most never do.
+        if let Some(g) = self.groups.get_mut(gi)
+            && !g.indexed
+        {
+            g.indexed = true;
+            for (slot, &(field, _)) in g.slots.iter().enumerate() {
+                self.slot_index.insert((gi as u32, field), slot as u32);
+            }
+        }
         let mut created = false;
         for i in 0..self.line_fields.len() {
             let Some(&field) = self.line_fields.get(i) else { continue };
@@ -235,13 +310,14 @@ impl<'a> SeriesCache<'a> {
     /// Adds the slot for `field` to group `gi` and returns its index.
     fn new_slot(&mut self, gi: usize, field: u32, limits: &Limits) -> Result<u32, String> {
         let Some(group) = self.groups.get(gi) else { return Err("internal: missing group".into()) };
-        let cache_key = (Arc::as_ptr(&group.measurement) as *const u8 as usize, field);
-        let name = match self.metric_names.get(&cache_key) {
-            Some(n) => n.clone(),
+        let cache_key = (group.measurement, field);
+        let name = match self.metric_name_ids.get(&cache_key) {
+            Some(&name) => name,
             None => {
                 let key = self.field_keys.get(field as usize).copied().unwrap_or_default();
-                let field_name = unescape(key, KEY_ESCAPES);
-                let name = metric_name(&group.measurement, str_of(&field_name, "field key")?);
+                let field_name = text(unescape(key, KEY_ESCAPES), "field key")?;
+                let measurement = self.measurements.names.get(group.measurement as usize);
+                let name = metric_name_text(measurement.unwrap_or(&Cow::Borrowed("")), &field_name);
                 if name.len() > limits.label_value_bytes_max {
                     return Err(Error::limit(
                         LABEL_VALUE_BYTES_MAX,
@@ -250,68 +326,117 @@ impl<'a> SeriesCache<'a> {
                     )
                     .to_string());
                 }
-                let name = intern(&mut self.strings, &name);
-                self.metric_names.insert(cache_key, name.clone());
-                name
+                let id = u32::try_from(self.metric_names.len()).map_err(|_| "too many metric names")?;
+                self.metric_names.push(name);
+                self.metric_name_ids.insert(cache_key, id);
+                id
             }
         };
-        let name_label = Label { name: intern(&mut self.strings, METRIC_NAME), value: name };
-        let at = group.tags.partition_point(|l| l.name.as_ref() < METRIC_NAME);
-        let mut labels = Vec::with_capacity(group.tags.len() + 1);
-        labels.extend(group.tags.get(..at).unwrap_or_default().iter().cloned());
-        labels.push(name_label);
-        labels.extend(group.tags.get(at..).unwrap_or_default().iter().cloned());
         let Some(group) = self.groups.get_mut(gi) else { return Err("internal: missing group".into()) };
-        group.slots.push((field, Labels::from_sorted(labels)));
+        group.slots.push((field, name));
         u32::try_from(group.slots.len() - 1).map_err(|_| "too many fields".to_string())
     }
 
-    /// Moves the samples into `batch`: one entry per series, in order of first appearance.
-    pub(crate) fn finish(self, batch: &mut Batch) {
-        for group in self.groups {
-            let mut counts = vec![0usize; group.slots.len()];
+    /// The series of the request: one entry per group and field, groups in order of first
+    /// appearance, each with its samples in arrival order. Label strings are borrowed from the
+    /// body or from this cache.
+    pub(crate) fn batch(&self) -> BatchRef<'_> {
+        let series = self.groups.iter().map(|g| g.slots.len()).sum();
+        let labels = self.groups.iter().map(|g| g.slots.len() * (g.tags.1 - g.tags.0 + 1)).sum();
+        let samples = self.groups.iter().map(|g| g.samples.len()).sum();
+        let mut batch = BatchRef::with_capacity(series, labels, samples);
+        // A group's samples sorted by slot (stably: arrival order within a slot).
+        let mut sorted: Vec<Sample> = Vec::new();
+        let mut ends: Vec<usize> = Vec::new();
+        for group in &self.groups {
+            ends.clear();
+            ends.resize(group.slots.len(), 0);
             for &(slot, _) in &group.samples {
-                if let Some(c) = counts.get_mut(slot as usize) {
-                    *c += 1;
+                if let Some(n) = ends.get_mut(slot as usize) {
+                    *n += 1;
                 }
             }
-            let mut per_slot: Vec<Vec<Sample>> = counts.into_iter().map(Vec::with_capacity).collect();
-            for (slot, sample) in group.samples {
-                if let Some(v) = per_slot.get_mut(slot as usize) {
-                    v.push(sample);
+            // Counts to starts: `ends[i]` is where slot `i` starts, and after the scatter below
+            // where it ends.
+            let mut at = 0;
+            for n in ends.iter_mut() {
+                (*n, at) = (at, at + *n);
+            }
+            sorted.clear();
+            sorted.resize(at, Sample::new(0, 0.0));
+            for &(slot, sample) in &group.samples {
+                if let Some(end) = ends.get_mut(slot as usize) {
+                    if let Some(s) = sorted.get_mut(*end) {
+                        *s = sample;
+                    }
+                    *end += 1;
                 }
             }
-            for ((_, labels), samples) in group.slots.into_iter().zip(per_slot) {
-                if !samples.is_empty() {
-                    batch.push(labels, samples);
+            let tags = self.tags.get(group.tags.0..group.tags.1).unwrap_or_default();
+            // `__name__` sorts among the tags: before lowercase names, after uppercase ones.
+            let at_name = tags.partition_point(|(n, _)| n.as_ref() < METRIC_NAME);
+            let (before, after) = tags.split_at(at_name);
+            let mut start = 0;
+            for (&(_, name), &end) in group.slots.iter().zip(&ends) {
+                let samples = sorted.get(start..end).unwrap_or_default();
+                start = end;
+                let Some(name) = self.metric_names.get(name as usize) else { continue };
+                if samples.is_empty() {
+                    continue;
                 }
+                let labels = before
+                    .iter()
+                    .map(pair)
+                    .chain(std::iter::once((METRIC_NAME, name.as_ref())))
+                    .chain(after.iter().map(pair));
+                batch.push(labels, samples.iter().copied());
             }
         }
+        batch
     }
 }
 
-/// Parses a series key into a group: measurement and validated, sanitized, sorted tags.
-fn new_group(
-    key: &[u8],
-    strings: &mut hashbrown::HashSet<Arc<str>>,
+/// A tag as borrowed string pair.
+fn pair<'s>((name, value): &'s (Text<'_>, Text<'_>)) -> LabelPair<'s> {
+    (name.as_ref(), value.as_ref())
+}
+
+/// Parses a series key into a group: measurement and validated, sanitized, sorted tags
+/// (appended to `tags`; the caller removes them again on error).
+fn parse_key<'a>(
+    key: &'a [u8],
+    tags: &mut Vec<(Text<'a>, Text<'a>)>,
+    measurements: &mut Measurements<'a>,
     limits: &Limits,
 ) -> Result<Group, String> {
-    let (measurement, mut rest) = match find_unescaped(key, b',') {
+    let start = tags.len();
+    // A key without a backslash (nearly all) needs no unescaping, and once all of it is known
+    // to be UTF-8 each part is a slice of it; other keys are taken apart piece by piece.
+    let plain =
+        if memchr::memchr(b'\\', key).is_none() { simdutf8::basic::from_utf8(key).ok() } else { None };
+    let find = |s: &[u8], c: u8| if plain.is_some() { memchr::memchr(c, s) } else { find_unescaped(s, c) };
+    let part = |b: &'a [u8], what: &str| -> Result<Text<'a>, String> {
+        let off = (b.as_ptr() as usize).wrapping_sub(key.as_ptr() as usize);
+        match plain.and_then(|k| k.get(off..off + b.len())) {
+            Some(s) => Ok(Cow::Borrowed(s)),
+            None => text(unescape(b, KEY_ESCAPES), what),
+        }
+    };
+    let (measurement_raw, mut rest) = match find(key, b',') {
         Some(i) => (key.get(..i).unwrap_or_default(), Some(key.get(i + 1..).unwrap_or_default())),
         None => (key, None),
     };
-    if measurement.is_empty() {
+    if measurement_raw.is_empty() {
         return Err("missing measurement".into());
     }
-    let measurement = intern(strings, str_of(&unescape(measurement, MEASUREMENT_ESCAPES), "measurement")?);
-    let mut tags = Vec::new();
+    let measurement = measurements.id(measurement_raw)?;
     while let Some(r) = rest {
-        let (tag, next) = match find_unescaped(r, b',') {
+        let (tag, next) = match find(r, b',') {
             Some(i) => (r.get(..i).unwrap_or_default(), Some(r.get(i + 1..).unwrap_or_default())),
             None => (r, None),
         };
         rest = next;
-        let Some(eq) = find_unescaped(tag, b'=') else {
+        let Some(eq) = find(tag, b'=') else {
             return Err(format!("missing '=' in tag {:?}", super::snippet(tag)));
         };
         let (k, v) = (tag.get(..eq).unwrap_or_default(), tag.get(eq + 1..).unwrap_or_default());
@@ -321,13 +446,11 @@ fn new_group(
         if v.is_empty() {
             return Err(format!("missing value for tag {:?}", super::snippet(k)));
         }
-        if find_unescaped(v, b'=').is_some() {
+        if find(v, b'=').is_some() {
             return Err(format!("unescaped '=' in the value of tag {:?}", super::snippet(k)));
         }
-        let k_unescaped = unescape(k, KEY_ESCAPES);
-        let name = sanitize(str_of(&k_unescaped, "tag key")?, false);
-        let v_unescaped = unescape(v, KEY_ESCAPES);
-        let value = str_of(&v_unescaped, "tag value")?;
+        let name = sanitized(part(k, "tag key")?, false);
+        let value = part(v, "tag value")?;
         if name.len() > limits.label_name_bytes_max {
             return Err(
                 Error::limit(LABEL_NAME_BYTES_MAX, name.len(), limits.label_name_bytes_max).to_string()
@@ -341,41 +464,61 @@ fn new_group(
         if name == METRIC_NAME {
             return Err(format!("tag key {:?} would overwrite the metric name", super::snippet(k)));
         }
-        tags.push(Label { name: intern(strings, &name), value: intern(strings, value) });
+        tags.push((name, value));
     }
-    if tags.len() + 1 > limits.labels_per_series_max {
+    let mine = tags.get_mut(start..).unwrap_or_default();
+    if mine.len() + 1 > limits.labels_per_series_max {
         return Err(
-            Error::limit(LABELS_PER_SERIES_MAX, tags.len() + 1, limits.labels_per_series_max).to_string()
+            Error::limit(LABELS_PER_SERIES_MAX, mine.len() + 1, limits.labels_per_series_max).to_string()
         );
     }
-    tags.sort_by(|a, b| a.name.cmp(&b.name));
-    if let Some(w) = tags.windows(2).find(|w| matches!(w, [a, b] if a.name == b.name)) {
-        let name = w.first().map(|l| l.name.to_string()).unwrap_or_default();
+    // Most keys are sent sorted already (Influx clients sort them).
+    if !mine.windows(2).all(|w| matches!(w, [a, b] if a.0 <= b.0)) {
+        mine.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    if let Some(w) = mine.windows(2).find(|w| matches!(w, [a, b] if a.0 == b.0)) {
+        let name = w.first().map(|t| t.0.to_string()).unwrap_or_default();
         return Err(format!("two tags map to the label name {name:?}"));
     }
-    Ok(Group { measurement, tags, layout: u32::MAX, slots: Vec::new(), samples: Vec::new() })
+    Ok(Group {
+        measurement,
+        tags: (start, tags.len()),
+        layout: u32::MAX,
+        slots: Vec::new(),
+        indexed: false,
+        samples: Vec::new(),
+    })
 }
 
 /// The metric name for `field` of `measurement` (see the module doc).
 pub fn metric_name(measurement: &str, field: &str) -> String {
+    metric_name_text(&Cow::Borrowed(measurement), field).into_owned()
+}
+
+/// [`metric_name`], borrowing `measurement` when it is the name as it is.
+fn metric_name_text<'m>(measurement: &Text<'m>, field: &str) -> Text<'m> {
     if field == "value" {
-        return sanitize(measurement, true).into_owned();
+        return sanitized(measurement.clone(), true);
     }
-    sanitize(&format!("{measurement}_{field}"), true).into_owned()
+    let mut name = String::with_capacity(measurement.len() + 1 + field.len());
+    name.push_str(measurement);
+    name.push('_');
+    name.push_str(field);
+    sanitized(Cow::Owned(name), true)
 }
 
 /// The label name for a tag key (see the module doc).
 pub fn label_name(key: &str) -> String {
-    sanitize(key, false).into_owned()
+    sanitized(Cow::Borrowed(key), false).into_owned()
 }
 
 /// Replaces characters outside `[a-zA-Z0-9_]` (plus `:` if `colon_ok`) with `_` and prefixes a
-/// leading digit with `_`; borrows when nothing changes, which is the common case.
-fn sanitize(s: &str, colon_ok: bool) -> Cow<'_, str> {
+/// leading digit with `_`; returns `s` itself when nothing changes, which is the common case.
+fn sanitized(s: Text<'_>, colon_ok: bool) -> Text<'_> {
     let ok = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || (colon_ok && b == b':');
     let digit_first = s.starts_with(|c: char| c.is_ascii_digit());
     if !digit_first && s.bytes().all(ok) {
-        return Cow::Borrowed(s);
+        return s;
     }
     let mut out = String::with_capacity(s.len() + 1);
     if digit_first {
@@ -419,17 +562,13 @@ fn unescape<'s>(s: &'s [u8], escapes: &[u8]) -> Cow<'s, [u8]> {
     Cow::Owned(out)
 }
 
-fn str_of<'s>(b: &'s [u8], what: &str) -> Result<&'s str, String> {
-    std::str::from_utf8(b).map_err(|_| format!("{what} is not valid UTF-8"))
-}
-
-fn intern(strings: &mut hashbrown::HashSet<Arc<str>>, s: &str) -> Arc<str> {
-    if let Some(a) = strings.get(s) {
-        return a.clone();
+/// Unescaped bytes as text; `what` names the element in the error.
+fn text<'s>(bytes: Cow<'s, [u8]>, what: &str) -> Result<Text<'s>, String> {
+    let invalid = || format!("{what} is not valid UTF-8");
+    match bytes {
+        Cow::Borrowed(b) => std::str::from_utf8(b).map(Cow::Borrowed).map_err(|_| invalid()),
+        Cow::Owned(b) => String::from_utf8(b).map(Cow::Owned).map_err(|_| invalid()),
     }
-    let a: Arc<str> = Arc::from(s);
-    strings.insert(a.clone());
-    a
 }
 
 #[cfg(test)]

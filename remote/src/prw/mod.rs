@@ -3,9 +3,12 @@
 //!
 //! A body is a snappy *block* (not framed) holding a `prometheus.WriteRequest` (1.0) or an
 //! `io.prometheus.write.v2.Request` (2.0), told apart only by the Content-Type header
-//! ([`negotiate`]). [`decode`] checks snappy's declared length against
-//! [`Limits::decoded_bytes_max`] before allocating, then decodes with a zero-copy reader
-//! (`wire`) straight into a [`storage::Batch`]. Label rules are in `labels`.
+//! ([`negotiate`]). [`decompress`] checks snappy's declared length against
+//! [`Limits::decoded_bytes_max`] before allocating; [`decode_ref`] then decodes with a
+//! zero-copy reader (`wire`) straight into a [`storage::BatchRef`] whose label strings are
+//! slices of the decompressed bytes, ready for `storage::Db::append_ref`. [`decode`] does both
+//! and copies the result into an owned [`storage::Batch`], for tests and tools. Label rules are
+//! in `labels`.
 //!
 //! Spec: prometheus/docs `docs/specs/prw/remote_write_spec.md` (1.0) and
 //! `remote_write_spec_2_0.md` (2.0).
@@ -100,7 +103,42 @@ pub fn check_encoding(content_encoding: Option<&str>) -> Result<()> {
     }
 }
 
-/// What one request contained.
+/// What one request contained, with label strings borrowed from the decompressed request
+/// ([`decode_ref`]).
+#[derive(Debug, Clone, Default)]
+pub struct DecodedRef<'a> {
+    /// The float samples, by series; stale markers keep their exact bits.
+    pub batch: storage::BatchRef<'a>,
+    /// Metric metadata: 1.0 sends it per family; for 2.0 it is taken from the series (the first
+    /// non-empty `Metadata` per `__name__`).
+    pub metadata: Vec<MetricMetadata>,
+    /// Float samples in the request (for `X-Prometheus-Remote-Write-Samples-Written`).
+    pub samples: u64,
+    /// Native histogram samples in the request (not stored yet).
+    pub histograms: u64,
+    /// Exemplars in the request (not stored).
+    pub exemplars: u64,
+    /// 2.0 series carrying a created (start) timestamp, in `TimeSeries.created_timestamp` or
+    /// in any `Sample.start_timestamp` (not stored).
+    pub created_timestamps: u64,
+}
+
+impl DecodedRef<'_> {
+    /// An owned copy: every label string is allocated.
+    pub fn into_owned(self) -> Decoded {
+        Decoded {
+            batch: self.batch.to_batch(),
+            metadata: self.metadata,
+            samples: self.samples,
+            histograms: self.histograms,
+            exemplars: self.exemplars,
+            created_timestamps: self.created_timestamps,
+        }
+    }
+}
+
+/// What one request contained, owned ([`decode`]): the same as [`DecodedRef`] with the batch
+/// copied out of the request.
 #[derive(Debug, Clone, Default)]
 pub struct Decoded {
     /// The float samples, by series; stale markers keep their exact bits.
@@ -119,24 +157,39 @@ pub struct Decoded {
     pub created_timestamps: u64,
 }
 
-/// Decodes a snappy-compressed (block format) request body of `version`.
+/// Decodes a snappy-compressed (block format) request body of `version` into owned data:
+/// [`decompress`], [`decode_ref`], then a copy of every label string. Servers append
+/// [`decode_ref`]'s result instead, which copies nothing.
 ///
 /// Errors: [`Error::Snappy`], [`Error::Protobuf`], [`Error::InvalidLabels`] (empty or duplicate
 /// label names, invalid UTF-8, missing or empty `__name__`, 2.0 references out of range) and
 /// [`Error::LimitExceeded`]. The whole request is rejected on the first error: nothing of an
 /// invalid request is stored, and the sender must not retry it.
 pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Decoded> {
+    let raw = decompress(body, limits)?;
+    decode_ref(version, &raw, limits).map(DecodedRef::into_owned)
+}
+
+/// Decompresses a snappy (block format) request body, within [`Limits::body_bytes_max`] and
+/// [`Limits::decoded_bytes_max`] (checked against snappy's declared length before allocating).
+pub fn decompress(body: &[u8], limits: &Limits) -> Result<Vec<u8>> {
     limits.check_body(body.len())?;
     let len = snap::raw::decompress_len(body).map_err(|e| Error::Snappy(e.to_string()))?;
     // Before allocating: a few bytes of header can declare gigabytes.
     limits.check_decoded(len)?;
-    let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| Error::Snappy(e.to_string()))?;
-    decode_uncompressed(version, &raw, limits)
+    snap::raw::Decoder::new().decompress_vec(body).map_err(|e| Error::Snappy(e.to_string()))
 }
 
-/// Decodes an uncompressed protobuf request of `version` (what [`decode`] does after snappy);
-/// for fuzzing, benchmarks, and callers that decompress themselves.
+/// Decodes an uncompressed protobuf request of `version` (what [`decode`] does after snappy)
+/// into owned data; for fuzzing and callers that decompress themselves.
 pub fn decode_uncompressed(version: Version, buf: &[u8], limits: &Limits) -> Result<Decoded> {
+    decode_ref(version, buf, limits).map(DecodedRef::into_owned)
+}
+
+/// Decodes an uncompressed protobuf request of `version` without copying label strings: the
+/// batch borrows them from `buf`, and validation (UTF-8, label rules, limits) is the same as
+/// [`decode`]'s. The server's path: [`decompress`], `decode_ref`, `Db::append_ref`.
+pub fn decode_ref<'a>(version: Version, buf: &'a [u8], limits: &Limits) -> Result<DecodedRef<'a>> {
     limits.check_decoded(buf.len())?;
     match version {
         Version::V1 => v1::decode(buf, limits),

@@ -1,21 +1,22 @@
-//! Decoding `prometheus.WriteRequest` (remote write 1.0) straight into a [`storage::Batch`].
+//! Decoding `prometheus.WriteRequest` (remote write 1.0) straight into a [`storage::BatchRef`].
 //!
-//! One pass over the decompressed bytes: label strings stay borrowed until the series is
-//! validated, then each distinct string is allocated once per request ([`Interner`]). Unknown
-//! fields are skipped, as protobuf requires; a known field with the wrong wire type is an error.
+//! One pass over the decompressed bytes, no allocation per series: label strings are validated
+//! where they lie and the batch borrows them. Unknown fields are skipped, as protobuf requires;
+//! a known field with the wrong wire type is an error.
 
-use storage::Sample;
+use storage::{BatchRef, METRIC_NAME, Sample};
 
-use super::Decoded;
-use super::labels::{Interner, SeriesLabels, Str};
+use super::DecodedRef;
+use super::labels::{SeriesLabels, Str, Utf8Span};
 use super::wire::{FieldError, Reader, Value, WireType, at, wrong_type};
 use crate::metadata::{MetricMetadata, MetricType};
 use crate::{Limits, Result};
 
 /// Decodes an uncompressed `WriteRequest`.
-pub(super) fn decode(buf: &[u8], limits: &Limits) -> Result<Decoded> {
-    let mut out = Decoded::default();
-    let mut scratch = Scratch::default();
+pub(super) fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<DecodedRef<'a>> {
+    let mut out = DecodedRef { batch: batch_for(buf), ..DecodedRef::default() };
+    let mut scratch =
+        Scratch { labels: SeriesLabels::default(), samples: Vec::new(), strings: Utf8Span::new() };
     let mut r = Reader::new(buf);
     let (mut n_series, mut n_metadata) = (0usize, 0usize);
     while let Some((field, value)) = r.next_field().map_err(|e| at("WriteRequest", e))? {
@@ -35,12 +36,20 @@ pub(super) fn decode(buf: &[u8], limits: &Limits) -> Result<Decoded> {
     Ok(out)
 }
 
+/// An empty batch with room for the request's series, so that filling it does not copy it
+/// as it grows. The room is estimated from the request's size, from the size of node-exporter
+/// data (a series of five labels and one sample takes about 130 bytes, a label about 24): a
+/// batch of such series fits, one with longer labels or more samples per series needs less, and
+/// what is reserved is about the request's own size.
+fn batch_for(buf: &[u8]) -> BatchRef<'_> {
+    BatchRef::with_capacity(buf.len() / 96, buf.len() / 24, buf.len() / 96)
+}
+
 /// Buffers reused from one series to the next.
-#[derive(Default)]
 struct Scratch<'a> {
     labels: SeriesLabels<'a>,
     samples: Vec<Sample>,
-    strings: Interner<'a>,
+    strings: Utf8Span<'a>,
 }
 
 /// Decodes `timeseries[i]` and appends it to `out`.
@@ -49,11 +58,126 @@ fn series<'a>(
     i: usize,
     s: &mut Scratch<'a>,
     limits: &Limits,
-    out: &mut Decoded,
+    out: &mut DecodedRef<'a>,
+) -> Result<()> {
+    if series_fast(buf, limits, out) {
+        return Ok(());
+    }
+    series_in_full(buf, i, s, limits, out)
+}
+
+/// Decodes a series written the way senders write them, in one pass, and returns true; or
+/// returns false, having added nothing, for anything else, which [`series_in_full`] then
+/// decodes. The way: labels first, each `0a <len> 0a <n> name [12 <m> value]` with one-byte
+/// lengths (so the stretch of labels is ASCII but for the strings, and validating it as UTF-8
+/// validates them all), sorted by name, within the limits, with a non-empty `__name__`; then
+/// samples, each `12 <len> 09 <value> 10 <timestamp>`; nothing else. Every series this accepts
+/// is one `series_in_full` accepts with the same result; it only skips work it would do.
+fn series_fast<'a>(buf: &'a [u8], limits: &Limits, out: &mut DecodedRef<'a>) -> bool {
+    // Where the labels end: each is `0a <len> <Label>`.
+    let mut rest = buf;
+    while let [0x0a, len, tail @ ..] = rest
+        && *len < 0x80
+        && let Some((_, after)) = tail.split_at_checked(usize::from(*len))
+    {
+        rest = after;
+    }
+    let Some(stretch) = buf.get(..buf.len() - rest.len()).and_then(|b| simdutf8::basic::from_utf8(b).ok())
+    else {
+        return false;
+    };
+    // The series goes straight into the batch; returning early drops `series`, which takes it
+    // out again.
+    let mut series = out.batch.series();
+    let bytes = stretch.as_bytes();
+    let (mut at, mut count) = (0usize, 0usize);
+    let mut prev: &[u8] = &[];
+    let mut has_name = false;
+    while let Some([0x0a, len, label @ ..]) = bytes.get(at..) {
+        // Offsets in the stretch: the label message starts at `at + 2`, the name at `at + 4`.
+        let end = at + 2 + usize::from(*len);
+        let (name_len, value_len) = match label.get(..usize::from(*len)) {
+            Some([0x0a, n, tail @ ..]) if *n < 0x80 && tail.len() == usize::from(*n) => (usize::from(*n), 0),
+            Some([0x0a, n, tail @ ..]) if *n < 0x80 => match tail.get(usize::from(*n)..) {
+                Some([0x12, m, value @ ..]) if *m < 0x80 && value.len() == usize::from(*m) => {
+                    (usize::from(*n), usize::from(*m))
+                }
+                _ => return false,
+            },
+            _ => return false,
+        };
+        let name = bytes.get(at + 4..at + 4 + name_len).unwrap_or_default();
+        let in_order = match (prev.first(), name.first()) {
+            (Some(p), Some(n)) if p != n => p < n,
+            (_, Some(_)) => prev < name,
+            (_, None) => false,
+        };
+        if !in_order || name_len > limits.label_name_bytes_max || value_len > limits.label_value_bytes_max {
+            return false;
+        }
+        if value_len > 0 {
+            let value_at = at + 6 + name_len;
+            let (Some(name), Some(value)) =
+                (stretch.get(at + 4..at + 4 + name_len), stretch.get(value_at..value_at + value_len))
+            else {
+                return false;
+            };
+            has_name |= name == METRIC_NAME;
+            series.label(name, value);
+        }
+        prev = name;
+        count += 1;
+        at = end;
+    }
+    if !has_name || count > limits.labels_per_series_max {
+        return false;
+    }
+    let mut samples = 0u64;
+    while let [0x12, len, tail @ ..] = rest
+        && *len < 0x80
+        && let Some((b, after)) = tail.split_at_checked(usize::from(*len))
+    {
+        let Some(sample) = usual_sample(b).or_else(|| sample(b).ok()) else { return false };
+        series.sample(sample);
+        samples += 1;
+        rest = after;
+    }
+    if !rest.is_empty() {
+        return false;
+    }
+    if samples > 0 {
+        series.finish();
+    }
+    out.samples += samples;
+    true
+}
+
+/// Decodes `timeseries[i]` field by field, whatever its encoding, and appends it to `out`.
+fn series_in_full<'a>(
+    buf: &'a [u8],
+    i: usize,
+    s: &mut Scratch<'a>,
+    limits: &Limits,
+    out: &mut DecodedRef<'a>,
 ) -> Result<()> {
     s.labels.clear();
     s.samples.clear();
-    let mut r = Reader::new(buf);
+    // Senders write the labels first, each `0a <length> <Label>` with a one-byte length: read
+    // them without the general field loop below (which would give the same result), and note
+    // where they end, for validating their strings in one go.
+    let mut rest = buf;
+    while let [0x0a, len, tail @ ..] = rest
+        && *len < 0x80
+        && let Some((b, after)) = tail.split_at_checked(usize::from(*len))
+    {
+        let (name, value) =
+            label(b).map_err(|e| at(format_args!("timeseries[{i}].labels[{}]", s.labels.len()), e))?;
+        s.labels.push(Str::bytes(name), Str::bytes(value));
+        s.labels.check_count(limits)?;
+        rest = after;
+    }
+    s.strings.set(buf.get(..buf.len() - rest.len()).unwrap_or_default());
+    let mut r = Reader::new(rest);
     loop {
         let next = r.next_field().map_err(|e| at(format_args!("timeseries[{i}]"), e))?;
         let Some((field, value)) = next else { break };
@@ -77,10 +201,10 @@ fn series<'a>(
             _ => {}
         }
     }
-    let labels = s.labels.build(&mut s.strings, limits)?;
+    let labels = s.labels.validate(&mut s.strings, limits)?;
     out.samples += s.samples.len() as u64;
     if !s.samples.is_empty() {
-        out.batch.push(labels, s.samples.clone());
+        out.batch.push(labels.iter().copied(), s.samples.iter().copied());
     }
     Ok(())
 }
@@ -116,15 +240,8 @@ fn label(buf: &[u8]) -> Result<(&[u8], &[u8]), FieldError> {
 /// Decodes a `Sample`; absent fields are zero, as in proto3.
 #[inline]
 pub(super) fn sample(buf: &[u8]) -> Result<Sample, FieldError> {
-    // Fast path for the usual encoding: `09 <8-byte value> 10 <timestamp varint>`.
-    if let [0x09, b0, b1, b2, b3, b4, b5, b6, b7, 0x10, ts @ ..] = buf {
-        let mut r = Reader::new(ts);
-        if let Ok(t) = r.varint()
-            && r.is_empty()
-        {
-            let v = f64::from_bits(u64::from_le_bytes([*b0, *b1, *b2, *b3, *b4, *b5, *b6, *b7]));
-            return Ok(Sample::new(t as i64, v));
-        }
+    if let Some(s) = usual_sample(buf) {
+        return Ok(s);
     }
     let mut s = Sample::new(0, 0.0);
     let mut r = Reader::new(buf);
@@ -138,6 +255,33 @@ pub(super) fn sample(buf: &[u8]) -> Result<Sample, FieldError> {
         }
     }
     Ok(s)
+}
+
+/// A `Sample` in the usual encoding, `09 <8-byte value> 10 <timestamp varint>`, or `None`.
+#[inline(always)]
+fn usual_sample(buf: &[u8]) -> Option<Sample> {
+    let [0x09, b0, b1, b2, b3, b4, b5, b6, b7, 0x10, ts @ ..] = buf else { return None };
+    let t = varint_filling(ts)?;
+    Some(Sample::new(t as i64, f64::from_bits(u64::from_le_bytes([*b0, *b1, *b2, *b3, *b4, *b5, *b6, *b7]))))
+}
+
+/// The varint that is exactly `b` (1 to 10 bytes, the last one ending it, no overflow), or
+/// `None`. A timestamp in milliseconds takes six bytes: this decodes them without a loop that
+/// checks for the end at every byte.
+#[inline]
+fn varint_filling(b: &[u8]) -> Option<u64> {
+    let (&last, init) = b.split_last()?;
+    if last >= 0x80 || init.len() > 9 || (init.len() == 9 && last > 1) {
+        return None;
+    }
+    let mut v = 0u64;
+    for (i, &x) in init.iter().enumerate() {
+        if x < 0x80 {
+            return None;
+        }
+        v |= u64::from(x & 0x7f) << (7 * i);
+    }
+    Some(v | u64::from(last) << (7 * init.len()))
 }
 
 /// Decodes a `MetricMetadata`.
@@ -162,4 +306,106 @@ fn metadata(buf: &[u8]) -> Result<MetricMetadata, FieldError> {
 /// A string field's bytes as an owned `String`.
 pub(super) fn utf8(field: u32, b: &[u8]) -> Result<String, FieldError> {
     std::str::from_utf8(b).map(str::to_owned).map_err(|_| FieldError::Utf8 { field })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A `TimeSeries` as senders encode it (one-byte lengths when they fit).
+    fn encode(labels: &[(String, String)], samples: &[(i64, f64)]) -> Vec<u8> {
+        fn field(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+            out.push(tag);
+            let mut n = bytes.len();
+            while n >= 0x80 {
+                out.push((n as u8) | 0x80);
+                n >>= 7;
+            }
+            out.push(n as u8);
+            out.extend_from_slice(bytes);
+        }
+        let mut out = Vec::new();
+        for (n, v) in labels {
+            let mut label = Vec::new();
+            field(&mut label, 0x0a, n.as_bytes());
+            if !v.is_empty() {
+                field(&mut label, 0x12, v.as_bytes());
+            }
+            field(&mut out, 0x0a, &label);
+        }
+        for &(t, v) in samples {
+            let mut sample = vec![0x09];
+            sample.extend_from_slice(&v.to_bits().to_le_bytes());
+            sample.push(0x10);
+            let mut t = t as u64;
+            while t >= 0x80 {
+                sample.push((t as u8) | 0x80);
+                t >>= 7;
+            }
+            sample.push(t as u8);
+            field(&mut out, 0x12, &sample);
+        }
+        out
+    }
+
+    fn scratch() -> Scratch<'static> {
+        Scratch { labels: SeriesLabels::default(), samples: Vec::new(), strings: Utf8Span::new() }
+    }
+
+    #[test]
+    fn varint_filling_agrees_with_the_reader() {
+        let mut values: Vec<u64> = (0..64).map(|b| 1u64 << b).collect();
+        values.extend([0, 127, 128, 1_700_000_000_000, u64::MAX, u64::MAX - 1, (-1i64) as u64]);
+        for v in values {
+            let mut b = Vec::new();
+            let mut x = v;
+            while x >= 0x80 {
+                b.push((x as u8) | 0x80);
+                x >>= 7;
+            }
+            b.push(x as u8);
+            assert_eq!(varint_filling(&b), Some(v), "{b:x?}");
+            let mut longer = b.clone();
+            longer.push(0);
+            assert_eq!(varint_filling(&longer), None, "a varint that ends early does not fill {longer:x?}");
+        }
+        // Overflow, too long, unterminated, empty.
+        assert_eq!(varint_filling(&[0xff; 9].iter().copied().chain([2]).collect::<Vec<_>>()), None);
+        assert_eq!(varint_filling(&[0x80; 10].iter().copied().chain([0]).collect::<Vec<_>>()), None);
+        assert_eq!(varint_filling(&[0x80]), None);
+        assert_eq!(varint_filling(&[]), None);
+    }
+
+    proptest! {
+        /// Whatever the one-pass decoder accepts, the field-by-field decoder accepts with the
+        /// same result (and it accepts the usual encoding).
+        #[test]
+        fn the_fast_path_agrees_with_the_full_decoder(
+            labels in proptest::collection::vec(("(__name__|[a-c]{0,2}|é)", "([xy]{0,2}|\u{e9})"), 0..6),
+            samples in proptest::collection::vec((any::<i64>(), any::<f64>()), 0..3),
+            tight in any::<bool>(),
+        ) {
+            let limits = if tight {
+                Limits { labels_per_series_max: 3, label_name_bytes_max: 2, label_value_bytes_max: 1, ..Limits::default() }
+            } else {
+                Limits::default()
+            };
+            let buf = encode(&labels, &samples);
+            let (mut fast, mut full) = (DecodedRef::default(), DecodedRef::default());
+            let accepted = series_fast(&buf, &limits, &mut fast);
+            let in_full = series_in_full(&buf, 0, &mut scratch(), &limits, &mut full);
+            if accepted {
+                prop_assert!(in_full.is_ok(), "{:?}", in_full);
+                prop_assert_eq!(fast.batch.to_batch().series, full.batch.to_batch().series);
+                prop_assert_eq!(fast.samples, full.samples);
+            }
+            let sorted = labels.windows(2).all(|w| w[0].0 < w[1].0);
+            let usual = sorted
+                && !tight
+                && labels.iter().all(|(n, _)| !n.is_empty())
+                && labels.iter().any(|(n, v)| n == "__name__" && !v.is_empty());
+            prop_assert_eq!(accepted, usual, "{:?}", labels);
+        }
+    }
 }

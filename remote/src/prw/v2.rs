@@ -1,15 +1,13 @@
-//! Decoding `io.prometheus.write.v2.Request` (remote write 2.0) into a [`storage::Batch`].
+//! Decoding `io.prometheus.write.v2.Request` (remote write 2.0) into a [`storage::BatchRef`].
 //!
 //! Two passes: the first collects the symbol table and the series' byte ranges (protobuf allows
 //! fields in any order, so symbols may follow series), the second decodes each series,
 //! resolving label references against the table with bounds checks. Each referenced symbol is
-//! validated as UTF-8 and allocated once per request.
+//! validated as UTF-8 once per request, and the batch borrows it from the request.
 
-use std::sync::Arc;
+use storage::{LabelPair, METRIC_NAME, Sample};
 
-use storage::Sample;
-
-use super::Decoded;
+use super::DecodedRef;
 use super::labels::{SeriesLabels, StringTable, SymbolTable};
 use super::wire::{FieldError, Reader, Value, WireType, at, wrong_type};
 use crate::limits::LABELS_PER_SERIES_MAX;
@@ -17,7 +15,7 @@ use crate::metadata::{MetricMetadata, MetricType};
 use crate::{Error, Limits, Result};
 
 /// Decodes an uncompressed `Request`.
-pub(super) fn decode(buf: &[u8], limits: &Limits) -> Result<Decoded> {
+pub(super) fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<DecodedRef<'a>> {
     let mut symbols = Vec::new();
     let mut series_bufs = Vec::new();
     let mut r = Reader::new(buf);
@@ -44,7 +42,7 @@ pub(super) fn decode(buf: &[u8], limits: &Limits) -> Result<Decoded> {
         samples: Vec::new(),
         metadata_seen: hashbrown::HashSet::new(),
     };
-    let mut out = Decoded::default();
+    let mut out = DecodedRef::default();
     for (i, buf) in series_bufs.into_iter().enumerate() {
         series(buf, i, &mut s, limits, &mut out)?;
     }
@@ -58,7 +56,7 @@ struct Scratch<'a> {
     refs: Vec<u64>,
     samples: Vec<Sample>,
     /// Metric families whose metadata is already in the output (first one wins).
-    metadata_seen: hashbrown::HashSet<Arc<str>>,
+    metadata_seen: hashbrown::HashSet<&'a str>,
 }
 
 /// `Metadata` as decoded: `(type, help_ref, unit_ref)`.
@@ -70,7 +68,7 @@ fn series<'a>(
     i: usize,
     s: &mut Scratch<'a>,
     limits: &Limits,
-    out: &mut Decoded,
+    out: &mut DecodedRef<'a>,
 ) -> Result<()> {
     s.refs.clear();
     s.samples.clear();
@@ -124,14 +122,17 @@ fn series<'a>(
     }
     out.exemplars += n_exemplars as u64;
 
-    let labels = resolve_labels(i, s, limits)?;
+    let labels = resolve_labels(i, &s.refs, &mut s.table, &mut s.labels, limits)?;
     if let Some(md) = metadata {
-        add_metadata(i, md, &labels, s, out)?;
+        // `validate` guarantees a non-empty `__name__`.
+        if let Some(&(_, name)) = labels.iter().find(|(n, _)| *n == METRIC_NAME) {
+            add_metadata(i, md, name, &mut s.table, &mut s.metadata_seen, out)?;
+        }
     }
     out.created_timestamps += u64::from(created);
     out.samples += s.samples.len() as u64;
     if !s.samples.is_empty() {
-        out.batch.push(labels, s.samples.clone());
+        out.batch.push(labels.iter().copied(), s.samples.iter().copied());
     }
     Ok(())
 }
@@ -159,41 +160,49 @@ fn for_each_ref(v: Value<'_>, mut f: impl FnMut(u64)) -> Result<(), FieldError> 
 }
 
 /// Resolves the series' label references and validates the label set.
-fn resolve_labels(i: usize, s: &mut Scratch<'_>, limits: &Limits) -> Result<storage::Labels> {
+fn resolve_labels<'a, 's>(
+    i: usize,
+    refs: &[u64],
+    table: &mut SymbolTable<'a>,
+    labels: &'s mut SeriesLabels<'a>,
+    limits: &Limits,
+) -> Result<&'s [LabelPair<'a>]> {
     let bad = |reason: String| Error::InvalidLabels { series: format!("timeseries[{i}]"), reason };
-    if !s.refs.len().is_multiple_of(2) {
-        return Err(bad(format!("labels_refs has an odd number of elements ({})", s.refs.len())));
+    if !refs.len().is_multiple_of(2) {
+        return Err(bad(format!("labels_refs has an odd number of elements ({})", refs.len())));
     }
-    s.labels.clear();
-    for (j, pair) in s.refs.chunks_exact(2).enumerate() {
+    labels.clear();
+    for (j, pair) in refs.chunks_exact(2).enumerate() {
         let &[n, v] = pair else { continue };
         let resolve = |r: u64, k: usize| {
-            s.table.get(r).ok_or_else(|| {
-                bad(format!("labels_refs[{k}] = {r} is out of range ({} symbols)", s.table.len()))
+            table.get(r).ok_or_else(|| {
+                bad(format!("labels_refs[{k}] = {r} is out of range ({} symbols)", table.len()))
             })
         };
         let (name, value) = (resolve(n, 2 * j)?, resolve(v, 2 * j + 1)?);
-        s.labels.push(name, value);
+        labels.push(name, value);
     }
-    s.labels.build(&mut s.table, limits)
+    labels.validate(table, limits)
 }
 
-/// Adds the series' metadata to the output unless its family already has some, or it is empty.
-fn add_metadata(
+/// Adds the series' metadata to the output unless its family (`name`) already has some, or it
+/// is empty.
+fn add_metadata<'a>(
     i: usize,
     (ty, help_ref, unit_ref): RawMetadata,
-    labels: &storage::Labels,
-    s: &mut Scratch<'_>,
-    out: &mut Decoded,
+    name: &'a str,
+    table: &mut SymbolTable<'a>,
+    seen: &mut hashbrown::HashSet<&'a str>,
+    out: &mut DecodedRef<'a>,
 ) -> Result<()> {
     let mut text = |field: &str, r: u64| -> Result<String> {
-        let sym = s.table.get(r).ok_or_else(|| {
+        let sym = table.get(r).ok_or_else(|| {
             Error::Protobuf(format!(
                 "timeseries[{i}].metadata.{field} = {r} is out of range ({} symbols)",
-                s.table.len()
+                table.len()
             ))
         })?;
-        s.table.arc(sym, 0).map(|a| a.to_string()).ok_or_else(|| {
+        table.str(sym).map(str::to_owned).ok_or_else(|| {
             Error::Protobuf(format!("timeseries[{i}].metadata.{field}: symbol {r} is not valid UTF-8"))
         })
     };
@@ -202,12 +211,7 @@ fn add_metadata(
     if ty == 0 && help.is_empty() && unit.is_empty() {
         return Ok(());
     }
-    // `build` guarantees a non-empty `__name__`.
-    let Some(name) = labels.iter().find(|l| l.name.as_ref() == storage::METRIC_NAME).map(|l| l.value.clone())
-    else {
-        return Ok(());
-    };
-    if s.metadata_seen.insert(name.clone()) {
+    if seen.insert(name) {
         out.metadata.push(MetricMetadata {
             metric_family_name: name.to_string(),
             metric_type: MetricType::from_wire(ty),

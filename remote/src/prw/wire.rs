@@ -237,14 +237,19 @@ impl<'a> Reader<'a> {
     /// Reads one varint (for packed repeated fields, whose payload is a run of varints).
     #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, WireError> {
-        // Fast path: most varints in remote write (tags, small lengths) are one byte.
-        match self.buf.split_first() {
-            Some((&b, rest)) if b < 0x80 => {
+        // Fast paths: most varints in remote write are tags and lengths of one byte, or of
+        // two (a series of 128 bytes or more).
+        match self.buf {
+            [b, rest @ ..] if *b < 0x80 => {
                 self.buf = rest;
-                Ok(u64::from(b))
+                Ok(u64::from(*b))
             }
-            Some(_) => self.varint_slow(),
-            None => Err(WireError::Truncated),
+            [b0, b1, rest @ ..] if *b1 < 0x80 => {
+                self.buf = rest;
+                Ok(u64::from(b0 & 0x7f) | u64::from(*b1) << 7)
+            }
+            [_, ..] => self.varint_slow(),
+            [] => Err(WireError::Truncated),
         }
     }
 

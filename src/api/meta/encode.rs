@@ -10,8 +10,17 @@ use storage::Labels;
 /// The warning Prometheus 3 adds when `limit` cut an answer short.
 pub const TRUNCATED: &str = "results truncated due to limit";
 
-/// Appends `s` as a JSON string.
+/// Appends `s` as a JSON string, escaped exactly as serde_json escapes it.
 fn string(out: &mut Vec<u8>, s: &str) {
+    // Label names and values rarely need escaping (serde_json escapes only `"`, `\` and
+    // control characters), and copying them as they are is several times faster on answers
+    // with 100k values.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // Writing a string to a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }
@@ -99,5 +108,16 @@ mod tests {
         let l = Labels::from_pairs(&[("job", "x"), ("__name__", "up")]);
         assert_eq!(s(series(&[l], &[])), r#"{"status":"success","data":[{"__name__":"up","job":"x"}]}"#);
         assert_eq!(s(series(&[], &[])), r#"{"status":"success","data":[]}"#);
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let all: String = (0u8..=0x7f).map(char::from).chain("é\u{2028}€\u{1f600}".chars()).collect();
+        let cases = ["", "plain", "a/b", "tab\there", "quote\"", "back\\slash", "\u{7f}", all.as_str()];
+        for case in cases {
+            let mut out = Vec::new();
+            string(&mut out, case);
+            assert_eq!(out, serde_json::to_vec(case).unwrap(), "{case:?}");
+        }
     }
 }

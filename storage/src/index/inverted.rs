@@ -12,7 +12,7 @@
 //! remove a name; each name's value map has its own lock. Lock order is name map, then one value
 //! map. Callers hold no other index lock except a series-map shard (see `Index`).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -20,42 +20,127 @@ use hashbrown::HashMap;
 use parking_lot::RwLock;
 
 use super::postings;
+use crate::labels_ref::LabelsRef;
 use crate::types::{Label, Labels, SeriesId};
 
 /// The values of one label name.
 ///
-/// Postings are found through a hash map (one probe per label when a series is created, the
-/// hot path of startup); the values are also kept in sorted order for `label_values` and for
-/// regexes with a literal prefix. The two structures cost about the same memory as one
-/// `BTreeMap` would, and creation became several times cheaper than `BTreeMap` lookups.
+/// Each value's postings live in a slot of `postings`, and two maps lead to the slots. A hash
+/// map serves lookups by value: one probe per label when a series is created, the hot path of
+/// startup and ingest (several times cheaper than a `BTreeMap` lookup). An ordered map serves
+/// walks in value order (`label_values`, regexes with a literal prefix) and also holds each
+/// value's first id: a label-values walk mostly asks "does one series of this value pass?",
+/// and with the first id in the entry that costs neither a hash probe nor a read of the
+/// postings, which on a million series are cache misses that made up most of the walk.
 #[derive(Default)]
 pub(super) struct ValueIndex {
-    postings: HashMap<Arc<str>, Vec<SeriesId>>,
-    sorted: BTreeSet<Arc<str>>,
+    /// Value -> slot in `postings`.
+    slots: HashMap<Arc<str>, u32>,
+    /// Postings by slot. A slot whose value was removed is empty and listed in `free`.
+    postings: Vec<Vec<SeriesId>>,
+    free: Vec<u32>,
+    /// The values in order.
+    sorted: BTreeMap<Arc<str>, Entry>,
     /// Number of series that have this label (the sum of the postings lengths).
     series: usize,
 }
 
+/// A value's entry in the ordered map.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// Its slot in [`ValueIndex::postings`]. Slots are `u32`: there are fewer values than
+    /// series, and series ids are `u32`.
+    slot: u32,
+    /// The smallest id of its postings (postings are never empty).
+    first: SeriesId,
+}
+
+/// A value met in an ordered walk ([`ValueIndex::values_after`]): its first id at hand, its
+/// postings read only if asked for.
+#[derive(Clone, Copy)]
+pub(super) struct ValueRef<'a> {
+    index: &'a ValueIndex,
+    entry: Entry,
+}
+
+impl<'a> ValueRef<'a> {
+    /// The smallest id of the value's postings.
+    pub(super) fn first(&self) -> SeriesId {
+        self.entry.first
+    }
+
+    /// The value's postings.
+    pub(super) fn ids(&self) -> &'a [SeriesId] {
+        self.index.slot(self.entry.slot)
+    }
+}
+
 impl ValueIndex {
+    fn slot(&self, slot: u32) -> &[SeriesId] {
+        self.postings.get(slot as usize).map_or(&[], Vec::as_slice)
+    }
+
     /// Adds `id` to the postings of `value`; returns the interned value.
     fn add(&mut self, value: &str, id: SeriesId) -> Arc<str> {
-        if let Some((key, ids)) = self.postings.get_key_value_mut(value) {
-            self.series += usize::from(postings::insert(ids, id));
-            return key.clone();
+        if let Some((key, &slot)) = self.slots.get_key_value(value) {
+            let key = key.clone();
+            if let Some(ids) = self.postings.get_mut(slot as usize)
+                && postings::insert(ids, id)
+            {
+                self.series += 1;
+                // Ids are handed out in increasing order, so a new first id is rare (two
+                // creators finishing out of order).
+                if ids.first() == Some(&id)
+                    && let Some(entry) = self.sorted.get_mut(value)
+                {
+                    entry.first = id;
+                }
+            }
+            return key;
         }
         let key: Arc<str> = Arc::from(value);
-        self.postings.insert(key.clone(), vec![id]);
-        self.sorted.insert(key.clone());
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                if let Some(ids) = self.postings.get_mut(slot as usize) {
+                    *ids = vec![id];
+                }
+                slot
+            }
+            None => {
+                self.postings.push(vec![id]);
+                // Fewer values than series, and there are at most u32::MAX series.
+                (self.postings.len() - 1) as u32
+            }
+        };
+        self.slots.insert(key.clone(), slot);
+        self.sorted.insert(key.clone(), Entry { slot, first: id });
         self.series += 1;
         key
     }
 
+    /// The interned copy of `value`, if some series has it.
+    fn interned(&self, value: &str) -> Option<Arc<str>> {
+        self.slots.get_key_value(value).map(|(key, _)| key.clone())
+    }
+
     /// Removes `ids` (sorted) from the postings of `value`, dropping the value when none remain.
     fn remove(&mut self, value: &str, ids: &[SeriesId]) {
-        if let Some(list) = self.postings.get_mut(value) {
-            self.series -= postings::remove_all(list, ids);
-            if list.is_empty() {
-                self.postings.remove(value);
+        let Some(&slot) = self.slots.get(value) else { return };
+        let Some(list) = self.postings.get_mut(slot as usize) else { return };
+        let old_first = list.first().copied();
+        self.series -= postings::remove_all(list, ids);
+        match list.first() {
+            Some(&first) => {
+                if Some(first) != old_first
+                    && let Some(entry) = self.sorted.get_mut(value)
+                {
+                    entry.first = first;
+                }
+            }
+            None => {
+                *list = Vec::new();
+                self.free.push(slot);
+                self.slots.remove(value);
                 self.sorted.remove(value);
             }
         }
@@ -63,18 +148,18 @@ impl ValueIndex {
 
     /// The postings of one value.
     pub(super) fn postings(&self, value: &str) -> Option<&[SeriesId]> {
-        self.postings.get(value).map(Vec::as_slice)
+        self.slots.get(value).map(|&slot| self.slot(slot))
     }
 
     /// All values with their postings, in no particular order.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&str, &[SeriesId])> {
-        self.postings.iter().map(|(v, p)| (v.as_ref(), p.as_slice()))
+        self.slots.iter().map(|(v, &slot)| (v.as_ref(), self.slot(slot)))
     }
 
     /// All values in order.
     #[cfg(test)]
     pub(super) fn sorted_values(&self) -> impl Iterator<Item = &str> {
-        self.sorted.iter().map(AsRef::as_ref)
+        self.sorted.keys().map(AsRef::as_ref)
     }
 
     /// The values starting with `prefix` (all values if it is empty), in order, with their
@@ -82,34 +167,26 @@ impl ValueIndex {
     pub(super) fn iter_prefix<'a>(&'a self, prefix: &str) -> impl Iterator<Item = (&'a str, &'a [SeriesId])> {
         self.sorted
             .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(move |v| v.starts_with(prefix))
-            .filter_map(|v| Some((v.as_ref(), self.postings(v)?)))
+            .take_while(move |(v, _)| v.starts_with(prefix))
+            .map(|(v, e)| (v.as_ref(), self.slot(e.slot)))
     }
 
-    /// Up to `n` values after `after` (from the first if None), in order, each with the ids
-    /// `pick` appends from its postings to the batch (e.g. a prefix, or those also in a
-    /// candidate list; `pick` returns true if it took only a prefix). Lookups copy a batch and
-    /// release the lock before doing slow work on it, so series creation never waits long
-    /// behind a query. One flat id vector per batch keeps the copy to two allocations.
-    pub(super) fn batch_after(
-        &self,
+    /// The values after `after` (from the first if None), in order. Lookups copy what they need
+    /// from a bounded number of them and release the lock before doing slow work, so series
+    /// creation never waits long behind a query.
+    pub(super) fn values_after<'a>(
+        &'a self,
         after: Option<&str>,
-        n: usize,
-        mut pick: impl FnMut(&[SeriesId], &mut Vec<SeriesId>) -> bool,
-    ) -> ValueBatch {
+    ) -> impl Iterator<Item = (&'a str, ValueRef<'a>)> {
         let from = after.map_or(Bound::Unbounded, Bound::Excluded);
-        let mut batch = ValueBatch { values: Vec::with_capacity(n), ids: Vec::new() };
-        for v in self.sorted.range::<str, _>((from, Bound::Unbounded)).take(n) {
-            let Some(ids) = self.postings(v) else { continue };
-            let prefix_only = pick(ids, &mut batch.ids);
-            batch.values.push(BatchValue { value: v.clone(), end: batch.ids.len(), prefix_only });
-        }
-        batch
+        self.sorted
+            .range::<str, _>((from, Bound::Unbounded))
+            .map(move |(v, &entry)| (v.as_ref(), ValueRef { index: self, entry }))
     }
 
     /// Number of distinct values.
     pub(super) fn value_count(&self) -> usize {
-        self.postings.len()
+        self.slots.len()
     }
 
     /// Number of series that have this label.
@@ -118,33 +195,27 @@ impl ValueIndex {
     }
 
     fn memory_bytes(&self) -> usize {
-        // A BTreeSet leaf holds up to 11 keys; nodes are about 2/3 full on average.
-        let sorted = self.sorted.len() * size_of::<Arc<str>>() * 3 / 2;
-        let values: usize = self
-            .postings
-            .iter()
-            .map(|(v, p)| 2 * size_of::<usize>() + v.len() + p.capacity() * size_of::<SeriesId>())
-            .sum();
-        self.postings.allocation_size() + sorted + values
+        // A B-tree leaf holds up to 11 entries; nodes are about 2/3 full on average.
+        let sorted = self.sorted.len() * (size_of::<Arc<str>>() + size_of::<Entry>()) * 3 / 2;
+        let strings: usize = self.slots.keys().map(|v| 2 * size_of::<usize>() + v.len()).sum();
+        let ids: usize = self.postings.iter().map(|p| p.capacity() * size_of::<SeriesId>()).sum();
+        self.slots.allocation_size()
+            + sorted
+            + strings
+            + ids
+            + self.postings.capacity() * size_of::<Vec<SeriesId>>()
+            + self.free.capacity() * size_of::<u32>()
     }
 }
 
-/// Values of a label with ids picked from their postings, copied out of the index.
-pub(super) struct ValueBatch {
-    /// The values in order.
-    pub(super) values: Vec<BatchValue>,
-    /// The picked ids of all values, back to back (value `i` ends at `values[i].end`).
-    pub(super) ids: Vec<SeriesId>,
-}
-
-/// One value of a [`ValueBatch`].
-pub(super) struct BatchValue {
-    /// The interned value.
-    pub(super) value: Arc<str>,
-    /// End of its ids in [`ValueBatch::ids`] (the start is the previous value's end).
-    pub(super) end: usize,
-    /// True if its ids are a proper prefix of its postings (the rest was not copied).
-    pub(super) prefix_only: bool,
+/// A label name and its size, from [`InvertedIndex::name_sizes`].
+pub(super) struct NameSize {
+    /// The interned name (the one label sets hold).
+    pub(super) name: Arc<str>,
+    /// Distinct values.
+    pub(super) values: usize,
+    /// Series that have the label.
+    pub(super) series: usize,
 }
 
 /// The inverted index over all live series.
@@ -160,41 +231,55 @@ impl InvertedIndex {
 
     /// Adds series `id` to the postings of each of its labels and of all series; returns its
     /// label set rebuilt from interned strings.
-    pub(super) fn insert_series(&self, id: SeriesId, labels: &Labels) -> Labels {
+    pub(super) fn insert_series(&self, id: SeriesId, labels: LabelsRef<'_>) -> Labels {
         let interned =
             self.insert_known_names(id, labels).unwrap_or_else(|| self.insert_new_names(id, labels));
         postings::insert(&mut self.all.write(), id);
         Labels::from_sorted(interned)
     }
 
+    /// `labels` as an owned label set made of the interned strings where they exist (others are
+    /// allocated), without adding postings: what a borrowed label set is published as before
+    /// [`InvertedIndex::insert_series`] adds the series.
+    pub(super) fn intern(&self, labels: LabelsRef<'_>) -> Labels {
+        let names = self.names.read();
+        Labels::from_sorted_iter(labels.iter().map(|(name, value)| match names.get_key_value(name) {
+            Some((name, values)) => Label {
+                name: name.clone(),
+                value: values.read().interned(value).unwrap_or_else(|| Arc::from(value)),
+            },
+            None => Label::new(name, value),
+        }))
+    }
+
     /// The common case: every name exists already, so the name map is only read. Returns None,
     /// having changed nothing, if a name is new.
-    fn insert_known_names(&self, id: SeriesId, labels: &Labels) -> Option<Vec<Label>> {
+    fn insert_known_names(&self, id: SeriesId, labels: LabelsRef<'_>) -> Option<Vec<Label>> {
         let names = self.names.read();
         let found: Vec<_> =
-            labels.iter().map(|l| names.get_key_value(l.name.as_ref())).collect::<Option<_>>()?;
+            labels.iter().map(|(name, _)| names.get_key_value(name)).collect::<Option<_>>()?;
         Some(
             found
                 .into_iter()
-                .zip(labels)
-                .map(|((name, values), l)| Label {
+                .zip(labels.iter())
+                .map(|((name, values), (_, value))| Label {
                     name: name.clone(),
-                    value: values.write().add(&l.value, id),
+                    value: values.write().add(value, id),
                 })
                 .collect(),
         )
     }
 
-    fn insert_new_names(&self, id: SeriesId, labels: &Labels) -> Vec<Label> {
+    fn insert_new_names(&self, id: SeriesId, labels: LabelsRef<'_>) -> Vec<Label> {
         let mut names = self.names.write();
         labels
             .iter()
-            .map(|l| {
+            .map(|(name, value)| {
                 let (name, values) = names
                     .raw_entry_mut()
-                    .from_key(l.name.as_ref())
-                    .or_insert_with(|| (Arc::from(l.name.as_ref()), RwLock::default()));
-                Label { name: name.clone(), value: values.get_mut().add(&l.value, id) }
+                    .from_key(name)
+                    .or_insert_with(|| (Arc::from(name), RwLock::default()));
+                Label { name: name.clone(), value: values.get_mut().add(value, id) }
             })
             .collect()
     }
@@ -263,9 +348,17 @@ impl InvertedIndex {
         names
     }
 
-    /// Number of distinct label names.
-    pub(super) fn name_count(&self) -> usize {
-        self.names.read().len()
+    /// Every label name (the interned string, in no particular order) with how many values
+    /// and series it has: what a lookup needs to pick the cheaper way to decide about a name.
+    pub(super) fn name_sizes(&self) -> Vec<NameSize> {
+        self.names
+            .read()
+            .iter()
+            .map(|(name, values)| {
+                let values = values.read();
+                NameSize { name: name.clone(), values: values.value_count(), series: values.series_count() }
+            })
+            .collect()
     }
 
     /// Approximate heap bytes of the maps, postings and interned strings.
@@ -300,6 +393,13 @@ impl InvertedIndex {
             let mut expected: Vec<&str> = values.iter().map(|(v, _)| v).collect();
             expected.sort_unstable();
             assert_eq!(sorted, expected, "sorted values of {name}");
+            for (value, v) in values.values_after(None) {
+                assert_eq!(Some(v.ids()), values.postings(value), "slot of {name}={value}");
+                assert_eq!(v.ids().first(), Some(&v.first()), "first id of {name}={value}");
+            }
+            let used = values.postings.iter().filter(|p| !p.is_empty()).count();
+            assert_eq!(used, values.value_count(), "used slots of {name}");
+            assert_eq!(used + values.free.len(), values.postings.len(), "free slots of {name}");
         }
     }
 }

@@ -4,7 +4,9 @@
 //! Parts, each behind its own locks so that no lock is held across a whole query or batch:
 //!
 //! * [`series_map`]: label set -> id, 64 shards selected by the label set's hash. The hit path
-//!   of [`Index::get_or_create`] (an append to a known series) is one hash and one shared lock.
+//!   of [`Index::get_or_create`] (an append to a known series) is one hash and one shared lock;
+//!   [`Index::get_or_create_ref`] does the same from borrowed strings (a decoded request or WAL
+//!   record), so a known series costs no allocation.
 //! * [`series_store`]: id -> label set, a chunked vector indexed by id.
 //! * [`inverted`]: name -> value -> sorted postings, plus the postings of all live series; also
 //!   the string interner (equal names and values across series share one `Arc<str>`).
@@ -14,6 +16,10 @@
 //! one label set agree on one id. The id is published in the store, then added to the postings,
 //! then entered in the series map: once `get_or_create` returns an id, `select` and `labels`
 //! see it, and `select` never returns an id whose labels are unknown (unless `remove`d since).
+//! From borrowed strings, the label set published first is built from the interned strings
+//! (one lookup per label, [`inverted`]'s `intern`) and the postings insertion looks them up
+//! again. WAL replay, which fills the index before anyone reads it, goes through an
+//! [`IndexLoader`] instead: it skips the publication, one lookup per label.
 //! Lock order: series-map shard, then name map, then one name's value map; the store and the
 //! all-series postings are taken alone. Queries never take a series-map lock.
 //!
@@ -34,11 +40,15 @@ mod stats;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
+mod ref_tests;
+#[cfg(test)]
 mod tests;
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
+use crate::labels_ref::{LabelPair, LabelsRef};
 use crate::matcher::Matcher;
 use crate::types::{Label, Labels, SeriesId};
 use inverted::InvertedIndex;
@@ -65,6 +75,12 @@ fn label_set_bytes(labels: &Labels) -> usize {
     2 * size_of::<usize>() + labels.len() * size_of::<Label>()
 }
 
+/// True if both label sets hold the very same string allocations.
+fn same_strings(a: &Labels, b: &Labels) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(&x.name, &y.name) && Arc::ptr_eq(&x.value, &y.value))
+}
+
 impl Index {
     /// An empty index.
     pub fn new() -> Self {
@@ -88,17 +104,60 @@ impl Index {
     /// would mix series). Memory runs out long before that.
     pub fn get_or_create(&self, labels: &Labels) -> (SeriesId, bool) {
         let hash = self.series.hash(labels);
-        self.series.get_or_insert_with(hash, labels, || {
-            let id = self.allocate_id();
-            // Published with the caller's strings first, so that an id is never in the postings
-            // without its labels; replaced by the interned copy right after.
-            self.store.set(id, labels.clone());
-            let interned = self.postings.insert_series(id, labels);
-            self.store.set(id, interned.clone());
-            self.live.fetch_add(1, Ordering::Relaxed);
-            self.label_bytes.fetch_add(label_set_bytes(&interned), Ordering::Relaxed);
-            (interned, id)
-        })
+        self.series.get_or_insert_with(
+            hash,
+            |stored| stored == labels,
+            || {
+                let pairs: Vec<LabelPair<'_>> = labels.iter().map(|l| (&*l.name, &*l.value)).collect();
+                self.create(Some(labels.clone()), LabelsRef::new_unchecked(&pairs))
+            },
+        )
+    }
+
+    /// [`Index::get_or_create`] for a borrowed label set: the ingest path. A known series is
+    /// found by hashing and comparing the borrowed strings, with no allocation; only a new
+    /// series gets an owned label set, built from the interned strings where they exist.
+    ///
+    /// # Panics
+    ///
+    /// As [`Index::get_or_create`].
+    pub fn get_or_create_ref(&self, labels: LabelsRef<'_>) -> (SeriesId, bool) {
+        let hash = self.series.hash_ref(labels);
+        self.series.get_or_insert_with(
+            hash,
+            |stored| labels == *stored,
+            || self.create(Some(self.postings.intern(labels)), labels),
+        )
+    }
+
+    /// A handle for filling the index before anyone reads it (WAL replay at open). Holding
+    /// `&mut self` proves no reader exists, so a new series skips the publication that keeps
+    /// concurrent readers consistent (see [`Index::create`]): one lookup per label instead of
+    /// two. The handle is `Sync`, for replaying on several threads.
+    pub fn loader(&mut self) -> IndexLoader<'_> {
+        IndexLoader { index: self }
+    }
+
+    /// Creates a series (under its series-map shard's write lock). If `publish` is given, it is
+    /// published first, so that a concurrent `select` never finds the id in the postings
+    /// without labels, and replaced by the interned copy unless it is made of the interned
+    /// strings already.
+    fn create(&self, publish: Option<Labels>, labels: LabelsRef<'_>) -> (Labels, SeriesId) {
+        let id = self.allocate_id();
+        if let Some(published) = &publish {
+            self.store.set(id, published.clone());
+        }
+        let interned = self.postings.insert_series(id, labels);
+        let stored = match publish {
+            Some(published) if same_strings(&published, &interned) => published,
+            _ => {
+                self.store.set(id, interned.clone());
+                interned
+            }
+        };
+        self.live.fetch_add(1, Ordering::Relaxed);
+        self.label_bytes.fetch_add(label_set_bytes(&stored), Ordering::Relaxed);
+        (stored, id)
     }
 
     fn allocate_id(&self) -> SeriesId {
@@ -110,7 +169,12 @@ impl Index {
 
     /// The id of this label set, if the series exists.
     pub fn get(&self, labels: &Labels) -> Option<SeriesId> {
-        self.series.get(self.series.hash(labels), labels)
+        self.series.get(self.series.hash(labels), |stored| stored == labels)
+    }
+
+    /// The id of this borrowed label set, if the series exists.
+    pub fn get_ref(&self, labels: LabelsRef<'_>) -> Option<SeriesId> {
+        self.series.get(self.series.hash_ref(labels), |stored| labels == *stored)
     }
 
     /// The labels of a live series (None if the id was never created or has been removed).
@@ -194,6 +258,25 @@ impl Index {
             let labels = self.labels(id).expect("live series without labels");
             assert_eq!(self.get(&labels), Some(id), "series map disagrees with store for {labels}");
         }
+    }
+}
+
+/// Fills an [`Index`] nobody reads yet ([`Index::loader`]).
+pub struct IndexLoader<'i> {
+    index: &'i Index,
+}
+
+impl IndexLoader<'_> {
+    /// [`Index::get_or_create_ref`] without publishing a new series' labels before its
+    /// postings: no reader can see the difference.
+    ///
+    /// # Panics
+    ///
+    /// As [`Index::get_or_create`].
+    pub fn get_or_create_ref(&self, labels: LabelsRef<'_>) -> (SeriesId, bool) {
+        let index = self.index;
+        let hash = index.series.hash_ref(labels);
+        index.series.get_or_insert_with(hash, |stored| labels == *stored, || index.create(None, labels))
     }
 }
 

@@ -1,6 +1,8 @@
 //! The index checked against a brute-force model: random label sets over a small alphabet,
 //! random creations and removals, and random matchers of all four kinds; every answer must equal
-//! the one computed by testing each live series with `Matcher::matches_labels`.
+//! the one computed by testing each live series with `Matcher::matches_labels`. Label names and
+//! values are also asked with a random filter (standing for "has data in the time range"),
+//! through each walk the lookups can take, and the filter may only be asked about candidates.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -8,6 +10,7 @@ use proptest::prelude::*;
 use proptest::sample::Index as Pick;
 
 use super::Index;
+use super::lookup::Plan;
 use crate::matcher::{MatchOp, Matcher, matches_all};
 use crate::types::{Labels, SeriesId};
 
@@ -68,8 +71,54 @@ impl Model {
     }
 }
 
-fn check_queries(index: &Index, model: &Model, queries: &[Vec<Matcher>]) -> Result<(), TestCaseError> {
+/// Label names and values over `candidates` (None: all live series) restricted to the series
+/// `kept` selects, through every plan, against the model.
+fn check_filtered(
+    index: &Index,
+    model: &Model,
+    candidates: Option<&[SeriesId]>,
+    kept: &[bool],
+) -> Result<(), TestCaseError> {
+    let keeps = |id: SeriesId| kept[id as usize % kept.len()];
     let all: Vec<SeriesId> = model.live.keys().copied().collect();
+    let pool = candidates.unwrap_or(&all);
+    let passing: Vec<SeriesId> = pool.iter().copied().filter(|&id| keeps(id)).collect();
+    for plan in [Plan::Cost, Plan::Values, Plan::Labels] {
+        let mut asked = Vec::new();
+        let mut keep = |id: SeriesId, _: Option<&Labels>| {
+            asked.push(id);
+            Ok(keeps(id))
+        };
+        prop_assert_eq!(
+            index.label_names_planned(candidates, plan, &mut keep).unwrap(),
+            model.names(&passing),
+            "names {:?} {:?}",
+            plan,
+            candidates
+        );
+        for name in QUERY_NAMES {
+            prop_assert_eq!(
+                index.label_values_planned(name, candidates, plan, &mut keep).unwrap(),
+                model.values(name, &passing),
+                "values of {} {:?} {:?}",
+                name,
+                plan,
+                candidates
+            );
+        }
+        prop_assert!(asked.iter().all(|id| pool.contains(id)), "asked about a non-candidate");
+    }
+    Ok(())
+}
+
+fn check_queries(
+    index: &Index,
+    model: &Model,
+    queries: &[Vec<Matcher>],
+    kept: &[bool],
+) -> Result<(), TestCaseError> {
+    let all: Vec<SeriesId> = model.live.keys().copied().collect();
+    check_filtered(index, model, None, kept)?;
     prop_assert_eq!(index.len(), all.len());
     prop_assert_eq!(index.label_names(None), model.names(&all));
     for name in QUERY_NAMES {
@@ -84,6 +133,10 @@ fn check_queries(index: &Index, model: &Model, queries: &[Vec<Matcher>]) -> Resu
         for name in QUERY_NAMES {
             prop_assert_eq!(index.label_values(name, Some(&got)), model.values(name, &got));
         }
+        check_filtered(index, model, Some(&got), kept)?;
+        // Candidates need not come sorted or unique.
+        let shuffled: Vec<SeriesId> = got.iter().rev().chain(got.first()).copied().collect();
+        check_filtered(index, model, Some(&shuffled), kept)?;
     }
     Ok(())
 }
@@ -95,6 +148,7 @@ proptest! {
     fn index_agrees_with_brute_force(
         ops in prop::collection::vec(op(), 1..60),
         queries in prop::collection::vec(prop::collection::vec(matcher(), 0..4), 1..6),
+        kept in prop::collection::vec(any::<bool>(), 1..8),
     ) {
         let index = Index::new();
         let mut model = Model::default();
@@ -129,7 +183,7 @@ proptest! {
                     }
                 }
             }
-            check_queries(&index, &model, &queries)?;
+            check_queries(&index, &model, &queries, &kept)?;
         }
         index.check();
         for (labels, id) in &model.ids {

@@ -87,6 +87,34 @@ pub(super) fn intersect_into(a: &[SeriesId], b: &[SeriesId], out: &mut Vec<Serie
     }
 }
 
+/// Appends to `out` the first `limit` ids of `small` that are also in `large`, galloping through
+/// `large`; true if there are more than `limit` (the walk stopped at the next one), so a caller
+/// that needs more knows to continue after the last id appended.
+pub(super) fn intersect_first(
+    small: &[SeriesId],
+    large: &[SeriesId],
+    limit: usize,
+    out: &mut Vec<SeriesId>,
+) -> bool {
+    let mut cursor = 0;
+    let mut found = 0;
+    for &id in small {
+        cursor = gallop(large, cursor, id);
+        match large.get(cursor) {
+            None => break,
+            Some(&x) if x == id => {
+                if found == limit {
+                    return true;
+                }
+                out.push(id);
+                found += 1;
+            }
+            Some(_) => {}
+        }
+    }
+    false
+}
+
 /// Removes from `list` every id that is in `other`.
 pub(super) fn subtract(list: &mut Vec<SeriesId>, other: &[SeriesId]) {
     let mut cursor = 0;
@@ -198,6 +226,13 @@ mod tests {
             let (sa, sb, sc): (BTreeSet<u32>, BTreeSet<u32>, BTreeSet<u32>) =
                 (a.iter().copied().collect(), b.iter().copied().collect(), c.iter().copied().collect());
             prop_assert_eq!(intersect(&a, &b), sa.intersection(&sb).copied().collect::<Vec<_>>());
+            for limit in [0, 1, 3, 100] {
+                let both: Vec<u32> = sa.intersection(&sb).copied().collect();
+                let mut out = vec![7];
+                let more = intersect_first(&a, &b, limit, &mut out);
+                prop_assert_eq!(&out[1..], both.get(..limit.min(both.len())).unwrap());
+                prop_assert_eq!(more, both.len() > limit);
+            }
             let mut d = a.clone();
             subtract(&mut d, &b);
             prop_assert_eq!(d, sa.difference(&sb).copied().collect::<Vec<_>>());

@@ -16,9 +16,11 @@
 //!    bounds there, decoding a chunk only if it straddles an end of the range;
 //! 3. the partition files overlapping the range, newest first: a file entirely inside the
 //!    range holds data in it for every series it contains (files hold no empty series), so
-//!    membership (a binary search) is the answer; a file straddling the range has its block
-//!    statistics read, and decoded only at the edges. Only tombstones that cover part of the
-//!    range and apply to the file make the test read the samples themselves.
+//!    membership (a binary search) is the answer; a file straddling the range has the series'
+//!    block list read: a block whose first or last timestamp (both those of samples) is in the
+//!    range answers yes, and only a block reaching past both ends of the range is decoded.
+//!    Only tombstones that cover part of the range and apply to the file make the test read
+//!    the samples themselves.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -30,6 +32,7 @@ use crate::error::Result;
 use crate::head::Head;
 use crate::manifest::Tombstone;
 use crate::matcher::matches_all;
+use crate::partition::BlockMeta;
 use crate::types::{Labels, SeriesId};
 
 /// A partition file that may hold data in the range.
@@ -119,7 +122,16 @@ impl<'a> InRange<'a> {
         }
         let mut looked_up: Option<Option<Labels>> = None;
         for f in &self.files {
-            if !f.file.file.contains(id) {
+            let file = &f.file.file;
+            if f.covered && f.tombstones.is_empty() {
+                if file.contains(id) {
+                    return Ok(true);
+                }
+                continue;
+            }
+            // Empty if the series is not in the file.
+            let blocks = file.blocks(id)?;
+            if blocks.is_empty() {
                 continue;
             }
             if !f.tombstones.is_empty() {
@@ -146,7 +158,30 @@ impl<'a> InRange<'a> {
                     continue;
                 }
             }
-            if f.covered || f.file.file.overlaps(id, self.mint, self.maxt)? {
+            if f.covered || self.blocks_have_data(f.file, &blocks)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether one of a series' `blocks` in `file` has a sample in the range. A block's first
+    /// and last timestamps are those of samples, so a block with either in the range answers
+    /// without decoding; only a block reaching past both ends of the range is decoded.
+    fn blocks_have_data(&self, file: &LiveFile, blocks: &[BlockMeta]) -> Result<bool> {
+        let in_range = |t: i64| t >= self.mint && t <= self.maxt;
+        let mut samples = Vec::new();
+        for b in blocks {
+            let (lo, hi) = (b.stats.min_t, b.stats.max_t);
+            if hi < self.mint || lo > self.maxt {
+                continue;
+            }
+            if in_range(lo) || in_range(hi) {
+                return Ok(true);
+            }
+            samples.clear();
+            file.file.read_block(b, &mut samples)?;
+            if samples.iter().any(|s| in_range(s.t)) {
                 return Ok(true);
             }
         }

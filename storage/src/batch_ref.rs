@@ -1,0 +1,220 @@
+//! [`BatchRef`]: the unit of ingest with borrowed label strings, the zero-copy twin of [`Batch`].
+//!
+//! A decoder fills one from a request buffer without allocating per series: the label pairs,
+//! the per-series bounds and the samples each live in one flat vector. [`crate::Db::append_ref`]
+//! takes it as is; [`crate::Db::append`] converts an owned [`Batch`] into one (copying
+//! pointers, not strings).
+
+use crate::labels_ref::{LabelPair, LabelsRef, name_less, normalize_tail_slow};
+use crate::types::{Batch, Sample};
+
+/// Samples for many series, label strings borrowed for `'a`. Like [`Batch`], a series may
+/// appear more than once and a batch is made durable as one WAL record.
+#[derive(Debug, Clone, Default)]
+pub struct BatchRef<'a> {
+    /// The label pairs of every series, back to back; each series' pairs follow the rules of
+    /// [`LabelsRef`].
+    labels: Vec<LabelPair<'a>>,
+    /// Per series: where its pairs end in `labels` and its samples end in `samples` (each
+    /// starts where the previous series' ends).
+    ends: Vec<(usize, usize)>,
+    samples: Vec<Sample>,
+}
+
+impl<'a> BatchRef<'a> {
+    /// An empty batch.
+    pub fn new() -> Self {
+        BatchRef::default()
+    }
+
+    /// An empty batch with room for `series` series of `labels` label pairs and `samples`
+    /// samples in all, for decoders that know the totals up front.
+    pub fn with_capacity(series: usize, labels: usize, samples: usize) -> Self {
+        BatchRef {
+            labels: Vec::with_capacity(labels),
+            ends: Vec::with_capacity(series),
+            samples: Vec::with_capacity(samples),
+        }
+    }
+
+    /// Starts adding a series in place: its labels and samples go straight into the batch.
+    /// For decoders that find a series' pairs one by one and may still reject it: dropping the
+    /// builder without [`SeriesBuilder::finish`] removes what it added.
+    #[inline]
+    pub fn series(&mut self) -> SeriesBuilder<'_, 'a> {
+        let (labels, samples) = (self.labels.len(), self.samples.len());
+        SeriesBuilder { batch: self, labels, samples, prev: None, follows_rules: true, finished: false }
+    }
+
+    /// Adds one series: its label pairs in any order and its samples. Pairs are made to follow
+    /// the rules the way [`crate::Labels::new`] does (empty values dropped, sorted by name, the
+    /// last of duplicate names kept), so the same input names the same series as through an
+    /// owned [`Batch`]. Decoders that reject unsorted or duplicate names check before pushing.
+    #[inline]
+    pub fn push(
+        &mut self,
+        labels: impl IntoIterator<Item = LabelPair<'a>>,
+        samples: impl IntoIterator<Item = Sample>,
+    ) {
+        let mut series = self.series();
+        for (name, value) in labels {
+            series.label(name, value);
+        }
+        series.batch.samples.extend(samples);
+        series.finish();
+    }
+
+    /// Number of series entries.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True if there is no series.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Total number of samples.
+    pub fn sample_count(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// The series in the order they were pushed, with their samples.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (LabelsRef<'_>, &[Sample])> + '_ {
+        let mut start = (0, 0);
+        self.ends.iter().map(move |&(labels_end, samples_end)| {
+            let labels = self.labels.get(start.0..labels_end).unwrap_or_default();
+            let samples = self.samples.get(start.1..samples_end).unwrap_or_default();
+            start = (labels_end, samples_end);
+            (LabelsRef::new_unchecked(labels), samples)
+        })
+    }
+
+    /// An owned copy (allocates every label string): for tests and callers that keep the batch
+    /// beyond the buffer it borrows from.
+    pub fn to_batch(&self) -> Batch {
+        Batch {
+            series: self.iter().map(|(labels, samples)| (labels.to_labels(), samples.to_vec())).collect(),
+        }
+    }
+}
+
+/// A series being added to a [`BatchRef`] ([`BatchRef::series`]).
+pub struct SeriesBuilder<'b, 'a> {
+    batch: &'b mut BatchRef<'a>,
+    /// Where the series' labels and samples start in the batch.
+    labels: usize,
+    samples: usize,
+    /// The last name added, and whether the pairs so far follow the rules: checked pair by
+    /// pair as they come, so that `finish` rarely has anything left to do.
+    prev: Option<&'a str>,
+    follows_rules: bool,
+    finished: bool,
+}
+
+impl<'a> SeriesBuilder<'_, 'a> {
+    /// Adds a label pair (in any order; [`SeriesBuilder::finish`] applies the rules).
+    #[inline]
+    pub fn label(&mut self, name: &'a str, value: &'a str) {
+        self.follows_rules &= !value.is_empty() && self.prev.is_none_or(|p| name_less(p, name));
+        self.prev = Some(name);
+        self.batch.labels.push((name, value));
+    }
+
+    /// Adds a sample.
+    #[inline]
+    pub fn sample(&mut self, sample: Sample) {
+        self.batch.samples.push(sample);
+    }
+
+    /// Completes the series, making its pairs follow the rules as [`BatchRef::push`] does.
+    #[inline]
+    pub fn finish(mut self) {
+        if !self.follows_rules {
+            normalize_tail_slow(&mut self.batch.labels, self.labels);
+        }
+        self.batch.ends.push((self.batch.labels.len(), self.batch.samples.len()));
+        self.finished = true;
+    }
+}
+
+/// An unfinished series is removed from the batch.
+impl Drop for SeriesBuilder<'_, '_> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.finished {
+            self.batch.labels.truncate(self.labels);
+            self.batch.samples.truncate(self.samples);
+        }
+    }
+}
+
+/// Borrows an owned batch's strings (no string is copied).
+impl<'a> From<&'a Batch> for BatchRef<'a> {
+    fn from(batch: &'a Batch) -> Self {
+        let mut out = BatchRef {
+            labels: Vec::with_capacity(batch.series.iter().map(|(l, _)| l.len()).sum()),
+            ends: Vec::with_capacity(batch.series.len()),
+            samples: Vec::with_capacity(batch.sample_count()),
+        };
+        for (labels, samples) in &batch.series {
+            out.labels.extend(labels.iter().map(|l| (&*l.name, &*l.value)));
+            out.samples.extend_from_slice(samples);
+            out.ends.push((out.labels.len(), out.samples.len()));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Labels;
+
+    #[test]
+    fn series_keep_their_own_labels_and_samples() {
+        let mut b = BatchRef::new();
+        b.push([("job", "a"), ("__name__", "up")], [Sample::new(1, 1.0), Sample::new(2, 2.0)]);
+        b.push([("__name__", "x")], []);
+        b.push([("__name__", "y"), ("a", ""), ("b", "1"), ("b", "2")], [Sample::new(3, 3.0)]);
+        assert_eq!((b.len(), b.sample_count()), (3, 3));
+        let series: Vec<(String, Vec<Sample>)> = b.iter().map(|(l, s)| (l.to_string(), s.to_vec())).collect();
+        assert_eq!(
+            series,
+            vec![
+                ("up{job=\"a\"}".to_string(), vec![Sample::new(1, 1.0), Sample::new(2, 2.0)]),
+                ("x{}".to_string(), vec![]),
+                ("y{b=\"2\"}".to_string(), vec![Sample::new(3, 3.0)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_series_built_in_place_is_added_only_when_finished() {
+        let mut b = BatchRef::new();
+        let mut s = b.series();
+        s.label("job", "a");
+        s.label("__name__", "up");
+        s.sample(Sample::new(1, 1.0));
+        s.finish();
+        let mut dropped = b.series();
+        dropped.label("__name__", "gone");
+        dropped.sample(Sample::new(2, 2.0));
+        drop(dropped);
+        b.push([("__name__", "x")], [Sample::new(3, 3.0)]);
+        let series: Vec<String> = b.iter().map(|(l, s)| format!("{l} {s:?}")).collect();
+        assert_eq!(series, vec!["up{job=\"a\"} [Sample { t: 1, v: 1.0 }]", "x{} [Sample { t: 3, v: 3.0 }]"]);
+    }
+
+    #[test]
+    fn owned_and_borrowed_batches_convert_both_ways() {
+        let mut owned = Batch::new();
+        owned.push(Labels::from_pairs(&[("__name__", "up"), ("job", "a")]), vec![Sample::new(5, 0.5)]);
+        owned.push(Labels::from_pairs(&[("__name__", "up")]), vec![]);
+        let borrowed = BatchRef::from(&owned);
+        assert_eq!(borrowed.to_batch().series, owned.series);
+        // The strings are the owned batch's own.
+        let (labels, _) = borrowed.iter().next().unwrap();
+        assert!(std::ptr::eq(labels.pairs()[0].1, &*owned.series[0].0.as_slice()[0].value));
+    }
+}
