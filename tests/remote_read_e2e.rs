@@ -130,30 +130,42 @@ fn xor_chunks_are_byte_identical_to_prometheus_own() {
         "",
         &["--web.enable-remote-write-receiver", "--web.enable-admin-api"],
     );
-    // Irregular timestamps (every delta-of-delta width) and special values, 300 samples so
-    // Prometheus cuts several chunks.
-    let t0 = now_ms() - 3_600_000;
+    // Irregular timestamps (every delta-of-delta width) and special values, 300 samples per
+    // series so Prometheus cuts several chunks. Prometheus cuts a chunk at each 2 h boundary, and
+    // a chunk's leading/trailing-zero window depends on where it starts, so 24 series start at
+    // different distances before one boundary: a fixed set of chunk starts, whatever the clock.
+    let boundary = (now_ms() - 3_600_000).div_euclid(7_200_000) * 7_200_000;
     let specials =
         [f64::from_bits(STALE_NAN_BITS), f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0, 1e-300];
     let gaps = [15_000, 15_000, 15_001, 23_192, 15_000, 80_000, 1, 600_000, 7, 300_000, 14_999];
-    let mut t = t0;
-    let samples: Vec<Sample> = (0..300)
-        .map(|i| {
-            // Full gaps once (deltas of deltas up to 64 bits), then denser (more per chunk).
-            let divisor = match i {
-                0..=10 => 1,
-                11..=99 => 10,
-                _ => 100,
-            };
-            t += (gaps[i % gaps.len()] / divisor).max(1);
-            let v =
-                if i % 13 == 5 { specials[i / 13 % specials.len()] } else { (i as f64 * 0.37).sin() * 1e3 };
-            Sample::new(t, v)
+    let series: Vec<(Labels, Vec<Sample>)> = (0..24)
+        .map(|k| {
+            let mut t = boundary - 1_800_000 + k as i64 * 73_000;
+            let samples = (0..300)
+                .map(|i| {
+                    // Full gaps once (deltas of deltas up to 64 bits), then denser (more per chunk).
+                    let divisor = match i {
+                        0..=10 => 1,
+                        11..=99 => 10,
+                        _ => 100,
+                    };
+                    t += (gaps[i % gaps.len()] / divisor).max(1);
+                    let v = if i % 13 == 5 {
+                        specials[i / 13 % specials.len()]
+                    } else {
+                        ((i + k) as f64 * 0.37).sin() * 1e3
+                    };
+                    Sample::new(t, v)
+                })
+                .collect();
+            let start = format!("{k:02}");
+            (Labels::from_pairs(&[("__name__", "xor_check"), ("job", "golden"), ("start", &start)]), samples)
         })
         .collect();
-    let labels = Labels::from_pairs(&[("__name__", "xor_check"), ("job", "golden")]);
     let mut batch = Batch::new();
-    batch.push(labels, samples.clone());
+    for (labels, samples) in &series {
+        batch.push(labels.clone(), samples.clone());
+    }
     let agent = agent();
     let mut response = agent
         .post(format!("{}/api/v1/write", prom.url))
@@ -180,7 +192,7 @@ fn xor_chunks_are_byte_identical_to_prometheus_own() {
     assert_eq!(chunk_files.len(), 1, "{chunk_files:?}");
     let chunks = prometheus_chunks(&std::fs::read(&chunk_files[0]).unwrap());
     // Prometheus 2.42 cuts head chunks by predicted time, at 240 samples at the latest.
-    assert!(chunks.len() >= 2, "300 samples make at least 2 chunks, got {}", chunks.len());
+    assert!(chunks.len() >= 2 * series.len(), "300 samples make at least 2 chunks, got {}", chunks.len());
 
     let mut decoded = Vec::new();
     for data in &chunks {
@@ -189,14 +201,18 @@ fn xor_chunks_are_byte_identical_to_prometheus_own() {
         for s in &part {
             encoder.append(s.t, s.v);
         }
+        let ours = encoder.finish();
         assert_eq!(
-            &encoder.finish(),
+            &ours,
             data,
-            "our encoding of {} samples differs from Prometheus'",
-            part.len()
+            "our encoding of {} samples from {} differs from Prometheus'",
+            part.len(),
+            part[0].t
         );
         decoded.extend(part);
     }
+    // The chunks file holds the series in label order, each series' chunks in time order.
+    let samples: Vec<Sample> = series.iter().flat_map(|(_, s)| s.iter().copied()).collect();
     let bits = |v: &[Sample]| v.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>();
     assert_eq!(bits(&decoded), bits(&samples));
 }

@@ -4,6 +4,13 @@
 //! Bits fill each byte from its highest bit down; the last byte is padded with zero bits. The
 //! reader checks every read against the end of the input, so corrupt chunks end in an error,
 //! never a panic.
+//!
+//! The writer reproduces one quirk of `bstream` so that our chunks are byte-identical to
+//! Prometheus' own: `bstream.writeBits` writes each whole byte with `writeByte`, which always
+//! appends a fresh byte after the one it fills. When a write ends on a byte boundary through
+//! that path, Prometheus' stream ends in an extra all-zero byte (decoders ignore it, since the
+//! sample count comes from the header). Prometheus 2.42 does this; later versions write most
+//! bits through `writeBitsFast`, but the bytes stay readable either way.
 
 /// Appends bits to a byte vector.
 #[derive(Debug, Clone, Default)]
@@ -11,12 +18,15 @@ pub(crate) struct BitWriter {
     bytes: Vec<u8>,
     /// Unused low bits in the last byte (0 when a new byte must be started).
     free: u32,
+    /// The last write ended on a byte boundary with a whole byte: Prometheus' stream would end
+    /// in an empty byte here (see the module doc), which [`BitWriter::into_bytes`] adds.
+    spare_byte: bool,
 }
 
 impl BitWriter {
     /// A writer whose output starts with `prefix` (whole bytes, e.g. a header to patch later).
     pub(crate) fn with_prefix(prefix: &[u8]) -> Self {
-        BitWriter { bytes: prefix.to_vec(), free: 0 }
+        BitWriter { bytes: prefix.to_vec(), free: 0, spare_byte: false }
     }
 
     /// Writes the low `n` bits of `value` (`n` in 0..=64), highest first.
@@ -36,6 +46,11 @@ impl BitWriter {
             self.free -= take;
             left -= take;
         }
+        // `writeBits` ends with `writeByte` when `n` is a whole number of bytes, and with
+        // `writeBit` otherwise.
+        if n > 0 {
+            self.spare_byte = n.is_multiple_of(8) && self.free == 0;
+        }
     }
 
     /// Writes one bit.
@@ -48,8 +63,11 @@ impl BitWriter {
         &mut self.bytes
     }
 
-    /// The finished bytes.
-    pub(crate) fn into_bytes(self) -> Vec<u8> {
+    /// The finished bytes, as Prometheus' `bstream.bytes()` would hold them.
+    pub(crate) fn into_bytes(mut self) -> Vec<u8> {
+        if self.spare_byte {
+            self.bytes.push(0);
+        }
         self.bytes
     }
 }
@@ -139,6 +157,20 @@ mod tests {
             assert_eq!(r.read_bits(64).unwrap(), 0x8123_4567_89AB_CDEF);
             assert_eq!(r.read_byte().unwrap(), 0xFF);
         }
+    }
+
+    #[test]
+    fn a_whole_byte_write_ending_on_a_boundary_leaves_bstreams_spare_byte() {
+        let mut w = BitWriter::default();
+        w.write_bits(0xAB, 8);
+        assert_eq!(w.clone().into_bytes(), [0xAB, 0], "writeByte appends the next byte");
+        w.write_bit(true);
+        assert_eq!(w.clone().into_bytes(), [0xAB, 0x80], "the next bit fills the spare byte");
+        w.write_bits(0x7F, 7);
+        assert_eq!(w.clone().into_bytes(), [0xAB, 0xFF], "bits written one by one leave none");
+        w.write_bits(0, 4);
+        w.write_bits(0xABC, 12);
+        assert_eq!(w.into_bytes(), [0xAB, 0xFF, 0x0A, 0xBC], "nor do bits after the whole bytes");
     }
 
     #[test]
