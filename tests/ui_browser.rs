@@ -72,7 +72,13 @@ fn query_ui_renders_in_headless_chromium() {
     }
     assert_eq!(page.element("result-table").attr("data-rows"), Some("5"));
     assert_eq!(page.count_in("result-table", "<tr class=\"series\">"), 5);
-    for stat in ["samples.totalQueryableSamples", "timings.execTotalTime", "client.elapsed"] {
+    for stat in [
+        "samples.totalQueryableSamples",
+        "samples.blocksFromStats",
+        "samples.blocksDecoded",
+        "timings.execTotalTime",
+        "client.elapsed",
+    ] {
         assert!(page.html.contains(&format!("data-stat=\"{stat}\"")), "stat {stat} is not shown");
     }
 

@@ -104,6 +104,9 @@ impl Engine {
         let stats = QueryStats {
             samples_read: ev.samples_read,
             series_selected: ev.series_selected,
+            blocks_from_stats: ev.scan.blocks_from_stats,
+            blocks_decoded: ev.scan.blocks_decoded,
+            samples_decoded: ev.scan.samples_decoded,
             peak_samples: ev.samples.peak,
             prepare_time: prepared - started,
             eval_time: prepared.elapsed(),

@@ -42,6 +42,11 @@ pub struct EngineOptions {
     /// extrapolating, and `start_timestamp()` returns them (Prometheus' engine option
     /// `UseStartTimestamps`, off by default).
     pub use_start_timestamps: bool,
+    /// Ask storage for windowed aggregates for `min|max|count|first|last|present_over_time`
+    /// over a plain range selector, so blocks can be answered from their statistics (see
+    /// `eval/pushdown.rs`). The answer is the same bit for bit; off is for measuring and as
+    /// the oracle in tests.
+    pub pushdown: bool,
 }
 
 impl Default for EngineOptions {
@@ -60,6 +65,7 @@ impl Default for EngineOptions {
             delayed_name_removal: false,
             type_and_unit_labels: false,
             use_start_timestamps: false,
+            pushdown: true,
         }
     }
 }

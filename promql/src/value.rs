@@ -66,6 +66,13 @@ pub struct QueryStats {
     pub samples_read: u64,
     /// Series returned by selectors.
     pub series_selected: u64,
+    /// Partition-file blocks answered from their statistics by push-down (no decoding).
+    pub blocks_from_stats: u64,
+    /// Partition-file blocks push-down had to decode.
+    pub blocks_decoded: u64,
+    /// Of `samples_read`, those push-down decoded or read one by one (from blocks and the
+    /// in-memory heads); the rest were read by the decoding path.
+    pub samples_decoded: u64,
     /// Largest number of samples held in memory at once.
     pub peak_samples: usize,
     /// Time spent parsing and preparing.

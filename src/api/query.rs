@@ -297,7 +297,9 @@ fn estimated_size(value: &promql::Value) -> usize {
 
 /// Prometheus' `data.stats`: timings in seconds and sample counts. strata's engine reports
 /// preparation and evaluation times; sorting happens inside evaluation, so
-/// `resultSortTime` is 0.
+/// `resultSortTime` is 0. `samples` also carries strata's explain counters: series matched by
+/// selectors, and the blocks answered from statistics, blocks decoded and samples decoded by
+/// push-down of range aggregations.
 fn stats(out: &mut Vec<u8>, stats: &promql::QueryStats, timings: Timings) {
     let secs = |out: &mut Vec<u8>, d: Duration| encode::json_number(out, d.as_secs_f64());
     out.extend_from_slice(b"{\"timings\":{\"evalTotalTime\":");
@@ -314,6 +316,18 @@ fn stats(out: &mut Vec<u8>, stats: &promql::QueryStats, timings: Timings) {
     encode::integer(out, stats.samples_read);
     out.extend_from_slice(b",\"peakSamples\":");
     encode::integer(out, stats.peak_samples);
+    // strata's own explain counters: how much storage push-down answered from block statistics.
+    for (name, n) in [
+        ("seriesMatched", stats.series_selected),
+        ("blocksFromStats", stats.blocks_from_stats),
+        ("blocksDecoded", stats.blocks_decoded),
+        ("samplesDecoded", stats.samples_decoded),
+    ] {
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        encode::integer(out, n);
+    }
     out.extend_from_slice(b"}}");
 }
 

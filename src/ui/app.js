@@ -528,10 +528,15 @@
     'timings.resultSortTime': 'Sorting',
     'samples.totalQueryableSamples': 'Samples read',
     'samples.peakSamples': 'Peak samples in memory',
+    'samples.seriesMatched': 'Series matched',
+    'samples.blocksFromStats': 'Blocks answered from statistics',
+    'samples.blocksDecoded': 'Blocks decoded',
+    'samples.samplesDecoded': 'Samples decoded',
   };
 
-  // Every member of data.stats, the known ones named in words; members strata adds later
-  // (e.g. blocks answered from their statistics) show under their JSON path.
+  // Every member of data.stats, the known ones named in words (strata's explain counters among
+  // them: blocks answered from their statistics, blocks and samples decoded); members added
+  // later show under their JSON path.
   function renderStats(stats, client) {
     const entries = [];
     const walk = (prefix, value) => {

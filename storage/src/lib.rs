@@ -35,6 +35,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod types;
 pub mod wal;
+pub mod window;
 
 pub use batch_ref::{BatchRef, SeriesBuilder};
 pub use db::{AppendOutcome, Db, Health};

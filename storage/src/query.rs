@@ -6,6 +6,7 @@
 use crate::error::Result;
 use crate::matcher::Matcher;
 use crate::types::{Labels, Sample, SeriesId};
+use crate::window::{ScanStats, WindowAgg};
 
 /// A series picked by [`Querier::select`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +61,27 @@ pub trait Querier: Send + Sync {
         _out: &mut Vec<StartTimestamp>,
     ) -> Result<()> {
         Ok(())
+    }
+
+    /// Appends to `out` one [`WindowAgg`] per window of `windows` (closed ranges; they may
+    /// overlap) over the samples of `series`, adding what it cost to `stats`, and returns true;
+    /// or returns false, having appended nothing, when no part of the answer could come from
+    /// statistics, so the caller reads the samples and folds them itself (a plain sample read
+    /// is the faster way to decode everything).
+    ///
+    /// This is the push-down entry for `min|max|count|first|last|present_over_time`: a storage
+    /// with block statistics answers whole blocks without decoding them, with exactly the bits
+    /// the decoded samples give. Storages may answer only when both ends of the windows are
+    /// non-decreasing, as PromQL steps make them. The default has no statistics and returns
+    /// false.
+    fn window_aggregates(
+        &self,
+        _series: &SeriesRef,
+        _windows: &[(i64, i64)],
+        _out: &mut Vec<WindowAgg>,
+        _stats: &mut ScanStats,
+    ) -> Result<bool> {
+        Ok(false)
     }
 
     /// Label names (sorted, unique) of series matching `matchers` (all series if empty) with

@@ -4,6 +4,7 @@
 //! snapshot may see samples appended after it was taken (never fewer than existed at that time).
 
 mod in_range;
+mod window;
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use crate::matcher::{Matcher, matches_all};
 use crate::partition::BlockMeta;
 use crate::query::{Querier, SeriesRef, check_selective};
 use crate::types::{Labels, Sample, SeriesId};
+use crate::window::{ScanStats, WindowAgg};
 use in_range::InRange;
 
 /// A consistent read view of the database; implements [`Querier`].
@@ -170,6 +172,16 @@ impl Querier for Snapshot {
 
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
         self.read(series.id, &series.labels, mint, maxt, out)
+    }
+
+    fn window_aggregates(
+        &self,
+        series: &SeriesRef,
+        windows: &[(i64, i64)],
+        out: &mut Vec<WindowAgg>,
+        stats: &mut ScanStats,
+    ) -> Result<bool> {
+        window::window_aggregates(self, series, windows, out, stats)
     }
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {

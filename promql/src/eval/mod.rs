@@ -14,6 +14,7 @@ mod functions;
 mod histogram;
 mod info;
 mod labels;
+mod pushdown;
 mod range_fn;
 mod rate;
 mod selector;
@@ -129,6 +130,8 @@ pub(crate) struct Evaluator<'a> {
     pub samples: SampleCounter,
     pub samples_read: u64,
     pub series_selected: u64,
+    /// What push-down cost (blocks from statistics, blocks and samples decoded).
+    pub scan: storage::window::ScanStats,
     ticks: u32,
 }
 
@@ -153,6 +156,7 @@ impl<'a> Evaluator<'a> {
             samples: SampleCounter { current: 0, peak: 0, max: opts.max_samples },
             samples_read: 0,
             series_selected: 0,
+            scan: storage::window::ScanStats::default(),
             ticks: 0,
         }
     }

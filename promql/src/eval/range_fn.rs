@@ -7,7 +7,8 @@ use super::rate::{Bounds, extended_rate, extrapolated_rate, first_index_at_or_be
 use super::selector::WindowSpec;
 use super::series::has_duplicate_labels;
 use super::{
-    Evaluator, FPoint, Grid, Series, Val, drop_metric_labels, duplicate_labelset, labels, start_timestamps,
+    Evaluator, FPoint, Grid, Series, Val, drop_metric_labels, duplicate_labelset, labels, pushdown,
+    start_timestamps,
 };
 use crate::error::{Error, Result};
 use crate::parser::ast::{Call, Expr};
@@ -323,6 +324,13 @@ impl<'a> Evaluator<'a> {
             }
             _ => return Err(Error::Execution(format!("expected a range vector argument for {name}"))),
         };
+        // Range aggregations storage may answer from block statistics (see `pushdown`).
+        let pushed = match &source {
+            Source::Selector(..) if self.opts.pushdown && !anchored && !smoothed => {
+                pushdown::Pushed::of(name).map(|f| (f, pushdown::windows(&refs, spec)))
+            }
+            _ => None,
+        };
         let keep_name = name == "last_over_time" || name == "first_over_time";
         let delayed = self.opts.delayed_name_removal;
         let mut out: Vec<Series> = Vec::new();
@@ -341,7 +349,7 @@ impl<'a> Evaluator<'a> {
                        drop_name: bool,
                        points: &[FPoint],
                        sts: &[i64]|
-         -> Result<()> {
+         -> Result<Option<Series>> {
             let mut result: Vec<FPoint> = Vec::new();
             let mut overlap_warned = false;
             let (mut lo, mut hi) = (0usize, 0usize);
@@ -406,7 +414,7 @@ impl<'a> Evaluator<'a> {
                 }
             }
             if result.is_empty() {
-                return Ok(());
+                return Ok(None);
             }
             ev.track(result.len())?;
             if name == "rate" || name == "increase" {
@@ -415,8 +423,7 @@ impl<'a> Evaluator<'a> {
             let out_labels = if !keep_name && !delayed { drop_metric_labels(labels) } else { labels.clone() };
             // `last_over_time` and `first_over_time` keep the name, unless the series was already
             // due to lose it (a subquery over a name-dropping function).
-            out.push(Series::new(out_labels, !keep_name || drop_name, result));
-            Ok(())
+            Ok(Some(Series::new(out_labels, !keep_name || drop_name, result)))
         };
         match source {
             Source::Selector(series, mint, maxt) => {
@@ -426,6 +433,12 @@ impl<'a> Evaluator<'a> {
                 let mut points = Vec::new();
                 let (mut st_buf, mut sts) = (Vec::new(), Vec::new());
                 for r in &series {
+                    if let Some((f, windows)) = &pushed
+                        && let Some(answer) = self.pushdown_series(*f, r, windows, g)?
+                    {
+                        out.extend(answer);
+                        continue;
+                    }
                     self.load(r, mint, maxt, &mut buf)?;
                     points.clear();
                     points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
@@ -433,13 +446,13 @@ impl<'a> Evaluator<'a> {
                         self.load_start_timestamps(r, mint, maxt, &mut st_buf)?;
                         start_timestamps::align(&points, &st_buf, &mut sts);
                     }
-                    run(self, &r.labels, false, &points, &sts)?;
+                    out.extend(run(self, &r.labels, false, &points, &sts)?);
                 }
             }
             // Subqueries cut the propagation of start timestamps: their points are results.
             Source::Subquery(inner) => {
                 for s in &inner {
-                    run(self, &s.labels, s.drop_name, &s.points, &[])?;
+                    out.extend(run(self, &s.labels, s.drop_name, &s.points, &[])?);
                 }
             }
         }

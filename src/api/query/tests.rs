@@ -278,6 +278,26 @@ async fn stats_have_prometheus_shape() {
 }
 
 #[tokio::test]
+async fn stats_explain_push_down() {
+    let f = fixture();
+    let answer = get(&f.state, "/api/v1/query?query=max_over_time(golden[1h])&time=3600&stats=all").await;
+    let samples = &answer.json()["data"]["stats"]["samples"];
+    // Nothing is flushed yet: both samples of each of the 9 series are read from the head.
+    assert_eq!(samples["seriesMatched"], 9, "{samples}");
+    assert_eq!(samples["totalQueryableSamples"], 18, "{samples}");
+    assert_eq!((&samples["blocksFromStats"], &samples["blocksDecoded"]), (&json!(0), &json!(0)), "{samples}");
+
+    // Flushed, each series is one block inside the hour (0 s, 3600 s]: the window of an
+    // hourly step covers it, and its statistics answer.
+    f.state.db().unwrap().flush().unwrap();
+    let answer = get(&f.state, "/api/v1/query?query=max_over_time(golden[1h])&time=3600&stats=all").await;
+    let samples = &answer.json()["data"]["stats"]["samples"];
+    assert_eq!(samples["seriesMatched"], 9, "{samples}");
+    assert_eq!(samples["blocksFromStats"], 9, "{samples}");
+    assert_eq!((&samples["blocksDecoded"], &samples["samplesDecoded"]), (&json!(0), &json!(0)), "{samples}");
+}
+
+#[tokio::test]
 async fn annotations_are_returned_as_infos_and_warnings() {
     let f = fixture();
     let answer = get(&f.state, "/api/v1/query?query=rate(golden%5B2m%5D)&time=1060").await;

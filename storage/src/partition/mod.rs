@@ -23,12 +23,13 @@ pub const HEADER_LEN: usize = 12;
 /// Bytes of the footer.
 pub const FOOTER_LEN: usize = 32;
 
-/// Splits sorted samples into blocks of at most `max` samples that never cross a multiple of
-/// `grid_ms` (so a block lies inside one grid cell, e.g. one hour, which lets queries with
-/// aligned windows answer whole blocks from their statistics).
+/// Splits sorted samples into blocks of at most `max` samples that lie inside one grid cell
+/// `(k·grid_ms, (k+1)·grid_ms]`, e.g. one hour. The cells are open on the left like PromQL's
+/// range windows `(t - range, t]`, so a query stepping on whole hours with a range of whole
+/// hours covers whole blocks and can answer them from their statistics.
 pub fn cut_blocks(samples: &[Sample], max: usize, grid_ms: i64) -> Vec<&[Sample]> {
     let max = max.max(1);
-    let cell = |t: i64| if grid_ms > 0 { t.div_euclid(grid_ms) } else { 0 };
+    let cell = |t: i64| if grid_ms > 0 { t.saturating_sub(1).div_euclid(grid_ms) } else { 0 };
     let mut out = Vec::new();
     let mut start = 0;
     for i in 1..=samples.len() {

@@ -9,12 +9,21 @@ fn samples(n: i64, step: i64) -> Vec<Sample> {
 fn cut_blocks_respects_max_and_grid() {
     let s = samples(100, 10);
     let blocks = cut_blocks(&s, 30, 250);
+    // Cells are (k·250, (k+1)·250], open on the left like PromQL windows.
+    let cell = |t: i64| (t - 1).div_euclid(250);
     assert!(blocks.iter().all(|b| b.len() <= 30 && !b.is_empty()));
-    assert!(blocks.iter().all(|b| b[0].t / 250 == b[b.len() - 1].t / 250));
+    assert!(blocks.iter().all(|b| cell(b[0].t) == cell(b[b.len() - 1].t)));
     assert_eq!(blocks.iter().map(|b| b.len()).sum::<usize>(), 100);
+    // A sample on a multiple of the grid ends its block: 0 alone, then 10..=250, 260..=500, ...
+    assert_eq!(blocks[0].len(), 1);
+    assert_eq!((blocks[1][0].t, blocks[1].last().unwrap().t), (10, 250));
     let neg: Vec<Sample> = (-10..10).map(|i| Sample::new(i * 100, 0.0)).collect();
     let blocks = cut_blocks(&neg, 100, 500);
-    assert!(blocks.iter().all(|b| b[0].t.div_euclid(500) == b[b.len() - 1].t.div_euclid(500)));
+    let cell = |t: i64| (t - 1).div_euclid(500);
+    assert!(blocks.iter().all(|b| cell(b[0].t) == cell(b[b.len() - 1].t)));
+    assert_eq!((blocks[0][0].t, blocks[0].last().unwrap().t), (-1000, -1000));
+    let extreme = [Sample::new(i64::MIN, 0.0), Sample::new(i64::MIN + 1, 0.0), Sample::new(i64::MAX, 0.0)];
+    assert_eq!(cut_blocks(&extreme, 10, 500).len(), 2);
 }
 
 #[test]

@@ -1,0 +1,207 @@
+//! Push-down of windowed aggregates: a [`Snapshot`] answering blocks from their statistics
+//! must give, bit for bit, what folding the decoded samples gives
+//! ([`decode_window_aggregates`], the oracle), over random data (NaN, ±Inf, signed zeros, stale
+//! markers, rewrites, out-of-order writes, deletions), random block sizes and grids, flushes and
+//! compactions, and random windows.
+//!
+//! `STRATA_SLOW_TESTS=1` runs many more cases.
+
+use proptest::prelude::*;
+use storage::window::{ScanStats, WindowAgg, decode_window_aggregates};
+use storage::{Batch, Db, Labels, Matcher, Options, Querier, Sample, stale_nan};
+
+/// A whole hour, so hourly windows line up with hour-grid blocks.
+const BASE: i64 = 1_699_999_200_000;
+const MINUTE: i64 = 60_000;
+const HOUR: i64 = 60 * MINUTE;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Samples for series `s` at `cursor + dt` seconds (negative: out of order or rewrites).
+    Append(u8, Vec<(i64, f64)>),
+    /// Move the cursor forward by this many seconds.
+    Advance(i64),
+    Flush,
+    Compact,
+    /// Delete `[cursor + from, cursor + from + len]` seconds of series `s`.
+    Delete(u8, i64, i64),
+}
+
+fn value() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        6 => (-3i32..4).prop_map(f64::from),
+        2 => any::<f64>(),
+        1 => Just(stale_nan()),
+        1 => prop_oneof![
+            Just(f64::NAN),
+            Just(-f64::NAN),
+            Just(f64::from_bits(0x7ff8_0000_0000_0abc)),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(-0.0),
+            Just(0.0),
+        ],
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0u8..2, proptest::collection::vec((-900i64..900, value()), 1..40)).prop_map(|(s, v)| Op::Append(s, v)),
+        4 => (1i64..3600).prop_map(Op::Advance),
+        3 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => (0u8..2, -3600i64..0, 0i64..1800).prop_map(|(s, from, len)| Op::Delete(s, from, len)),
+    ]
+}
+
+/// Windows `[r - range + 1, r]` for `n` steps from `start` (seconds from `BASE`), as PromQL's
+/// `(r - range, r]`; step 0 repeats one window (`@`).
+fn windows() -> impl Strategy<Value = Vec<(i64, i64)>> {
+    (0i64..6 * 3600, prop_oneof![Just(0i64), 1i64..7200], 1i64..7200, 1usize..30).prop_map(
+        |(start, step, range, n)| {
+            (0..n as i64)
+                .map(|i| {
+                    let r = BASE + (start + i * step) * 1000;
+                    (r - range * 1000 + 1, r)
+                })
+                .collect()
+        },
+    )
+}
+
+fn labels(s: u8) -> Labels {
+    Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())])
+}
+
+fn options(dir: &std::path::Path, block_samples: usize, grid_ms: i64) -> Options {
+    let mut o = Options::new(dir);
+    o.maintenance_interval = std::time::Duration::from_secs(3600);
+    o.partition_ms = 3 * HOUR;
+    o.ooo_window_ms = 6 * HOUR;
+    o.block_samples_max = block_samples;
+    o.block_grid_ms = grid_ms;
+    o.compact_files_min = 2;
+    o
+}
+
+fn apply(db: &Db, ops: &[Op]) {
+    let mut now = BASE;
+    for op in ops {
+        match op {
+            Op::Append(s, samples) => {
+                let mut batch = Batch::new();
+                batch.push(
+                    labels(*s),
+                    samples.iter().map(|&(dt, v)| Sample::new(now + dt * 1000, v)).collect(),
+                );
+                db.append(&batch).unwrap();
+            }
+            Op::Advance(secs) => now += secs * 1000,
+            Op::Flush => db.flush().unwrap(),
+            Op::Compact => db.compact().unwrap(),
+            Op::Delete(s, from, len) => {
+                let mint = now + from * 1000;
+                db.delete(&[Matcher::equal("s", s.to_string())], mint, mint + len * 1000).unwrap();
+            }
+        }
+    }
+}
+
+/// Asserts push-down equals decoding for every series and window list; returns the push-down
+/// scan counters.
+fn check(db: &Db, window_lists: &[Vec<(i64, i64)>]) -> ScanStats {
+    let snap = db.snapshot();
+    let mut total = ScanStats::default();
+    for s in snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap() {
+        for windows in window_lists {
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            let (mut st, mut oracle_st) = (ScanStats::default(), ScanStats::default());
+            let answered = snap.window_aggregates(&s, windows, &mut got, &mut st).unwrap();
+            decode_window_aggregates(&snap, &s, windows, &mut want, &mut oracle_st).unwrap();
+            if !answered {
+                // Nothing could come from statistics: the caller reads samples instead.
+                assert!(got.is_empty() && st == ScanStats::default(), "{got:?} {st:?}");
+                continue;
+            }
+            assert_eq!(got.len(), windows.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g, w, "series {:?} window {i} {:?} of {windows:?}", s.labels, windows[i]);
+            }
+            total.blocks_from_stats += st.blocks_from_stats;
+            total.blocks_decoded += st.blocks_decoded;
+            total.samples_decoded += st.samples_decoded;
+        }
+    }
+    total
+}
+
+fn cases() -> u32 {
+    if std::env::var_os("STRATA_SLOW_TESTS").is_some() { 1000 } else { 48 }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn pushdown_equals_decoding(
+        ops in proptest::collection::vec(op(), 1..40),
+        block_samples in 1usize..64,
+        grid in prop_oneof![Just(0i64), Just(MINUTE), Just(10 * MINUTE), Just(HOUR)],
+        window_lists in proptest::collection::vec(windows(), 1..6),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(options(dir.path(), block_samples, grid)).unwrap();
+        apply(&db, &ops);
+        check(&db, &window_lists);
+        // Aligned windows over everything written: the case push-down is built for.
+        // PromQL windows `(t - 1h, t]` at whole hours, as closed ranges.
+        let hourly: Vec<(i64, i64)> = (0..12).map(|h| (BASE + h * HOUR + 1, BASE + (h + 1) * HOUR)).collect();
+        check(&db, &[hourly]);
+    }
+}
+
+/// Hourly windows over flushed 15 s data with hour-aligned blocks are answered from statistics
+/// alone; a head sample and a rewrite in a later file force exactly the blocks they touch to be
+/// decoded.
+#[test]
+fn aligned_windows_use_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path(), 1024, HOUR)).unwrap();
+    let mut batch = Batch::new();
+    // Hour k's block holds (BASE + k h, BASE + (k + 1) h], as PromQL windows at whole hours do.
+    let samples: Vec<Sample> = (1..=8 * 240)
+        .map(|i| Sample::new(BASE + i * 15_000, if i % 97 == 5 { f64::NAN } else { (i % 13) as f64 }))
+        .collect();
+    batch.push(labels(0), samples);
+    db.append(&batch).unwrap();
+    db.flush().unwrap();
+    let hourly: Vec<(i64, i64)> = (0..8).map(|h| (BASE + h * HOUR + 1, BASE + (h + 1) * HOUR)).collect();
+    let st = check(&db, std::slice::from_ref(&hourly));
+    // Eight hourly blocks, and the samples at BASE + 2 h, 5 h and 8 h, each alone in the block
+    // that starts the next 3 h partition (partitions are cut [k·3h, (k+1)·3h)).
+    assert_eq!(st, ScanStats { blocks_from_stats: 11, blocks_decoded: 0, samples_decoded: 0 });
+
+    // Rewrite one sample of hour 5 (lands in a new file after a flush), add one in the head in
+    // hour 6 and a stale marker in hour 7: the blocks they touch are decoded, the rest still
+    // come from statistics (more samples than are decoded, so push-down is worth it).
+    let mut batch = Batch::new();
+    batch.push(labels(0), vec![Sample::new(BASE + 5 * HOUR + 15_000, -7.0)]);
+    db.append(&batch).unwrap();
+    db.flush().unwrap();
+    let mut batch = Batch::new();
+    batch.push(
+        labels(0),
+        vec![Sample::new(BASE + 6 * HOUR + 37_000, 99.0), Sample::new(BASE + 7 * HOUR + 20_000, stale_nan())],
+    );
+    db.append(&batch).unwrap();
+    let st = check(&db, std::slice::from_ref(&hourly));
+    // Decoded: hour 5's block and the rewrite's, hour 6's (a head sample in its range) and hour
+    // 7's (a stale marker in the head); the other 8 blocks as before.
+    assert_eq!(st.blocks_from_stats, 8, "{st:?}");
+    assert_eq!(st.blocks_decoded, 4, "{st:?}");
+    let snap = db.snapshot();
+    let s = &snap.select(&[Matcher::equal("s", "0")], BASE, BASE + 8 * HOUR).unwrap()[0];
+    let mut got: Vec<WindowAgg> = Vec::new();
+    assert!(snap.window_aggregates(s, &hourly, &mut got, &mut ScanStats::default()).unwrap());
+    assert_eq!((got[5].min, got[6].max, got[6].count, got[7].count), (-7.0, 99.0, 241, 240));
+}
