@@ -93,6 +93,21 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value = "4", value_parser = compact_files_min)]
     pub compact_files_min: usize,
 
+    /// Most live series in the database; a write creating more has its new series refused
+    /// (400), its other samples stored. 0: unlimited.
+    #[arg(long, value_name = "N", default_value = "0")]
+    pub series_max: u64,
+
+    /// Most live series per metric name; beyond it new series of that metric are refused
+    /// (400). 0: unlimited.
+    #[arg(long, value_name = "N", default_value = "0")]
+    pub series_per_metric_max: u64,
+
+    /// Most series created per UTC day (counted from process start on the first day); beyond
+    /// it new series are refused (400) until 00:00 UTC. 0: unlimited.
+    #[arg(long, value_name = "N", default_value = "0")]
+    pub new_series_per_day_max: u64,
+
     /// Largest write request body accepted as received (still compressed). Larger bodies are
     /// refused with 413, which senders do not retry: keep it well above their batch size.
     #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = positive_size)]
@@ -170,6 +185,70 @@ pub struct Cli {
         value_parser = positive_size
     )]
     pub remote_read_max_bytes_in_frame: ByteSize,
+
+    // Authentication and TLS (src/auth.rs, src/tls.rs). Secrets are read from files, never
+    // taken on the command line, so they stay out of `ps`, shell history and
+    // /api/v1/status/flags. Each file flag may also come from the environment variable named.
+    /// User name that read requests (queries, metadata, remote read, UI, /metrics) must send
+    /// with HTTP basic auth. Needs --auth.read.basic-password-file.
+    #[arg(long = "auth.read.basic-user", value_name = "USER", requires = "auth_read_basic_password_file")]
+    pub auth_read_basic_user: Option<String>,
+
+    /// File holding the basic-auth password for reads (surrounding whitespace is ignored, as
+    /// Prometheus' `password_file` does). Needs --auth.read.basic-user.
+    #[arg(
+        long = "auth.read.basic-password-file",
+        value_name = "FILE",
+        env = "STRATA_AUTH_READ_BASIC_PASSWORD_FILE",
+        requires = "auth_read_basic_user"
+    )]
+    pub auth_read_basic_password_file: Option<PathBuf>,
+
+    /// File holding a bearer token that grants read access (`Authorization: Bearer <token>`).
+    #[arg(
+        long = "auth.read.bearer-token-file",
+        value_name = "FILE",
+        env = "STRATA_AUTH_READ_BEARER_TOKEN_FILE"
+    )]
+    pub auth_read_bearer_token_file: Option<PathBuf>,
+
+    /// User name that write requests (remote write, Influx writes and /query, admin endpoints)
+    /// must send with HTTP basic auth. Write credentials also grant read access. Needs
+    /// --auth.write.basic-password-file.
+    #[arg(long = "auth.write.basic-user", value_name = "USER", requires = "auth_write_basic_password_file")]
+    pub auth_write_basic_user: Option<String>,
+
+    /// File holding the basic-auth password for writes. Needs --auth.write.basic-user.
+    #[arg(
+        long = "auth.write.basic-password-file",
+        value_name = "FILE",
+        env = "STRATA_AUTH_WRITE_BASIC_PASSWORD_FILE",
+        requires = "auth_write_basic_user"
+    )]
+    pub auth_write_basic_password_file: Option<PathBuf>,
+
+    /// File holding a bearer token that grants write (and read) access; InfluxDB 2 clients
+    /// send it as `Authorization: Token <token>`.
+    #[arg(
+        long = "auth.write.bearer-token-file",
+        value_name = "FILE",
+        env = "STRATA_AUTH_WRITE_BEARER_TOKEN_FILE"
+    )]
+    pub auth_write_bearer_token_file: Option<PathBuf>,
+
+    /// PEM certificate chain to serve HTTPS with (leaf first). Needs --tls.key-file. Reloaded
+    /// on SIGHUP and when the files change.
+    #[arg(long = "tls.cert-file", value_name = "FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls.cert-file.
+    #[arg(long = "tls.key-file", value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// How often the TLS certificate and key files are checked for changes; a changed pair
+    /// that loads replaces the served one, a broken one is logged and the old one kept.
+    #[arg(long = "tls.reload-interval", value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
+    pub tls_reload_interval: PromDuration,
 }
 
 /// The `--enable-feature` names strata acts on, as Prometheus spells them.
@@ -200,6 +279,11 @@ impl Cli {
         opts.head_flush_interval = self.head_flush_interval.as_std();
         opts.maintenance_interval = self.maintenance_interval.as_std();
         opts.compact_files_min = self.compact_files_min;
+        opts.series_limits = storage::limits::SeriesLimits {
+            max_series: self.series_max,
+            max_series_per_metric: self.series_per_metric_max,
+            max_new_series_per_day: self.new_series_per_day_max,
+        };
         opts
     }
 
@@ -230,6 +314,25 @@ impl Cli {
                 frame_bytes_max: usize::try_from(self.remote_read_max_bytes_in_frame.0).unwrap_or(usize::MAX),
             },
             admin_api: self.web_enable_admin_api,
+            auth: crate::auth::AuthSettings {
+                read: crate::auth::ScopeSettings {
+                    basic_user: self.auth_read_basic_user.clone(),
+                    basic_password_file: self.auth_read_basic_password_file.clone(),
+                    bearer_token_file: self.auth_read_bearer_token_file.clone(),
+                },
+                write: crate::auth::ScopeSettings {
+                    basic_user: self.auth_write_basic_user.clone(),
+                    basic_password_file: self.auth_write_basic_password_file.clone(),
+                    bearer_token_file: self.auth_write_bearer_token_file.clone(),
+                },
+            },
+            tls: self.tls_cert_file.clone().zip(self.tls_key_file.clone()).map(|(cert_file, key_file)| {
+                crate::tls::TlsSettings {
+                    cert_file,
+                    key_file,
+                    reload_interval: self.tls_reload_interval.as_std(),
+                }
+            }),
         }
     }
 

@@ -10,6 +10,7 @@
 //! knows HTTP and JSON; `storage`, `promql` and `remote` know nothing about them.
 
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod duration;
 pub mod error;
@@ -22,4 +23,5 @@ pub mod server;
 pub mod shutdown;
 pub mod size;
 pub mod state;
+pub mod tls;
 pub mod ui;

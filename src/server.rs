@@ -23,14 +23,17 @@ use storage::Db;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::{JoinError, JoinHandle};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::api::query::{QueryConfig, QueryService};
 use crate::api::read::{RemoteReadConfig, RemoteReadService};
 use crate::api::status::{StatusConfig, StatusInfo};
+use crate::auth::{AuthSettings, Authenticator};
 use crate::ingest::{line_protocol, remote_write};
 use crate::shutdown::Signals;
 use crate::state::AppState;
+use crate::tls::TlsSettings;
+use crate::tls::listener::TlsListener;
 use crate::{health, influx, metrics};
 
 /// What the server needs to start.
@@ -50,6 +53,10 @@ pub struct ServerConfig {
     pub remote_read: RemoteReadConfig,
     /// Whether the admin endpoints are enabled (`--web.enable-admin-api`).
     pub admin_api: bool,
+    /// Read and write credentials (`--auth.*`); none configured leaves every endpoint open.
+    pub auth: AuthSettings,
+    /// HTTPS certificate and key (`--tls.*`); `None` serves plain HTTP.
+    pub tls: Option<TlsSettings>,
 }
 
 /// Why the process could not start or stop cleanly. `main` logs it and exits non-zero.
@@ -80,6 +87,12 @@ pub enum RunError {
     /// `Db::close` failed to sync or flush; the next start replays the WAL instead.
     #[error("closing the database failed: {0}")]
     Close(#[source] storage::Error),
+    /// A credential file named by an `--auth.*` flag cannot be used.
+    #[error("authentication setup: {0}")]
+    Auth(String),
+    /// The TLS certificate or key cannot be loaded, or TLS cannot be set up.
+    #[error("TLS setup: {0}")]
+    Tls(String),
     /// The HTTP server stopped with an error.
     #[error("the HTTP server failed: {0}")]
     Serve(#[source] io::Error),
@@ -91,8 +104,15 @@ pub enum RunError {
     Interrupted(&'static str),
 }
 
-/// The HTTP routes. Later API routes join here; handlers get the shared state through `State`.
+/// The HTTP routes without authentication. Later API routes join here; handlers get the shared
+/// state through `State`.
 pub fn router(state: Arc<AppState>) -> Router {
+    secured_router(state, None)
+}
+
+/// The HTTP routes, each checked by `auth` when given (see [`crate::auth`] for which path needs
+/// which credentials). Refused requests are still counted in the request metrics.
+pub fn secured_router(state: Arc<AppState>, auth: Option<Arc<Authenticator>>) -> Router {
     // TODO(#8): request and idle timeouts and a concurrency limit as named flags.
     // axum's default body limit (2 MB) would refuse ordinary remote-write batches with a 413,
     // which senders drop: the write routes get the configured limit instead.
@@ -101,7 +121,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/write", post(line_protocol::write_v1))
         .route("/api/v2/write", post(line_protocol::write_v2))
         .layer(DefaultBodyLimit::max(state.limits().body_bytes_max));
-    Router::new()
+    let mut routes = Router::new()
         .route("/-/healthy", get(health::healthy))
         .route("/-/ready", get(health::ready))
         .route("/metrics", get(metrics::metrics))
@@ -111,7 +131,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(writes)
         .merge(crate::api::routes(&state))
         .merge(crate::ui::routes())
-        .fallback(not_found)
+        .fallback(not_found);
+    if let Some(auth) = auth {
+        routes = routes.layer(middleware::from_fn_with_state(auth, crate::auth::enforce));
+    }
+    routes
         .layer(middleware::from_fn_with_state(Arc::clone(&state), metrics::count_requests))
         .with_state(state)
 }
@@ -124,12 +148,23 @@ async fn not_found() -> (StatusCode, &'static str) {
 /// Runs strata until SIGTERM/SIGINT and a clean shutdown, or until startup fails.
 pub async fn run(config: ServerConfig) -> Result<(), RunError> {
     let mut signals = Signals::install().map_err(RunError::Signals)?;
+    let auth = Authenticator::load(&config.auth).map_err(RunError::Auth)?.map(Arc::new);
+    if let Some(auth) = &auth {
+        info!(reads_open = auth.reads_open(), writes_open = auth.writes_open(), "authentication enabled");
+        if auth.writes_open() {
+            warn!("read credentials are set but no write credentials: anyone who can connect may write");
+        }
+    }
     let listener = TcpListener::bind(&config.listen)
         .await
         .map_err(|source| RunError::Bind { addr: config.listen.clone(), source })?;
     let addr = local_addr(&listener, &config.listen)?;
+    let listener = match &config.tls {
+        Some(settings) => Bound::Tls(TlsListener::start(listener, settings).map_err(RunError::Tls)?),
+        None => Bound::Plain(listener),
+    };
     // Tests and scripts read the port from this line; keep its wording.
-    info!("strata listening on {addr}");
+    info!(tls = config.tls.is_some(), "strata listening on {addr}");
 
     let state = Arc::new(
         AppState::with_limits(config.limits.clone())
@@ -138,7 +173,11 @@ pub async fn run(config: ServerConfig) -> Result<(), RunError> {
             .with_remote_read(RemoteReadService::new(config.remote_read.clone()))
             .with_admin_api(config.admin_api),
     );
-    let (stop_serving, server) = spawn_server(listener, router(Arc::clone(&state)));
+    let app = secured_router(Arc::clone(&state), auth);
+    let (stop_serving, server) = match listener {
+        Bound::Plain(tcp) => spawn_server(tcp, app),
+        Bound::Tls(tls) => spawn_server(tls, app),
+    };
 
     let dir = config.storage.data_dir.clone();
     info!(data_dir = %dir.display(), "opening the database");
@@ -182,13 +221,23 @@ pub async fn run(config: ServerConfig) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The bound socket, serving plain HTTP or HTTPS.
+enum Bound {
+    Plain(TcpListener),
+    Tls(TlsListener),
+}
+
 fn local_addr(listener: &TcpListener, listen: &str) -> Result<SocketAddr, RunError> {
     listener.local_addr().map_err(|source| RunError::Bind { addr: listen.to_owned(), source })
 }
 
 /// Serves `app` on `listener` in its own task until the returned sender fires (or is dropped);
 /// then stops accepting and waits for in-flight requests.
-fn spawn_server(listener: TcpListener, app: Router) -> (oneshot::Sender<()>, JoinHandle<io::Result<()>>) {
+fn spawn_server<L>(listener: L, app: Router) -> (oneshot::Sender<()>, JoinHandle<io::Result<()>>)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let stopped = async move {
         // Err means the sender was dropped, which also means "stop".

@@ -8,6 +8,7 @@
 mod compare;
 mod datagen;
 mod metadata_bench;
+mod series_memory;
 mod storage_bench;
 mod tsbs;
 
@@ -31,6 +32,8 @@ enum Cmd {
     /// Latency of label names, label values and series lookups (storage and HTTP handler) over
     /// a million TSBS-like series.
     Metadata(metadata_bench::Args),
+    /// Resident memory per series after creating N series (1 million by default).
+    SeriesMemory(series_memory::Args),
     /// Writes the TSBS cpu-only devops dataset (line protocol or remote-write requests).
     TsbsGen(tsbs::gen_cmd::Args),
     /// The TSBS devops workload side by side: strata and whichever of VictoriaMetrics,
@@ -43,6 +46,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Storage(a) => storage_bench::run(a),
         Cmd::Metadata(a) => metadata_bench::run(a),
+        Cmd::SeriesMemory(a) => series_memory::run(a),
         Cmd::TsbsGen(a) => tsbs::gen_cmd::run(a),
         Cmd::Compare(a) => compare::run(a),
     };

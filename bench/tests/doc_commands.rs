@@ -161,7 +161,9 @@ fn commands(file: &str, text: &str) -> Vec<Found> {
 
 fn is_command(span: &str) -> bool {
     let first = span.split_whitespace().find(|w| !is_env(w)).unwrap_or("");
-    COMMAND_WORDS.contains(&first) && (first != "strata" || span.contains(" -"))
+    // A lone word (`curl`, `cargo`) names a tool, not a command; scripts run without arguments.
+    let has_args = span.trim().contains(' ') || first.contains('/');
+    COMMAND_WORDS.contains(&first) && has_args && (first != "strata" || span.contains(" -"))
 }
 
 /// A `NAME=value` environment prefix.

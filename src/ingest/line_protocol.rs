@@ -1,7 +1,7 @@
 //! `POST /write` (InfluxDB 1.x) and `POST /api/v2/write` (InfluxDB 2.x): Influx line protocol.
 //!
 //! Parameters: 1.x `db`, `rp`, `precision` (`ns`, `u`, `ms`, `s`, `m`, `h`; default `ns`),
-//! `u`/`p` (credentials, ignored: strata has no authentication yet); 2.x `bucket`, `org`,
+//! `u`/`p` (credentials, checked by `crate::auth` before this handler runs); 2.x `bucket`, `org`,
 //! `precision` (`ns`, `us`, `ms`, `s`). strata keeps one data store, so the database or bucket
 //! only joins the list `SHOW DATABASES` prints. Bodies may be gzip-compressed
 //! (`Content-Encoding: gzip`, as Telegraf sends them).
@@ -14,6 +14,7 @@
 //! | some lines unparsable | 400 `partial write: unable to parse line N: ... dropped=K`; the good lines stored |
 //! | no line parsable | 400 `unable to parse line N: ...`, nothing stored |
 //! | samples too old or too far in the future | 400 `partial write: ...` naming them; the rest stored |
+//! | new series over a cardinality limit (`--series-max`, ...) | 400 `partial write: ...` naming the limit, the metric and the line of the first refused series; the rest stored |
 //! | unknown `precision` | 400 |
 //! | unknown Content-Encoding | 415 |
 //! | body over `--write-body-bytes-max`, or decompressing past `--write-decoded-bytes-max` | 413 |
@@ -118,7 +119,7 @@ async fn accept(
     let now_ns = now_ns();
     let state = Arc::clone(state);
     // Parsed and stored on one thread: the batch borrows the (decompressed) body.
-    let (outcome, bad_lines, errors) = blocking(move || {
+    let (outcome, bad_lines, errors, refused_line) = blocking(move || {
         let text =
             guard_decoder(|| line::decode_body(encoding.as_deref(), &body, &limits).map_err(decode_error))?;
         let parsed = guard_decoder(|| Ok(line::parse_ref(&text, precision, now_ns, &limits)))?;
@@ -134,7 +135,11 @@ async fn accept(
         }
         let batch = guard_decoder(|| Ok(parsed.batch()))?;
         let outcome = store(&state, &batch)?;
-        Ok((outcome, parsed.bad_lines, parsed.errors))
+        let refused_line = outcome
+            .first_rejected_series
+            .as_ref()
+            .and_then(|r| line_of_series(&text, &r.labels, precision, now_ns, &limits));
+        Ok((outcome, parsed.bad_lines, parsed.errors, refused_line))
     })
     .await?;
 
@@ -147,6 +152,9 @@ async fn accept(
         reasons.push(describe_line_errors(&errors, bad_lines));
     }
     reasons.extend(rejected);
+    if let Some(line) = refused_line {
+        reasons.push(format!("first refused series at line {line}"));
+    }
     // InfluxDB's `dropped` counts points; here it is the unparsable lines plus the samples
     // storage refused, everything of the request that was not stored.
     let dropped = bad_lines + outcome.rejected();
@@ -171,6 +179,22 @@ fn describe_line_errors(errors: &[LineError], bad_lines: u64) -> String {
     text
 }
 
+/// The number (from 1) of the first line of `text` that writes to the series `labels`: the line
+/// a cardinality refusal names. Only called for a refused series, so re-parsing lines one by one
+/// (until the first match) costs nothing on the normal path.
+fn line_of_series(
+    text: &[u8],
+    labels: &storage::Labels,
+    precision: Precision,
+    now_ns: i64,
+    limits: &remote::Limits,
+) -> Option<usize> {
+    text.split(|&b| b == b'\n').enumerate().find_map(|(i, line)| {
+        let parsed = line::parse_ref(line, precision, now_ns, limits);
+        parsed.batch().iter().any(|(series, _)| series == *labels).then_some(i + 1)
+    })
+}
+
 /// The wall clock in nanoseconds since the epoch: the timestamp of lines that carry none.
 fn now_ns() -> i64 {
     let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -183,6 +207,16 @@ mod tests {
 
     fn error(line: usize, message: &str) -> LineError {
         LineError { line, message: message.into() }
+    }
+
+    #[test]
+    fn the_line_of_a_refused_series_is_found() {
+        let text = b"cpu,host=a usage=1 1\n\n# comment\ncpu,host=b usage=2,idle=3 1\ncpu,host=b usage=4 2\n";
+        let labels = storage::Labels::from_pairs(&[("__name__", "cpu_idle"), ("host", "b")]);
+        let limits = remote::Limits::default();
+        assert_eq!(line_of_series(text, &labels, Precision::Ns, 0, &limits), Some(4));
+        let absent = storage::Labels::from_pairs(&[("__name__", "cpu_idle"), ("host", "c")]);
+        assert_eq!(line_of_series(text, &absent, Precision::Ns, 0, &limits), None);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::fmt::Write as _;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::http::HeaderMap;
+use storage::limits::SeriesLimit;
 use storage::{AppendOutcome, BatchRef};
 
 use crate::error::ApiError;
@@ -130,9 +131,10 @@ fn store(state: &AppState, batch: &BatchRef<'_>) -> Result<AppendOutcome, ApiErr
 }
 
 /// The explanation of samples storage refused, for the 400 that reports them, or `None` if
-/// it stored everything.
+/// it stored everything. Series refused by a cardinality limit are explained by
+/// [`refused_series_message`], appended here.
 fn rejected_samples_message(outcome: &AppendOutcome) -> Option<String> {
-    if outcome.rejected() == 0 {
+    if outcome.rejected() == 0 && outcome.series_rejected.total() == 0 {
         return None;
     }
     let mut reasons = Vec::new();
@@ -148,6 +150,9 @@ fn rejected_samples_message(outcome: &AppendOutcome) -> Option<String> {
             outcome.too_far_future
         ));
     }
+    if outcome.series_limited > 0 {
+        reasons.push(format!("{} of new series refused by a cardinality limit", outcome.series_limited));
+    }
     let mut message = format!(
         "{} samples rejected: {}; the other {} samples were stored",
         outcome.rejected(),
@@ -157,6 +162,35 @@ fn rejected_samples_message(outcome: &AppendOutcome) -> Option<String> {
     if let Some((labels, sample)) = &outcome.first_rejected {
         let _ = write!(message, "; first rejected: {labels} @ {}", sample.t);
     }
+    if let Some(refused) = refused_series_message(outcome) {
+        let _ = write!(message, "; {refused}");
+    }
+    Some(message)
+}
+
+/// Names the cardinality limits that refused new series of an append, with the limit's value,
+/// the metric and the first refused series, or `None` if no series was refused. Refused series
+/// are counted in `/metrics` by storage (`strata_series_rejected_total`).
+fn refused_series_message(outcome: &AppendOutcome) -> Option<String> {
+    let first = outcome.first_rejected_series.as_ref()?;
+    let refused = &outcome.series_rejected;
+    let mut message = format!("{} new series refused by cardinality limits: ", refused.total());
+    let limit = first.limit;
+    let _ = write!(message, "{} ({}) reached", limit.name(), first.max);
+    if limit == SeriesLimit::MaxSeriesPerMetric
+        && let Some(metric) = first.labels.get(storage::METRIC_NAME)
+    {
+        let _ = write!(message, " for metric {metric:?}");
+    }
+    let others: Vec<String> = SeriesLimit::ALL
+        .into_iter()
+        .filter(|l| *l != limit && refused.get(*l) > 0)
+        .map(|l| format!("{} by {}", refused.get(l), l.name()))
+        .collect();
+    if !others.is_empty() {
+        let _ = write!(message, " (also {})", others.join(", "));
+    }
+    let _ = write!(message, ", first refused: {}", first.labels);
     Some(message)
 }
 
@@ -180,6 +214,7 @@ mod tests {
                 Labels::from_pairs(&[("__name__", "up"), ("job", "a")]),
                 Sample::new(1000, 1.0),
             )),
+            ..AppendOutcome::default()
         };
         let message = rejected_samples_message(&outcome).unwrap();
         assert_eq!(
@@ -189,6 +224,32 @@ mod tests {
              were stored; first rejected: up{job=\"a\"} @ 1000"
         );
         assert_eq!(rejected_samples_message(&AppendOutcome::default()), None);
+    }
+
+    #[test]
+    fn refused_series_name_the_limit_its_value_the_metric_and_the_series() {
+        let labels = Labels::from_pairs(&[("__name__", "req"), ("id", "42")]);
+        let outcome = AppendOutcome {
+            appended: 5,
+            series_rejected: storage::limits::SeriesRejections {
+                max_series_per_metric: 2,
+                max_new_series_per_day: 1,
+                ..Default::default()
+            },
+            series_limited: 3,
+            first_rejected_series: Some(storage::limits::RejectedSeries {
+                labels,
+                limit: SeriesLimit::MaxSeriesPerMetric,
+                max: 100,
+            }),
+            ..AppendOutcome::default()
+        };
+        assert_eq!(
+            rejected_samples_message(&outcome).unwrap(),
+            "3 samples rejected: 3 of new series refused by a cardinality limit; the other 5 samples were \
+             stored; 3 new series refused by cardinality limits: max_series_per_metric (100) reached for metric \
+             \"req\" (also 1 by max_new_series_per_day), first refused: req{id=\"42\"}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! | body over `--write-body-bytes-max` or decoding past `--write-decoded-bytes-max` | 413 |
 //! | bad snappy, bad protobuf, invalid labels, a label limit exceeded | 400, nothing stored |
 //! | samples too old or too far in the future | 400 naming the reason and the first rejected series; the rest stored |
+//! | new series over a cardinality limit (`--series-max`, ...) | 400 naming the limit, its value, the metric and the first refused series; the rest stored |
 //! | native histograms (2.0) | 400 saying they are not supported yet; the float samples stored |
 //! | database opening, storage I/O failure, shutdown | 503 with `Retry-After` |
 //!

@@ -52,6 +52,7 @@ fn write_ingest(db: &Db, histograms_rejected: u64, out: &mut Exposition) {
     let rejected = [
         ("too_old", load(&c.rejected_too_old)),
         ("too_far_future", load(&c.rejected_too_far_future)),
+        ("series_limit", load(&c.rejected_series_limit)),
         ("native_histogram_unsupported", histograms_rejected),
     ];
     for (reason, n) in rejected {
@@ -68,6 +69,16 @@ fn write_series_and_head(db: &Db, out: &mut Exposition) {
         "Series seen for the first time.",
         load(&c.series_created),
     );
+    out.family(
+        "strata_series_rejected_total",
+        Kind::Counter,
+        "New series refused by a cardinality limit (--series-max, --series-per-metric-max, \
+         --new-series-per-day-max), each time a write brought one.",
+    );
+    let refused = db.series_rejected_total();
+    for limit in storage::limits::SeriesLimit::ALL {
+        out.sample("strata_series_rejected_total", &[("limit", limit.name())], refused.get(limit));
+    }
     out.single(
         "strata_storage_series_removed_total",
         Kind::Counter,

@@ -27,6 +27,7 @@ use crate::fsutil;
 use crate::head::Head;
 use crate::index::Index;
 use crate::labels_ref::LabelsRef;
+use crate::limits::{Cardinality, CardinalityStats, RejectedSeries, SeriesRejections};
 use crate::manifest::{FileEntry, Manifest, Tombstone};
 use crate::options::Options;
 use crate::partition::PartitionFile;
@@ -58,12 +59,18 @@ pub struct AppendOutcome {
     pub too_far_future: u64,
     /// The first rejected sample, for error messages.
     pub first_rejected: Option<(Labels, Sample)>,
+    /// New series refused by a cardinality limit, per limit ([`crate::limits`]).
+    pub series_rejected: SeriesRejections,
+    /// Samples not stored because their series was refused.
+    pub series_limited: u64,
+    /// The first series refused, for error messages.
+    pub first_rejected_series: Option<RejectedSeries>,
 }
 
 impl AppendOutcome {
     /// Samples rejected for any reason.
     pub fn rejected(&self) -> u64 {
-        self.too_old + self.too_far_future
+        self.too_old + self.too_far_future + self.series_limited
     }
 }
 
@@ -111,6 +118,8 @@ pub struct Counters {
     pub rejected_too_old: AtomicU64,
     /// Samples rejected as too far in the future.
     pub rejected_too_far_future: AtomicU64,
+    /// Samples rejected because a cardinality limit refused their new series.
+    pub rejected_series_limit: AtomicU64,
     /// Series created.
     pub series_created: AtomicU64,
     /// Series removed from the index because no data of theirs was left (after retention).
@@ -149,6 +158,7 @@ impl Default for Counters {
             samples_out_of_order: zero(),
             rejected_too_old: zero(),
             rejected_too_far_future: zero(),
+            rejected_series_limit: zero(),
             series_created: zero(),
             series_removed: zero(),
             flushes: zero(),
@@ -171,6 +181,8 @@ pub(crate) struct Inner {
     pub opts: Options,
     pub dir: PathBuf,
     pub index: Index,
+    /// Cardinality limits; every series created while the database is open goes through it.
+    pub cardinality: Cardinality,
     pub series: SeriesTable,
     pub wal: Wal,
     pub appending: RwLock<()>,
@@ -362,6 +374,7 @@ impl Db {
         // Series' newest timestamps were read from files that live tombstones still apply to.
         let deleted = !manifest.tombstones.is_empty();
         let inner = Arc::new(Inner {
+            cardinality: Cardinality::new(opts.series_limits),
             opts,
             dir,
             index,
@@ -396,8 +409,9 @@ impl Db {
     }
 
     /// Appends a batch. Returns once the batch is durable (per the WAL sync mode) and visible
-    /// to new snapshots. Samples outside the accepted time window are rejected and counted in the
-    /// outcome; the rest of the batch is stored. A series with an empty label set fails the
+    /// to new snapshots. Samples outside the accepted time window, and new series beyond a
+    /// cardinality limit ([`crate::limits`]), are rejected and counted in the outcome; the rest
+    /// of the batch is stored. A series with an empty label set fails the
     /// whole batch with `InvalidInput` before anything is written.
     ///
     /// Borrows the batch's strings and goes through [`Db::append_ref`]; decoders of requests
@@ -473,6 +487,17 @@ impl Db {
         &self.inner.counters
     }
 
+    /// New series refused by cardinality limits since the process started, per limit.
+    pub fn series_rejected_total(&self) -> SeriesRejections {
+        self.inner.cardinality.rejected_total()
+    }
+
+    /// Who created series today and who was refused (the `limit` largest metrics of each), and
+    /// the limits in force: `/api/v1/status/tsdb`'s answer to "which metric is exploding?".
+    pub fn cardinality_stats(&self, limit: usize) -> CardinalityStats {
+        self.inner.cardinality.stats(limit, now_ms())
+    }
+
     /// WAL statistics (fsyncs, bytes, latency).
     pub fn wal_stats(&self) -> crate::wal::WalStats {
         self.inner.wal.stats()
@@ -542,14 +567,16 @@ impl Inner {
         let mut accepted: Vec<Accepted<'_>> = Vec::with_capacity(batch.len());
         let mut kept: Vec<Sample> = Vec::with_capacity(batch.sample_count());
         let mut out_of_order = 0u64;
-        for (labels, samples) in batch.iter() {
-            if samples.is_empty() {
+        let resolved = self.cardinality.resolve(&self.index, batch, now);
+        out.series_created = resolved.created;
+        out.series_rejected = resolved.rejected;
+        out.first_rejected_series = resolved.first_rejected;
+        for ((labels, samples), id) in batch.iter().zip(resolved.ids) {
+            let Some(id) = id else {
+                // No samples, or a new series a cardinality limit refused.
+                out.series_limited += samples.len() as u64;
                 continue;
-            }
-            let (id, created) = self.index.get_or_create_ref(labels);
-            if created {
-                out.series_created += 1;
-            }
+            };
             let mut max_t = self.series.max_t(id);
             let start = kept.len();
             for s in samples {
@@ -586,6 +613,7 @@ impl Inner {
         }
         self.counters.rejected_too_old.fetch_add(out.too_old, Ordering::Relaxed);
         self.counters.rejected_too_far_future.fetch_add(out.too_far_future, Ordering::Relaxed);
+        self.counters.rejected_series_limit.fetch_add(out.series_limited, Ordering::Relaxed);
         self.counters.series_created.fetch_add(out.series_created, Ordering::Relaxed);
         if accepted.is_empty() {
             return Ok(out);

@@ -7,6 +7,11 @@
 //! id: an append locks only the shards of the series it touches, and a read locks one shard for
 //! one series at a time.
 //!
+//! Beside the shards, [`SeriesBounds`] keeps each series' oldest and newest timestamp in a vector
+//! indexed by the (dense) series id, so "does this series have data in `[mint, maxt]`?", asked
+//! for every candidate series of a metadata lookup, is two atomic loads in the common case
+//! instead of a shard lock and a hash lookup.
+//!
 //! A head is never emptied in place: a flush freezes it (appends go to a fresh head) and drops it
 //! once its contents are committed to partition files.
 
@@ -14,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::encoding::XorChunk;
 use crate::types::{Sample, SeriesId};
@@ -113,9 +118,82 @@ pub(crate) fn dedup_keep_last(v: &mut Vec<Sample>, start: usize) {
     v.truncate(w);
 }
 
+/// Ids per chunk of [`SeriesBounds`] (64 KiB of bounds per chunk).
+const BOUNDS_CHUNK_BITS: u32 = 12;
+const BOUNDS_CHUNK: usize = 1 << BOUNDS_CHUNK_BITS;
+
+/// Oldest and newest timestamp of one series in this head (`i64::MAX`, `i64::MIN` while it has
+/// none). Both are times of samples the head holds: the head never drops a sample, and a rewrite
+/// keeps its timestamp.
+struct Bounds {
+    min_t: AtomicI64,
+    max_t: AtomicI64,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds { min_t: AtomicI64::new(i64::MAX), max_t: AtomicI64::new(i64::MIN) }
+    }
+}
+
+/// Per-series time bounds in chunks indexed by series id. Chunks are allocated when a series of
+/// their id range first gets samples and never move, so readers take a shared lock and load two
+/// atomics.
+#[derive(Default)]
+struct SeriesBounds {
+    chunks: RwLock<Vec<Option<Box<[Bounds]>>>>,
+}
+
+impl SeriesBounds {
+    fn split(id: SeriesId) -> (usize, usize) {
+        let id = id as usize;
+        (id >> BOUNDS_CHUNK_BITS, id & (BOUNDS_CHUNK - 1))
+    }
+
+    /// Widens the bounds of `id` to cover `[lo, hi]`. Called after the samples are in the
+    /// shard, so bounds a reader sees are always backed by samples.
+    fn widen(&self, id: SeriesId, lo: i64, hi: i64) {
+        let (c, i) = Self::split(id);
+        let update = |b: &Bounds| {
+            b.min_t.fetch_min(lo, Ordering::Release);
+            b.max_t.fetch_max(hi, Ordering::Release);
+        };
+        if let Some(b) = self.chunks.read().get(c).and_then(|ch| ch.as_ref()).and_then(|ch| ch.get(i)) {
+            update(b);
+            return;
+        }
+        let mut chunks = self.chunks.write();
+        if chunks.len() <= c {
+            chunks.resize_with(c + 1, || None);
+        }
+        if let Some(slot) = chunks.get_mut(c) {
+            let chunk = slot.get_or_insert_with(|| (0..BOUNDS_CHUNK).map(|_| Bounds::default()).collect());
+            if let Some(b) = chunk.get(i) {
+                update(b);
+            }
+        }
+    }
+
+    /// The bounds of `id`, if it has samples.
+    fn get(&self, id: SeriesId) -> Option<(i64, i64)> {
+        let (c, i) = Self::split(id);
+        let chunks = self.chunks.read();
+        let b = chunks.get(c)?.as_ref()?.get(i)?;
+        let (lo, hi) = (b.min_t.load(Ordering::Acquire), b.max_t.load(Ordering::Acquire));
+        (lo <= hi).then_some((lo, hi))
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let chunks = self.chunks.read();
+        chunks.iter().flatten().count() * BOUNDS_CHUNK * size_of::<Bounds>()
+            + chunks.capacity() * size_of::<Option<Box<[Bounds]>>>()
+    }
+}
+
 /// The in-memory head of the database.
 pub struct Head {
     shards: Vec<Mutex<HashMap<SeriesId, HeadSeries>>>,
+    bounds: SeriesBounds,
     samples: AtomicU64,
     min_t: AtomicI64,
     max_t: AtomicI64,
@@ -133,6 +211,7 @@ impl Head {
     pub fn new() -> Self {
         Head {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            bounds: SeriesBounds::default(),
             samples: AtomicU64::new(0),
             min_t: AtomicI64::new(i64::MAX),
             max_t: AtomicI64::new(i64::MIN),
@@ -154,6 +233,9 @@ impl Head {
                 series.append(*s);
             }
         }
+        // Samples are sorted by time, but an unsorted slice must not make the bounds lie.
+        let (lo, hi) = samples.iter().fold((first.t, last.t), |(lo, hi), s| (lo.min(s.t), hi.max(s.t)));
+        self.bounds.widen(id, lo, hi);
         self.samples.fetch_add(samples.len() as u64, Ordering::Relaxed);
         self.min_t.fetch_min(first.t, Ordering::Relaxed);
         self.max_t.fetch_max(last.t, Ordering::Relaxed);
@@ -168,7 +250,17 @@ impl Head {
 
     /// True if the series has any sample in `[mint, maxt]` here. Exact: a chunk that only
     /// straddles the range is decoded to look.
+    ///
+    /// The series' bounds answer without locking a shard unless the range lies strictly
+    /// inside them: both bounds are sample times, so one of them in the range means yes.
     pub fn overlaps(&self, id: SeriesId, mint: i64, maxt: i64) -> bool {
+        let Some((lo, hi)) = self.bounds.get(id) else { return false };
+        if hi < mint || lo > maxt {
+            return false;
+        }
+        if (lo >= mint && lo <= maxt) || (hi >= mint && hi <= maxt) {
+            return true;
+        }
         let shard = self.shard(id).lock();
         let Some(s) = shard.get(&id) else { return false };
         if s.ooo.iter().any(|x| x.t >= mint && x.t <= maxt) {
@@ -250,7 +342,8 @@ impl Head {
                 s.values().map(HeadSeries::memory_bytes).sum::<usize>()
                     + s.capacity() * (std::mem::size_of::<SeriesId>() + std::mem::size_of::<HeadSeries>())
             })
-            .sum()
+            .sum::<usize>()
+            + self.bounds.memory_bytes()
     }
 }
 
@@ -290,5 +383,28 @@ mod tests {
         h.read(4, 100, 200, &mut out);
         assert_eq!(out.len(), 11);
         assert_eq!(read_all(&h, 4).len(), s.len());
+    }
+
+    proptest::proptest! {
+        /// `overlaps` (bounds first, chunks only when the range lies inside them) agrees with
+        /// reading the samples, for in-order, out-of-order and rewritten samples.
+        #[test]
+        fn overlaps_agrees_with_read(
+            batches in proptest::collection::vec(proptest::collection::vec(0i64..2_000, 1..40), 1..6),
+            mint in 0i64..2_100,
+            len in 0i64..600,
+        ) {
+            let h = Head::new();
+            for b in &batches {
+                let mut b: Vec<Sample> = b.iter().map(|&t| Sample::new(t, t as f64)).collect();
+                b.sort_by_key(|s| s.t);
+                h.append(7, &b);
+            }
+            let maxt = mint + len;
+            let mut out = Vec::new();
+            h.read(7, mint, maxt, &mut out);
+            proptest::prop_assert_eq!(h.overlaps(7, mint, maxt), !out.is_empty());
+            proptest::prop_assert!(!h.overlaps(8, i64::MIN, i64::MAX));
+        }
     }
 }

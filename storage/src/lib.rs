@@ -23,6 +23,7 @@ pub mod fsutil;
 pub mod head;
 pub mod index;
 pub mod labels_ref;
+pub mod limits;
 pub mod manifest;
 pub mod matcher;
 pub mod mem;

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::limits::SeriesLimits;
+
 /// When an appended batch counts as durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WalSync {
@@ -47,6 +49,9 @@ pub struct Options {
     pub maintenance_interval: Duration,
     /// A partition with at least this many files gets compacted into one.
     pub compact_files_min: usize,
+    /// Cardinality limits on series creation (all 0, unlimited, by default); see
+    /// [`crate::limits`].
+    pub series_limits: SeriesLimits,
 }
 
 impl Options {
@@ -69,6 +74,7 @@ impl Options {
             head_flush_interval: Duration::from_secs(2 * 3600),
             maintenance_interval: Duration::from_secs(10),
             compact_files_min: 4,
+            series_limits: SeriesLimits::default(),
         }
     }
 }

@@ -7,6 +7,11 @@
 //! count, `minTime`/`maxTime` the oldest and newest sample of the whole database, and
 //! `chunkCount` the chunks in the in-memory heads. The four lists are the `limit` (default 10)
 //! largest entries by count, largest first.
+//!
+//! Added fields (clients that know only Prometheus' ignore them) name who creates series:
+//! `seriesCreatedTodayByMetricName` and `seriesRejectedTodayByMetricName` (the metrics that
+//! created, or had refused by a cardinality limit, the most series since 00:00 UTC) and
+//! `seriesLimits` (the limits in force, today's totals and refusals per limit since start).
 
 use std::sync::Arc;
 
@@ -44,6 +49,7 @@ pub async fn tsdb_status(State(state): State<Arc<AppState>>, params: Params) -> 
         let s = snapshot.index_stats(limit);
         // Prometheus' values for an empty head.
         let (min_t, max_t) = snapshot.time_bounds().unwrap_or((i64::MAX, i64::MIN));
+        let c = db.cardinality_stats(limit);
         Ok(json!({
             "headStats": {
                 "numSeries": s.series,
@@ -56,6 +62,21 @@ pub async fn tsdb_status(State(state): State<Arc<AppState>>, params: Params) -> 
             "labelValueCountByLabelName": stats(s.values_by_label_name),
             "memoryInBytesByLabelName": stats(s.value_bytes_by_label_name),
             "seriesCountByLabelValuePair": stats(s.series_by_label_pair),
+            "seriesCreatedTodayByMetricName": stats(c.created_today_by_metric),
+            "seriesRejectedTodayByMetricName": stats(c.rejected_today_by_metric),
+            "seriesLimits": {
+                "maxSeries": c.limits.max_series,
+                "maxSeriesPerMetric": c.limits.max_series_per_metric,
+                "maxNewSeriesPerDay": c.limits.max_new_series_per_day,
+                "dayStart": c.day_start_ms,
+                "seriesCreatedToday": c.created_today,
+                "seriesRejectedToday": c.rejected_today,
+                "seriesRejectedTotal": {
+                    "max_series": c.rejected_total.max_series,
+                    "max_series_per_metric": c.rejected_total.max_series_per_metric,
+                    "max_new_series_per_day": c.rejected_total.max_new_series_per_day,
+                },
+            },
         }))
     })
     .await?;

@@ -31,6 +31,7 @@
 
 mod inverted;
 mod lookup;
+mod metric_count;
 mod postings;
 mod select;
 mod series_map;
