@@ -251,14 +251,17 @@ pub struct Cli {
     pub tls_reload_interval: PromDuration,
 }
 
-/// The `--enable-feature` names strata acts on, as Prometheus spells them.
-pub const PROMQL_FEATURES: [&str; 6] = [
+/// The `--enable-feature` names strata knows, as Prometheus spells them. `st-storage` is
+/// accepted and changes nothing: strata always stores start timestamps it receives.
+pub const PROMQL_FEATURES: [&str; 8] = [
     "promql-experimental-functions",
     "promql-duration-expr",
     "promql-extended-range-selectors",
     "promql-binop-fill-modifiers",
     "promql-delayed-name-removal",
     "type-and-unit-labels",
+    "use-start-timestamps",
+    "st-storage",
 ];
 
 impl Cli {
@@ -353,6 +356,7 @@ impl Cli {
                 "promql-binop-fill-modifiers" => options.binop_fill_modifiers = true,
                 "promql-delayed-name-removal" => options.delayed_name_removal = true,
                 "type-and-unit-labels" => options.type_and_unit_labels = true,
+                "use-start-timestamps" => options.use_start_timestamps = true,
                 _ => {}
             }
         }

@@ -24,6 +24,8 @@ use crate::fsutil;
 use crate::manifest::{FileEntry, Manifest, Tombstone};
 use crate::matcher::{Matcher, matches_all};
 use crate::partition::{FileWriter, PartitionFile};
+use crate::query::StartTimestamp;
+use crate::start_ts;
 use crate::types::{Labels, Sample, SeriesId};
 
 impl Inner {
@@ -95,13 +97,17 @@ impl Inner {
         let path = filenames::partition_file(&self.dir, p, id);
         let mut w = FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms)?;
         let mut buf = Vec::new();
+        let mut starts = Vec::new();
         for (sid, labels) in &ids {
             buf.clear();
-            if let Err(e) = read_files(run, tombs, *sid, labels, i64::MIN, i64::MAX, &mut buf) {
+            starts.clear();
+            let read =
+                read_files_with_starts(run, tombs, *sid, labels, i64::MIN, i64::MAX, &mut buf, &mut starts);
+            if let Err(e) = read {
                 w.abort();
                 return Err(e);
             }
-            if let Err(e) = w.add_series(labels, &buf) {
+            if let Err(e) = w.add_series_with_starts(labels, &buf, &starts) {
                 w.abort();
                 return Err(e);
             }
@@ -275,17 +281,62 @@ pub(crate) fn read_files(
 ) -> Result<()> {
     let mut runs = Vec::new();
     for f in files {
-        if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(id) {
-            continue;
+        if let Some(run) = file_run(f, tombs, id, labels, mint, maxt)? {
+            runs.push(run);
         }
-        let mut run = Vec::new();
-        f.file.read(id, mint, maxt, &mut run)?;
-        for t in tombs.iter().filter(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels)) {
-            run.retain(|s| s.t < t.mint || s.t > t.maxt);
-        }
-        runs.push(run);
     }
     merge_sources(runs, out);
+    Ok(())
+}
+
+/// The series' samples in one file in `[mint, maxt]` without its tombstoned ones; None if the
+/// file cannot hold any.
+fn file_run(
+    f: &LiveFile,
+    tombs: &[Tombstone],
+    id: SeriesId,
+    labels: &Labels,
+    mint: i64,
+    maxt: i64,
+) -> Result<Option<Vec<Sample>>> {
+    if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(id) {
+        return Ok(None);
+    }
+    let mut run = Vec::new();
+    f.file.read(id, mint, maxt, &mut run)?;
+    for t in tombs.iter().filter(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels)) {
+        run.retain(|s| s.t < t.mint || s.t > t.maxt);
+    }
+    Ok(Some(run))
+}
+
+/// [`read_files`], also appending the start timestamps of the merged samples to `starts`: each
+/// sample's from the file whose copy of it wins, so a newer copy without one leaves the sample
+/// without one, and a tombstoned sample takes its start timestamp with it. Series without start
+/// timestamps in these files take [`read_files`]'s path.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_files_with_starts(
+    files: &[Arc<LiveFile>],
+    tombs: &[Tombstone],
+    id: SeriesId,
+    labels: &Labels,
+    mint: i64,
+    maxt: i64,
+    out: &mut Vec<Sample>,
+    starts: &mut Vec<StartTimestamp>,
+) -> Result<()> {
+    if !files.iter().any(|f| f.file.has_starts(id)) {
+        return read_files(files, tombs, id, labels, mint, maxt, out);
+    }
+    let mut sources = Vec::new();
+    for f in files {
+        let Some(run) = file_run(f, tombs, id, labels, mint, maxt)? else { continue };
+        let mut st = Vec::new();
+        f.file.read_starts(id, &run, &mut st)?;
+        sources.push((run, st));
+    }
+    start_ts::merge(&sources, starts);
+    merge_sources(sources.into_iter().map(|(run, _)| run).collect(), out);
     Ok(())
 }
 

@@ -80,6 +80,9 @@ struct Accepted<'b> {
     labels: LabelsRef<'b>,
     /// Its accepted samples, sorted by time: a range of the append's `kept` vector.
     samples: std::ops::Range<usize>,
+    /// Their start timestamps (one per sample, 0: none), a range of the append's
+    /// `kept_starts` vector; None when no accepted sample of the entry has one.
+    starts: Option<std::ops::Range<usize>>,
 }
 
 /// A live partition file: its manifest entry and the open file.
@@ -317,14 +320,14 @@ impl Db {
                             let (new, _) = loader.get_or_create_ref(labels);
                             ids.insert(old, new);
                         }
-                        for (old, samples) in batch.series() {
+                        for (old, samples, starts) in batch.series_with_starts() {
                             let id = ids
                                 .get(old)
                                 .ok_or_else(|| corrupt(format!("series {old} used before its definition")))?;
                             if let Some(last) = samples.iter().map(|s| s.t).max() {
                                 series.observe(id, last);
                             }
-                            head.append(id, samples);
+                            head.append_with_starts(id, samples, starts);
                             samples_applied += samples.len() as u64;
                         }
                         recycled = batch.recycle();
@@ -571,7 +574,9 @@ impl Inner {
         out.series_created = resolved.created;
         out.series_rejected = resolved.rejected;
         out.first_rejected_series = resolved.first_rejected;
-        for ((labels, samples), id) in batch.iter().zip(resolved.ids) {
+        // Start timestamps of the accepted samples of series that have any, one per sample.
+        let mut kept_starts: Vec<i64> = Vec::new();
+        for ((labels, samples, starts), id) in batch.iter_with_starts().zip(resolved.ids) {
             let Some(id) = id else {
                 // No samples, or a new series a cardinality limit refused.
                 out.series_limited += samples.len() as u64;
@@ -579,7 +584,13 @@ impl Inner {
             };
             let mut max_t = self.series.max_t(id);
             let start = kept.len();
-            for s in samples {
+            let starts_from = kept_starts.len();
+            let mut next_start = starts.iter().peekable();
+            for (i, s) in samples.iter().enumerate() {
+                let st = match next_start.next_if(|(at, _)| *at as usize == i) {
+                    Some(&(_, st)) => st,
+                    None => 0,
+                };
                 let reject = if s.t > future_limit {
                     out.too_far_future += 1;
                     true
@@ -600,16 +611,27 @@ impl Inner {
                 }
                 max_t = max_t.max(s.t);
                 kept.push(*s);
+                if !starts.is_empty() {
+                    kept_starts.push(st);
+                }
+            }
+            if kept_starts.get(starts_from..).is_some_and(|k| k.iter().all(|&st| st == 0)) {
+                kept_starts.truncate(starts_from);
             }
             let Some(mine) = kept.get_mut(start..).filter(|k| !k.is_empty()) else { continue };
             // Raise the series' newest timestamp now, not after the WAL write, so a later entry
             // for the same series in this batch (or a concurrent batch) sees it.
             self.series.observe(id, max_t);
+            let mine_starts = kept_starts.get_mut(starts_from..).filter(|k| !k.is_empty());
             if !mine.windows(2).all(|w| w[0].t < w[1].t) {
                 // Stable: among equal timestamps the later sample stays later and so wins.
-                mine.sort_by_key(|s| s.t);
+                match mine_starts {
+                    None => mine.sort_by_key(|s| s.t),
+                    Some(mine_starts) => sort_with_starts(mine, mine_starts),
+                }
             }
-            accepted.push(Accepted { id, labels, samples: start..kept.len() });
+            let starts = (kept_starts.len() > starts_from).then_some(starts_from..kept_starts.len());
+            accepted.push(Accepted { id, labels, samples: start..kept.len(), starts });
         }
         self.counters.rejected_too_old.fetch_add(out.too_old, Ordering::Relaxed);
         self.counters.rejected_too_far_future.fetch_add(out.too_far_future, Ordering::Relaxed);
@@ -619,6 +641,9 @@ impl Inner {
             return Ok(out);
         }
         let samples_of = |a: &Accepted<'_>| kept.get(a.samples.clone()).unwrap_or_default();
+        let starts_of =
+            |a: &Accepted<'_>| a.starts.clone().and_then(|r| kept_starts.get(r)).unwrap_or_default();
+        let any_starts = !kept_starts.is_empty();
 
         let head = self.state.read().head.clone();
         let series = &self.series;
@@ -631,12 +656,18 @@ impl Inner {
                     defs.push((a.id, a.labels));
                 }
             }
-            let samples: Vec<(SeriesId, &[Sample])> =
-                accepted.iter().map(|a| (a.id, samples_of(a))).collect();
-            batch_codec::encode(&defs, &samples, buf);
+            if any_starts {
+                let series: Vec<(SeriesId, &[Sample], &[i64])> =
+                    accepted.iter().map(|a| (a.id, samples_of(a), starts_of(a))).collect();
+                batch_codec::encode_with_starts(&defs, &series, buf);
+            } else {
+                let samples: Vec<(SeriesId, &[Sample])> =
+                    accepted.iter().map(|a| (a.id, samples_of(a))).collect();
+                batch_codec::encode(&defs, &samples, buf);
+            }
         })?;
         for a in &accepted {
-            head.append(a.id, samples_of(a));
+            head.append_with_starts(a.id, samples_of(a), starts_of(a));
         }
         out.appended = kept.len() as u64;
         self.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
@@ -707,6 +738,16 @@ impl State {
             partitions: self.partitions.clone(),
             tombstones: self.tombstones.clone(),
         }
+    }
+}
+
+/// Sorts one series' samples by time together with their start timestamps (stable: among
+/// equal timestamps the later sample stays later and so wins).
+fn sort_with_starts(samples: &mut [Sample], starts: &mut [i64]) {
+    let mut pairs: Vec<(Sample, i64)> = samples.iter().copied().zip(starts.iter().copied()).collect();
+    pairs.sort_by_key(|(s, _)| s.t);
+    for ((s, st), (ds, dst)) in pairs.into_iter().zip(samples.iter_mut().zip(starts.iter_mut())) {
+        (*ds, *dst) = (s, st);
     }
 }
 

@@ -63,6 +63,7 @@ impl Inner {
             let ids = self.sorted_by_labels(head.series_ids());
             let pms = self.opts.partition_ms.max(1);
             let mut buf = Vec::new();
+            let mut starts = Vec::new();
             for p in partitions {
                 let pend = p.saturating_add(pms - 1);
                 let id = m.next_file_id;
@@ -71,8 +72,9 @@ impl Inner {
                 let mut w = FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms)?;
                 for (sid, labels) in &ids {
                     buf.clear();
-                    head.read(*sid, p, pend, &mut buf);
-                    if let Err(e) = w.add_series(labels, &buf) {
+                    starts.clear();
+                    head.read_with_starts(*sid, p, pend, &mut buf, &mut starts);
+                    if let Err(e) = w.add_series_with_starts(labels, &buf, &starts) {
                         w.abort();
                         return Err(e);
                     }

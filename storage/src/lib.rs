@@ -33,6 +33,7 @@ pub mod partition;
 pub mod query;
 pub mod series_table;
 pub mod snapshot;
+pub mod start_ts;
 pub mod stats;
 pub mod types;
 pub mod wal;

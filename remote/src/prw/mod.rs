@@ -119,7 +119,8 @@ pub struct DecodedRef<'a> {
     /// Exemplars in the request (not stored).
     pub exemplars: u64,
     /// 2.0 series carrying a created (start) timestamp, in `TimeSeries.created_timestamp` or
-    /// in any `Sample.start_timestamp` (not stored).
+    /// in any `Sample.start_timestamp` (stored with the samples; a start timestamp after its
+    /// sample's timestamp is dropped).
     pub created_timestamps: u64,
 }
 
@@ -153,7 +154,8 @@ pub struct Decoded {
     /// Exemplars in the request (not stored).
     pub exemplars: u64,
     /// 2.0 series carrying a created (start) timestamp, in `TimeSeries.created_timestamp` or
-    /// in any `Sample.start_timestamp` (not stored).
+    /// in any `Sample.start_timestamp` (stored with the samples; a start timestamp after its
+    /// sample's timestamp is dropped).
     pub created_timestamps: u64,
 }
 

@@ -10,9 +10,11 @@ use crate::encoding::varint::put_uvarint;
 use crate::encoding::{BlockStats, encode_block};
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::query::StartTimestamp;
+use crate::start_ts::StRuns;
 use crate::types::{Labels, Sample};
 
-use super::{FOOTER_MAGIC, MAGIC, VERSION, cut_blocks};
+use super::{FOOTER_MAGIC, MAGIC, STARTS_TAG, VERSION, cut_blocks};
 
 /// Streams series into a new partition file. Blocks are written as series are added; the symbol
 /// table and series index follow at [`FileWriter::finish`], which fsyncs and renames the file
@@ -27,6 +29,12 @@ pub struct FileWriter {
     /// Encoded series entries (labels as symbol refs + block list), in order.
     series: Vec<u8>,
     series_count: u64,
+    /// The start-timestamp table's entries (series ordinal delta, length, runs); empty when no
+    /// series has start timestamps, and then the table is not written at all.
+    starts: Vec<u8>,
+    starts_count: u64,
+    /// Ordinal of the last series with start timestamps, for the next entry's delta.
+    starts_prev: u64,
     last_labels: Option<Labels>,
     block_samples_max: usize,
     block_grid_ms: i64,
@@ -52,6 +60,9 @@ impl FileWriter {
             symbol_list: Vec::new(),
             series: Vec::new(),
             series_count: 0,
+            starts: Vec::new(),
+            starts_count: 0,
+            starts_prev: 0,
             last_labels: None,
             block_samples_max,
             block_grid_ms,
@@ -85,6 +96,18 @@ impl FileWriter {
 
     /// Adds one series with its samples (sorted by time, unique timestamps, non-empty).
     pub fn add_series(&mut self, labels: &Labels, samples: &[Sample]) -> Result<()> {
+        self.add_series_with_starts(labels, samples, &[])
+    }
+
+    /// [`FileWriter::add_series`] with the start timestamps of the samples that have one
+    /// (sorted by time, each at a sample's timestamp), stored as runs in the file's
+    /// start-timestamp table.
+    pub fn add_series_with_starts(
+        &mut self,
+        labels: &Labels,
+        samples: &[Sample],
+        starts: &[StartTimestamp],
+    ) -> Result<()> {
         if samples.is_empty() {
             return Ok(());
         }
@@ -128,6 +151,18 @@ impl FileWriter {
         entry.extend_from_slice(&list);
         self.series.extend_from_slice(&entry);
         self.entry_buf = entry;
+        if !starts.is_empty() {
+            let runs = StRuns::from_samples(samples, starts);
+            if !runs.is_empty() {
+                let mut bytes = Vec::new();
+                runs.encode(&mut bytes);
+                put_uvarint(&mut self.starts, self.series_count - self.starts_prev);
+                put_uvarint(&mut self.starts, bytes.len() as u64);
+                self.starts.extend_from_slice(&bytes);
+                self.starts_prev = self.series_count;
+                self.starts_count += 1;
+            }
+        }
         self.series_count += 1;
         self.samples += samples.len() as u64;
         self.time_range = Some(self.time_range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
@@ -152,6 +187,11 @@ impl FileWriter {
         let series_offset = symbols_offset + idx.len() as u64;
         put_uvarint(&mut idx, self.series_count);
         idx.extend_from_slice(&self.series);
+        if self.starts_count > 0 {
+            idx.push(STARTS_TAG);
+            put_uvarint(&mut idx, self.starts_count);
+            idx.extend_from_slice(&self.starts);
+        }
         let mut crc = crc32fast::Hasher::new();
         crc.update(&idx);
         self.write(&idx)?;
