@@ -118,6 +118,23 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = positive_size)]
     pub write_decoded_bytes_max: ByteSize,
 
+    /// Most write requests read, decoded and stored at once; others wait for a slot (see
+    /// --write-max-queue-duration). Bounds the memory bodies in flight take. Default: two per
+    /// core.
+    #[arg(long, value_name = "N", value_parser = positive_count)]
+    pub write_max_concurrency: Option<usize>,
+
+    /// Longest a write request waits for a slot before it is answered 503 with Retry-After
+    /// (which senders retry).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = positive_duration)]
+    pub write_max_queue_duration: PromDuration,
+
+    /// Longest time to read a request, headers and body, and to keep an idle connection
+    /// open, as Prometheus' flag of the same name: a client that sends slowly or not at all
+    /// cannot hold a connection forever.
+    #[arg(long = "web.read-timeout", value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
+    pub web_read_timeout: PromDuration,
+
     /// Most labels one series may have, __name__ included. A write with a series over it is
     /// refused with 400.
     #[arg(long, value_name = "N", default_value = "64", value_parser = positive_count)]
@@ -157,7 +174,8 @@ pub struct Cli {
 
     /// Optional PromQL features, by Prometheus' names, comma-separated or repeated:
     /// promql-experimental-functions, promql-duration-expr, promql-extended-range-selectors,
-    /// promql-binop-fill-modifiers, promql-delayed-name-removal, type-and-unit-labels. Other
+    /// promql-binop-fill-modifiers, promql-delayed-name-removal, type-and-unit-labels,
+    /// use-start-timestamps (st-storage is accepted: start timestamps are always stored). Other
     /// names (Prometheus features strata has no use for) are logged and ignored.
     #[arg(long = "enable-feature", value_name = "FEATURE", value_delimiter = ',')]
     pub enable_feature: Vec<String>,
@@ -317,6 +335,12 @@ impl Cli {
                 frame_bytes_max: usize::try_from(self.remote_read_max_bytes_in_frame.0).unwrap_or(usize::MAX),
             },
             admin_api: self.web_enable_admin_api,
+            write_admission: crate::ingest::admission::WriteAdmission::new(
+                self.write_max_concurrency
+                    .unwrap_or_else(crate::ingest::admission::WriteAdmission::default_concurrency),
+                self.write_max_queue_duration.as_std(),
+            ),
+            read_timeout: self.web_read_timeout.as_std(),
             auth: crate::auth::AuthSettings {
                 read: crate::auth::ScopeSettings {
                     basic_user: self.auth_read_basic_user.clone(),
