@@ -488,9 +488,18 @@ impl Db {
             return Health { writable: false, reason: Some(Error::Closed.to_string()) };
         }
         match self.inner.wal.poisoned() {
-            Some(why) => Health { writable: false, reason: Some(why) },
+            Some(why) => Health {
+                writable: false,
+                reason: Some(format!("{why} (writes are refused until storage recovers by itself)")),
+            },
             None => Health { writable: true, reason: None },
         }
+    }
+
+    /// True while the WAL refuses writes after a failed write or fsync; the maintenance thread
+    /// is then trying to recover (see `recovery.rs`).
+    pub fn wal_poisoned(&self) -> bool {
+        self.inner.wal.poisoned().is_some()
     }
 
     /// Counters for monitoring.

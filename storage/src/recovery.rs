@@ -93,7 +93,7 @@ impl Inner {
                 tracing::warn!(
                     error = %e,
                     attempts = backoff.attempts,
-                    retry_in_ms = backoff.delay.as_millis() as u64,
+                    retry_in_ms = backoff.wait(Instant::now()).as_millis() as u64,
                     "storage still cannot write; will retry"
                 );
                 false
