@@ -167,14 +167,14 @@ fn a_full_disk_refuses_writes_keeps_queries_and_recovers_when_space_returns() {
     }
     let recovered_in = freed.elapsed();
     assert_eq!(strata.get("/-/ready").status, 200);
-    let metrics = strata.get("/metrics").body;
-    assert!(metrics.contains("\nstrata_wal_poisoned 0\n"));
-    assert!(metrics.contains("\nstrata_storage_recoveries_total 1\n"), "{metrics}");
     for _ in 0..50 {
         assert_eq!(write(&strata, t0, k).status, 204);
         acked.insert(k);
         k += 1;
     }
+    let metrics = strata.get("/metrics").body;
+    assert!(metrics.contains("\nstrata_wal_poisoned 0\n"));
+    assert!(metrics.contains("\nstrata_storage_recoveries_total 1\n"), "{metrics}");
     assert!(strata.terminate().success(), "{}", strata.log());
 
     let mut again = Strata::start(&data);

@@ -201,7 +201,9 @@ pub(crate) struct Inner {
     /// then on a series' newest accepted timestamp may name a deleted sample, so lookups stop
     /// taking it as proof of data (see `snapshot::in_range`).
     pub deleted: AtomicBool,
-    pub wake: (Mutex<bool>, Condvar),
+    /// Wakes the maintenance thread; shared with the WAL, which pulls it when it is poisoned
+    /// (also from its background syncer, where no append is there to notice).
+    pub wake: Arc<(Mutex<bool>, Condvar)>,
     /// Some failed flush, compaction or retention left files it could not remove, or a manifest
     /// whose commit is uncertain: the next maintenance sweeps unlisted files.
     pub sweep_pending: AtomicBool,
@@ -383,6 +385,14 @@ impl Db {
         };
         // Series' newest timestamps were read from files that live tombstones still apply to.
         let deleted = !manifest.tombstones.is_empty();
+        let wake = Arc::new((Mutex::new(false), Condvar::new()));
+        {
+            let wake = Arc::clone(&wake);
+            wal.set_poison_hook(Box::new(move || {
+                *wake.0.lock() = true;
+                wake.1.notify_all();
+            }));
+        }
         let inner = Arc::new(Inner {
             cardinality: Cardinality::new(opts.series_limits),
             opts,
@@ -396,7 +406,7 @@ impl Db {
             counters: Counters::default(),
             closed: AtomicBool::new(false),
             deleted: AtomicBool::new(deleted),
-            wake: (Mutex::new(false), Condvar::new()),
+            wake,
             sweep_pending: AtomicBool::new(false),
             _lock: lock,
         });
@@ -683,7 +693,7 @@ impl Inner {
     }
 
     pub(crate) fn wake_worker(&self) {
-        let (m, cv) = &self.wake;
+        let (m, cv) = &*self.wake;
         *m.lock() = true;
         cv.notify_all();
     }
@@ -697,7 +707,7 @@ impl Inner {
                 } else {
                     self.opts.maintenance_interval
                 };
-                let (m, cv) = &self.wake;
+                let (m, cv) = &*self.wake;
                 let mut woken = m.lock();
                 if !*woken && !wait.is_zero() {
                     cv.wait_for(&mut woken, wait);

@@ -112,6 +112,11 @@ impl Inner {
             Ok(()) => self.counters.recoveries.fetch_add(1, Ordering::Relaxed),
             Err(_) => self.counters.recovery_failures.fetch_add(1, Ordering::Relaxed),
         };
+        if result.is_ok()
+            && let Err(e) = self.sweep_locked(m)
+        {
+            tracing::warn!(error = %e, "could not remove files left by failed writes; will retry");
+        }
         result
     }
 
@@ -139,11 +144,7 @@ impl Inner {
             }
             *m = next;
         }
-        self.wal.restart_after_poison(next_segment)?;
-        if let Err(e) = self.sweep_locked(m) {
-            tracing::warn!(error = %e, "could not remove files left by failed writes; will retry");
-        }
-        Ok(())
+        self.wal.restart_after_poison(next_segment)
     }
 
     /// Removes files a failed flush or compaction could not remove, if any are pending: rewrites

@@ -109,6 +109,10 @@ pub struct WalStats {
     pub current_segment: u64,
 }
 
+/// Told that the WAL was just poisoned. Runs on the thread that saw the failure, possibly with
+/// WAL locks held: it must only signal, never call back into the WAL.
+pub type PoisonHook = Box<dyn Fn() + Send + Sync>;
+
 /// An open write-ahead log. `Send + Sync`: share it by reference (or `Arc`) between any number
 /// of appending threads.
 pub struct Wal {
@@ -128,6 +132,8 @@ struct Inner {
     /// `poisoned` is the lock-free fast check on the append path, `poison` the reason.
     poisoned: AtomicBool,
     poison: Mutex<Option<String>>,
+    /// Called once each time the WAL becomes poisoned (see [`Wal::set_poison_hook`]).
+    poison_hook: OnceLock<PoisonHook>,
     current_segment: AtomicU64,
     counters: Counters,
     #[cfg(test)]
@@ -202,6 +208,7 @@ impl Wal {
             writer: Mutex::new(Writer { segment, buf: Vec::new(), seq: 0, closed: false }),
             poisoned: AtomicBool::new(false),
             poison: Mutex::new(None),
+            poison_hook: OnceLock::new(),
             counters: Counters::default(),
             #[cfg(test)]
             faults: tests::Faults::default(),
@@ -314,6 +321,13 @@ impl Wal {
             return None;
         }
         self.inner.poison.lock().clone()
+    }
+
+    /// Sets the function called each time the WAL becomes poisoned, so the owner can start
+    /// recovering even when no append is there to see the error (the interval syncer's fsync).
+    /// Only the first call has an effect.
+    pub fn set_poison_hook(&self, hook: PoisonHook) {
+        let _ = self.inner.poison_hook.set(hook);
     }
 
     /// Leaves the poisoned state: creates segment `number` (or the one after the current
@@ -445,6 +459,10 @@ impl Inner {
             tracing::error!(%reason, "WAL poisoned: refusing writes until storage recovers");
             *poison = Some(reason);
             self.poisoned.store(true, Ordering::Release);
+            drop(poison);
+            if let Some(hook) = self.poison_hook.get() {
+                hook();
+            }
         }
         err
     }
