@@ -79,7 +79,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Merges `run` (adjacent files of partition `p`, ascending seq) into one file.
+    /// Merges `run` (adjacent files of partition `p`, ascending seq) into one file. A failure
+    /// before the manifest commit (a full disk) removes the output and leaves the inputs live.
     fn compact_run(
         &self,
         m: &mut Manifest,
@@ -95,7 +96,14 @@ impl Inner {
         let ids = self.sorted_by_labels(ids);
         let id = m.next_file_id;
         let path = filenames::partition_file(&self.dir, p, id);
-        let mut w = FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms)?;
+        let created = [path.clone()];
+        let mut w = match FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms) {
+            Ok(w) => w,
+            Err(e) => {
+                self.remove_attempt(&created);
+                return Err(e);
+            }
+        };
         let mut buf = Vec::new();
         let mut starts = Vec::new();
         for (sid, labels) in &ids {
@@ -120,20 +128,37 @@ impl Inner {
         let mut opened = None;
         if w.series_count() > 0 {
             let (series, samples, range) = (w.series_count(), w.samples, w.time_range);
-            let size = w.finish()?;
-            crate::failpoint::hit("compact.after_write");
+            let written = w.finish().and_then(|size| {
+                crate::failpoint::hit("compact.after_write");
+                let file = PartitionFile::open(&path, |labels, _| self.index.get_or_create(labels).0)?;
+                Ok((size, file))
+            });
+            let (size, file) = match written {
+                Ok(w) => w,
+                Err(e) => {
+                    self.remove_attempt(&created);
+                    return Err(e);
+                }
+            };
             let (min_t, max_t) = range.unwrap_or((p, p));
             let tombs_applied = tombs.iter().map(|t| t.seq).max().unwrap_or(0);
             let entry =
                 FileEntry { partition: p, id, seq, size, min_t, max_t, series, samples, tombs_applied };
-            let file = PartitionFile::open(&path, |labels, _| self.index.get_or_create(labels).0)?;
             opened = Some(Arc::new(LiveFile { entry: entry.clone(), file }));
             next.files.push(entry);
             self.counters.compaction_bytes.fetch_add(size, Ordering::Relaxed);
         } else {
             w.abort();
         }
-        next.store(&filenames::manifest(&self.dir))?;
+        if let Err(e) = next.store(&filenames::manifest(&self.dir)) {
+            drop(opened);
+            if e.replaced {
+                self.sweep_pending.store(true, Ordering::Release);
+            } else {
+                self.remove_attempt(&created);
+            }
+            return Err(e.error);
+        }
         *m = next;
         self.update_state(|s| {
             let mut n = s.clone_shallow();
@@ -151,7 +176,11 @@ impl Inner {
         crate::failpoint::hit("compact.before_delete_inputs");
         // Readers holding older snapshots keep their mappings; unlinking a mapped file is safe.
         for f in run {
-            fsutil::remove_path(f.file.path())?;
+            if let Err(e) = fsutil::remove_path(f.file.path()) {
+                // Committed: the input is no longer listed, so a sweep or startup removes it.
+                tracing::warn!(error = %e, "compaction: could not delete an input file; will retry");
+                self.sweep_pending.store(true, Ordering::Release);
+            }
         }
         if opened.is_none() {
             let _ = std::fs::remove_dir(filenames::partition_dir(&self.dir, p));
@@ -208,7 +237,10 @@ impl Inner {
         });
         crate::failpoint::hit("retention.before_remove");
         for p in &expired {
-            fsutil::remove_path(&filenames::partition_dir(&self.dir, *p))?;
+            if let Err(e) = fsutil::remove_path(&filenames::partition_dir(&self.dir, *p)) {
+                tracing::warn!(error = %e, "retention: could not delete a partition; will retry");
+                self.sweep_pending.store(true, Ordering::Release);
+            }
         }
         self.counters.retention_partitions_removed.fetch_add(expired.len() as u64, Ordering::Relaxed);
         self.collect_dead_series();

@@ -151,6 +151,11 @@ pub struct Counters {
     pub retention_partitions_removed: AtomicU64,
     /// Maintenance runs that failed.
     pub maintenance_errors: AtomicU64,
+    /// Times the database became writable again by itself after a failed WAL write or fsync
+    /// (see `recovery.rs`).
+    pub recoveries: AtomicU64,
+    /// Recovery attempts that failed (the disk was still full); each is retried.
+    pub recovery_failures: AtomicU64,
 }
 
 impl Default for Counters {
@@ -176,6 +181,8 @@ impl Default for Counters {
             compaction_bytes: zero(),
             retention_partitions_removed: zero(),
             maintenance_errors: zero(),
+            recoveries: zero(),
+            recovery_failures: zero(),
         }
     }
 }
@@ -197,7 +204,12 @@ pub(crate) struct Inner {
     /// then on a series' newest accepted timestamp may name a deleted sample, so lookups stop
     /// taking it as proof of data (see `snapshot::in_range`).
     pub deleted: AtomicBool,
-    pub wake: (Mutex<bool>, Condvar),
+    /// Wakes the maintenance thread; shared with the WAL, which pulls it when it is poisoned
+    /// (also from its background syncer, where no append is there to notice).
+    pub wake: Arc<(Mutex<bool>, Condvar)>,
+    /// Some failed flush, compaction or retention left files it could not remove, or a manifest
+    /// whose commit is uncertain: the next maintenance sweeps unlisted files.
+    pub sweep_pending: AtomicBool,
     _lock: File,
 }
 
@@ -376,6 +388,14 @@ impl Db {
         };
         // Series' newest timestamps were read from files that live tombstones still apply to.
         let deleted = !manifest.tombstones.is_empty();
+        let wake = Arc::new((Mutex::new(false), Condvar::new()));
+        {
+            let wake = Arc::clone(&wake);
+            wal.set_poison_hook(Box::new(move || {
+                *wake.0.lock() = true;
+                wake.1.notify_all();
+            }));
+        }
         let inner = Arc::new(Inner {
             cardinality: Cardinality::new(opts.series_limits),
             opts,
@@ -389,7 +409,8 @@ impl Db {
             counters: Counters::default(),
             closed: AtomicBool::new(false),
             deleted: AtomicBool::new(deleted),
-            wake: (Mutex::new(false), Condvar::new()),
+            wake,
+            sweep_pending: AtomicBool::new(false),
             _lock: lock,
         });
         let worker = {
@@ -480,9 +501,18 @@ impl Db {
             return Health { writable: false, reason: Some(Error::Closed.to_string()) };
         }
         match self.inner.wal.poisoned() {
-            Some(why) => Health { writable: false, reason: Some(why) },
+            Some(why) => Health {
+                writable: false,
+                reason: Some(format!("{why} (writes are refused until storage recovers by itself)")),
+            },
             None => Health { writable: true, reason: None },
         }
+    }
+
+    /// True while the WAL refuses writes after a failed write or fsync; the maintenance thread
+    /// is then trying to recover (see `recovery.rs`).
+    pub fn wal_poisoned(&self) -> bool {
+        self.inner.wal.poisoned().is_some()
     }
 
     /// Counters for monitoring.
@@ -524,7 +554,9 @@ impl Db {
     }
 
     /// Stops background work, flushes the head to partition files (so the next start replays
-    /// little) and syncs the WAL. Appends afterwards fail with `Error::Closed`.
+    /// little) and syncs the WAL. Appends afterwards fail with `Error::Closed`. If the WAL is
+    /// poisoned, one recovery attempt runs first; if it fails, the acknowledged data is still in
+    /// the WAL for the next start.
     pub fn close(&self) -> Result<()> {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -532,6 +564,12 @@ impl Db {
         self.inner.wake_worker();
         if let Some(w) = self.worker.lock().take() {
             let _ = w.join();
+        }
+        if self.inner.wal.poisoned().is_some() {
+            let mut m = self.inner.maint.lock();
+            if let Err(e) = self.inner.recover_locked(&mut m) {
+                tracing::warn!(error = %e, "close: storage still cannot write");
+            }
         }
         let flushed = self.flush();
         let closed = self.inner.wal.close();
@@ -647,7 +685,7 @@ impl Inner {
 
         let head = self.state.read().head.clone();
         let series = &self.series;
-        self.wal.append(|segment, buf| {
+        let written = self.wal.append(|segment, buf| {
             let mark = segment + 1;
             let mut defs = Vec::new();
             for a in &accepted {
@@ -665,7 +703,14 @@ impl Inner {
                     accepted.iter().map(|a| (a.id, samples_of(a))).collect();
                 batch_codec::encode(&defs, &samples, buf);
             }
-        })?;
+        });
+        if let Err(e) = written {
+            if self.wal.poisoned().is_some() {
+                // Recovery is the maintenance thread's job; it keeps its own backoff.
+                self.wake_worker();
+            }
+            return Err(e);
+        }
         for a in &accepted {
             head.append_with_starts(a.id, samples_of(a), starts_of(a));
         }
@@ -679,23 +724,35 @@ impl Inner {
     }
 
     pub(crate) fn wake_worker(&self) {
-        let (m, cv) = &self.wake;
+        let (m, cv) = &*self.wake;
         *m.lock() = true;
         cv.notify_all();
     }
 
     fn maintenance_loop(&self) {
+        let mut backoff = crate::recovery::Backoff::new();
         loop {
             {
-                let (m, cv) = &self.wake;
+                let wait = if self.wal.poisoned().is_some() {
+                    backoff.wait(Instant::now())
+                } else {
+                    self.opts.maintenance_interval
+                };
+                let (m, cv) = &*self.wake;
                 let mut woken = m.lock();
-                if !*woken {
-                    cv.wait_for(&mut woken, self.opts.maintenance_interval);
+                if !*woken && !wait.is_zero() {
+                    cv.wait_for(&mut woken, wait);
                 }
                 *woken = false;
             }
             if self.closed.load(Ordering::Acquire) {
                 return;
+            }
+            if self.wal.poisoned().is_some() {
+                // Nothing else runs until writes are durable again: compaction would only
+                // compete for the space the heads need.
+                self.recover_if_due(&mut backoff);
+                continue;
             }
             if let Err(e) = self.maintenance_once() {
                 self.counters.maintenance_errors.fetch_add(1, Ordering::Relaxed);
@@ -718,7 +775,7 @@ impl Inner {
         }
         self.compact_locked(&mut m, false)?;
         self.retention_locked(&mut m)?;
-        Ok(())
+        self.sweep_locked(&m)
     }
 
     /// Publishes a new state built from the current one.
@@ -773,7 +830,7 @@ fn lock_dir(dir: &Path) -> Result<File> {
 /// Removes partition files and directories the manifest does not list, and `.tmp` leftovers:
 /// the remains of flushes or compactions interrupted before their manifest commit, or of
 /// deletions interrupted after it.
-fn remove_strays(dir: &Path, m: &Manifest) -> Result<usize> {
+pub(crate) fn remove_strays(dir: &Path, m: &Manifest) -> Result<usize> {
     let mut removed = fsutil::remove_tmp_files(dir)?;
     let pdir = filenames::partitions_dir(dir);
     let listed: std::collections::HashSet<(i64, u64)> = m.files.iter().map(|f| (f.partition, f.id)).collect();

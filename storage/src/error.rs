@@ -38,8 +38,9 @@ pub enum Error {
     /// an invalid regex in a matcher).
     #[error("invalid input: {0}")]
     InvalidInput(String),
-    /// A previous fsync or write failed; the WAL refuses further writes until restart, because
-    /// after a failed fsync the kernel may have dropped dirty pages and retrying would ack lost data.
+    /// A previous fsync or write failed; the WAL refuses further writes until the database has
+    /// recovered on a new segment (by itself, see `recovery.rs`) or restarted, because after a
+    /// failed fsync the kernel may have dropped dirty pages and retrying would ack lost data.
     #[error("storage refuses writes after an earlier I/O failure: {0}")]
     Poisoned(String),
     /// The database is shutting down.

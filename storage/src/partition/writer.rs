@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -50,7 +50,7 @@ impl FileWriter {
     /// Starts writing `path` (as `path.tmp` until finished).
     pub fn create(path: &Path, block_samples_max: usize, block_grid_ms: i64) -> Result<Self> {
         let tmp = fsutil::tmp_path(path);
-        let f = File::create(&tmp).map_err(|e| Error::io(format!("create {}", tmp.display()), e))?;
+        let f = fsutil::create_file(&tmp)?;
         let mut w = FileWriter {
             path: path.to_path_buf(),
             tmp,
@@ -79,7 +79,7 @@ impl FileWriter {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.out.write_all(bytes).map_err(|e| Error::io(format!("write {}", self.tmp.display()), e))?;
+        fsutil::write_file(&mut self.out, &self.tmp, bytes)?;
         self.offset += bytes.len() as u64;
         Ok(())
     }
@@ -176,7 +176,20 @@ impl FileWriter {
 
     /// Writes the index and footer, fsyncs, and renames the file into place (durably). Returns
     /// the file size. Before this returns, a crash leaves only a `.tmp` file that startup removes.
-    pub fn finish(mut self) -> Result<u64> {
+    /// A failure before the rename removes the `.tmp`; after it (syncing the directory failed)
+    /// the file stays under its final name, and the caller, which has not listed it in a
+    /// manifest, removes it.
+    pub fn finish(self) -> Result<u64> {
+        let tmp = self.tmp.clone();
+        let path = self.path.clone();
+        let result = self.finish_inner();
+        if result.is_err() && !path.exists() {
+            let _ = fsutil::remove_path(&tmp);
+        }
+        result
+    }
+
+    fn finish_inner(mut self) -> Result<u64> {
         let symbols_offset = self.offset;
         let mut idx = Vec::new();
         put_uvarint(&mut idx, self.symbol_list.len() as u64);
@@ -208,7 +221,7 @@ impl FileWriter {
             .out
             .into_inner()
             .map_err(|e| Error::io(format!("flush {}", self.tmp.display()), e.into_error()))?;
-        f.sync_all().map_err(|e| Error::io(format!("fsync {}", self.tmp.display()), e))?;
+        fsutil::sync_file(&f, &self.tmp)?;
         drop(f);
         crate::failpoint::hit("flush.before_rename");
         fsutil::rename_durable(&self.tmp, &self.path)?;
