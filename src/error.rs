@@ -163,6 +163,9 @@ impl From<storage::Error> for ApiError {
         match err {
             storage::Error::InvalidInput(msg) => ApiError::BadData(msg),
             storage::Error::Closed => ApiError::Unavailable("storage is shutting down; retry later".into()),
+            err @ storage::Error::FlushBacklog { .. } => {
+                ApiError::Unavailable(format!("strata is behind: {err}; retry later"))
+            }
             storage::Error::Poisoned(_) => ApiError::Unavailable(
                 "storage cannot make writes durable after an I/O failure (disk full?); it retries by itself, retry later".into(),
             ),

@@ -191,6 +191,13 @@ fn write_maintenance(db: &Db, out: &mut Exposition) {
         load(&c.flushes),
     );
     out.single(
+        "strata_appends_refused_backlog_total",
+        Kind::Counter,
+        "Write batches refused (503) because the samples waiting to be flushed reached twice \
+         --head-samples-max: ingest is outrunning the disk.",
+        load(&c.appends_refused_backlog),
+    );
+    out.single(
         "strata_storage_flush_failures_total",
         Kind::Counter,
         "Flushes that failed; the head stays in memory and in the WAL and is retried.",

@@ -127,6 +127,9 @@ pub struct Counters {
     pub series_created: AtomicU64,
     /// Series removed from the index because no data of theirs was left (after retention).
     pub series_removed: AtomicU64,
+    /// Appends refused because the samples waiting to be flushed reached twice
+    /// `head_samples_max` ([`Error::FlushBacklog`]).
+    pub appends_refused_backlog: AtomicU64,
     /// Flushes completed.
     pub flushes: AtomicU64,
     /// Flushes that failed (the head stays in memory and the WAL, and is retried).
@@ -169,6 +172,7 @@ impl Default for Counters {
             rejected_series_limit: zero(),
             series_created: zero(),
             series_removed: zero(),
+            appends_refused_backlog: zero(),
             flushes: zero(),
             flush_failures: zero(),
             flush_micros: zero(),
@@ -601,6 +605,7 @@ impl Inner {
         // Held from id resolution to the head insert: a flush's rotation and retention's series
         // garbage collection take it exclusively, so neither runs in the middle of an append.
         let _appending = self.appending.read();
+        self.check_flush_backlog()?;
         let now = now_ms();
         let future_limit = now.saturating_add(self.opts.future_window_ms);
         // Resolve ids and filter samples outside the accepted window. The accepted samples of
@@ -721,6 +726,24 @@ impl Inner {
             self.wake_worker();
         }
         Ok(out)
+    }
+
+    /// Refuses an append while the samples waiting to be flushed (the active head and heads
+    /// frozen for a flush still running) reach twice `head_samples_max`: writers are then
+    /// outrunning the disk, and accepting more would grow memory without bound. The error is
+    /// transient (a 503 that senders retry), and the flush is woken.
+    fn check_flush_backlog(&self) -> Result<()> {
+        let limit = (self.opts.head_samples_max as u64).saturating_mul(2);
+        let pending = {
+            let s = self.state.read();
+            s.head.sample_count() + s.frozen.iter().map(|f| f.head.sample_count()).sum::<u64>()
+        };
+        if pending < limit {
+            return Ok(());
+        }
+        self.counters.appends_refused_backlog.fetch_add(1, Ordering::Relaxed);
+        self.wake_worker();
+        Err(Error::FlushBacklog { pending, limit })
     }
 
     pub(crate) fn wake_worker(&self) {

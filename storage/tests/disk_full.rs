@@ -401,3 +401,55 @@ fn concurrent_writers_through_repeated_full_disks() {
     let db = Db::open(o).unwrap();
     assert_all_acked(&db, &acked, WRITERS);
 }
+
+/// When flushes cannot keep up (here: they fail, the disk refusing partition files), the data
+/// waiting in memory grows only to twice `head_samples_max`; then appends are refused with a
+/// transient error until a flush catches up, which the refusals themselves trigger.
+#[test]
+fn appends_are_refused_while_the_flush_backlog_is_full_and_accepted_once_it_drains() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path());
+    o.head_samples_max = 100;
+    let db = Db::open(o).unwrap();
+    let blocked = fault::inject(&d.path().join("partitions"), Fault::new(&Op::ALL));
+    let mut acked = BTreeSet::new();
+    let mut refusal = None;
+    for k in 0..1000 {
+        match db.append(&batch(0, k)) {
+            Ok(_) => {
+                acked.insert((0, k));
+            }
+            Err(e) => {
+                refusal = Some(e);
+                break;
+            }
+        }
+    }
+    let refusal = refusal.expect("appends are refused before 1,000 samples wait in memory");
+    assert!(matches!(refusal, storage::Error::FlushBacklog { .. }), "{refusal}");
+    assert!(refusal.is_transient());
+    assert_eq!(acked.len(), 200, "refused exactly at twice head_samples_max");
+    assert!(db.counters().appends_refused_backlog.load(Ordering::Relaxed) >= 1);
+    assert_all_acked(&db, &acked, 1);
+
+    drop(blocked);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut k = 1000;
+    loop {
+        match db.append(&batch(0, k)) {
+            Ok(_) => {
+                acked.insert((0, k));
+                break;
+            }
+            Err(e) => assert!(e.is_transient(), "{e}"),
+        }
+        assert!(Instant::now() < deadline, "the backlog never drained");
+        std::thread::sleep(Duration::from_millis(20));
+        k += 1;
+    }
+    assert_all_acked(&db, &acked, 1);
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(opts(d.path())).unwrap();
+    assert_all_acked(&db, &acked, 1);
+}
