@@ -84,11 +84,7 @@ impl QueryService {
         if options.parallel.is_none() {
             options.parallel = config.pool();
         }
-        QueryService {
-            options,
-            gate: Semaphore::new(max_concurrency),
-            max_concurrency,
-        }
+        QueryService { options, gate: Semaphore::new(max_concurrency), max_concurrency }
     }
 
     /// The server's engine options (`--query.*` flags and enabled features).
