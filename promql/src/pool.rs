@@ -9,6 +9,7 @@
 //! (see `eval/parallel.rs`).
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Stack size of a worker thread. Workers run per-series loops only, never the recursion over
@@ -29,12 +30,29 @@ pub struct QueryPool {
 struct Inner {
     threads: usize,
     pool: OnceLock<Option<rayon::ThreadPool>>,
+    /// Parallel loops running now, over all queries.
+    active: AtomicUsize,
+}
+
+/// A parallel loop admitted by [`QueryPool::enter`]; leaving it frees its place.
+pub(crate) struct Entered<'p>(&'p QueryPool);
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.inner.active.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl QueryPool {
     /// A pool of `threads` workers (at least one).
     pub fn new(threads: usize) -> Self {
-        QueryPool { inner: Arc::new(Inner { threads: threads.max(1), pool: OnceLock::new() }) }
+        QueryPool {
+            inner: Arc::new(Inner {
+                threads: threads.max(1),
+                pool: OnceLock::new(),
+                active: AtomicUsize::new(0),
+            }),
+        }
     }
 
     /// A pool with one worker per core (`std::thread::available_parallelism`).
@@ -45,6 +63,20 @@ impl QueryPool {
     /// The number of worker threads.
     pub fn threads(&self) -> usize {
         self.inner.threads
+    }
+
+    /// Most parallel loops at once: half the threads (at least one), so each gets about two.
+    fn max_active(&self) -> usize {
+        (self.inner.threads / 2).max(1)
+    }
+
+    /// Admits one more parallel loop unless [`QueryPool::max_active`] are running. A loop
+    /// refused runs on its query's own thread: when the pool is taken, the cores are busy with
+    /// other queries, and splitting more work would only add hand-offs, not speed.
+    pub(crate) fn enter(&self) -> Option<Entered<'_>> {
+        let before = self.inner.active.fetch_add(1, Ordering::AcqRel);
+        let entered = Entered(self);
+        (before < self.max_active()).then_some(entered)
     }
 
     /// The started pool, or `None` if its threads could not be started.

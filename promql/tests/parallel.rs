@@ -17,9 +17,12 @@ const BASE: i64 = 1_699_999_200_000;
 const MINUTE: i64 = 60_000;
 const HOUR: i64 = 60 * MINUTE;
 
-/// One pool for every case, as a server shares one; more threads than this machine's cores
-/// so that chunks really interleave.
+/// One pool for every case of a test, as a server shares one; more threads than this machine's
+/// cores so that chunks really interleave. Each test has its own, so that the other test's
+/// loops never take the pool's places (a loop refused runs sequentially: still right, but not
+/// what these tests are about).
 static POOL: LazyLock<QueryPool> = LazyLock::new(|| QueryPool::new(4));
+static LIMIT_POOL: LazyLock<QueryPool> = LazyLock::new(|| QueryPool::new(4));
 
 fn value() -> impl Strategy<Value = f64> {
     prop_oneof![
@@ -127,8 +130,12 @@ fn summary(r: &promql::Result<QueryResult>) -> String {
 }
 
 fn engine(parallel: bool, max_samples: usize) -> Engine {
+    engine_with(parallel.then(|| POOL.clone()), max_samples)
+}
+
+fn engine_with(parallel: Option<QueryPool>, max_samples: usize) -> Engine {
     Engine::new(EngineOptions {
-        parallel: parallel.then(|| POOL.clone()),
+        parallel,
         parallel_min_series: 0,
         parallel_min_points: 0,
         max_samples,
@@ -222,7 +229,13 @@ fn sample_limit_trips_at_the_same_point() {
     let peak = full.stats.peak_samples;
     assert!(peak > 1000, "{peak}");
     for limit in [1, 10, peak / 3, peak / 2, peak - 1, peak, peak + 1] {
-        let a = engine(true, limit).range(&snap, "rate(c_total[5m])", start, end, MINUTE);
+        let a = engine_with(Some(LIMIT_POOL.clone()), limit).range(
+            &snap,
+            "rate(c_total[5m])",
+            start,
+            end,
+            MINUTE,
+        );
         let b = engine(false, limit).range(&snap, "rate(c_total[5m])", start, end, MINUTE);
         assert_eq!(summary(&a), summary(&b), "limit {limit}");
         assert_eq!(a.is_ok(), limit >= peak, "limit {limit}");

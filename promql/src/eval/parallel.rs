@@ -4,7 +4,8 @@
 //! read its samples, compute its points. [`Evaluator::map_series`] runs such a loop. The work
 //! of one series sees only a [`SeriesCtx`]: the querier, the options, the deadline, and its own
 //! counters and annotations, never the evaluator. When the loop is large enough (see
-//! `EngineOptions::parallel_min_series`), contiguous chunks of series go to the pool's threads,
+//! `EngineOptions::parallel_min_series`) and the pool is not already taken by other queries'
+//! loops (`QueryPool::enter`), contiguous chunks of series go to the pool's threads,
 //! each with its own context; the evaluator then takes the chunks back in series order, adds
 //! their counters, merges their annotations, and counts each series' points against
 //! `max_samples` in series order.
@@ -33,6 +34,7 @@ use super::{Evaluator, Series};
 use crate::annotations::Annotations;
 use crate::error::{Error, Result};
 use crate::options::EngineOptions;
+use crate::pool::Entered;
 
 /// Most series in one round of parallel work: bounds what is computed before being counted
 /// against the sample limit, and the chunks' result buffers.
@@ -117,9 +119,9 @@ impl<'a> Evaluator<'a> {
         self.annotations.merge(annotations);
     }
 
-    /// Whether a loop over `n` series of about `est` points each is worth the pool, and the
-    /// pool if so.
-    fn pool_for(&self, n: usize, est: usize) -> Option<&'a rayon::ThreadPool> {
+    /// Whether a loop over `n` series of about `est` points each is worth the pool and the
+    /// pool has room for it: then the pool, and the admission to hold while using it.
+    fn pool_for(&self, n: usize, est: usize) -> Option<(&'a rayon::ThreadPool, Entered<'a>)> {
         let opts: &'a EngineOptions = self.opts;
         let pool = opts.parallel.as_ref()?;
         if n < 2 || pool.threads() < 2 {
@@ -128,7 +130,8 @@ impl<'a> Evaluator<'a> {
         if n < opts.parallel_min_series && n.saturating_mul(est) < opts.parallel_min_points {
             return None;
         }
-        pool.get()
+        let entered = pool.enter()?;
+        Some((pool.get()?, entered))
     }
 
     /// Runs `f` for every item (a series) and returns the series it produced, in item order,
@@ -142,7 +145,7 @@ impl<'a> Evaluator<'a> {
         F: Fn(&mut SeriesCtx<'a>, &mut S, &I) -> Result<Option<Series>> + Sync,
     {
         let mut out = Vec::new();
-        let Some(pool) = self.pool_for(items.len(), est) else {
+        let Some((pool, _entered)) = self.pool_for(items.len(), est) else {
             let mut ctx = self.series_ctx();
             let mut scratch = S::default();
             let mut result = Ok(());
