@@ -172,6 +172,12 @@ pub struct Cli {
     #[arg(long = "query.max-concurrency", value_name = "N", default_value = "20", value_parser = positive_count)]
     pub query_max_concurrency: usize,
 
+    /// Worker threads, shared by all queries, that evaluate the series of large selectors in
+    /// parallel (0: one per core; 1: every query on one thread). Lower it to leave cores to
+    /// ingest under heavy query load.
+    #[arg(long = "query.max-parallelism", value_name = "N", default_value = "0")]
+    pub query_max_parallelism: usize,
+
     /// Optional PromQL features, by Prometheus' names, comma-separated or repeated:
     /// promql-experimental-functions, promql-duration-expr, promql-extended-range-selectors,
     /// promql-binop-fill-modifiers, promql-delayed-name-removal, type-and-unit-labels,
@@ -384,7 +390,11 @@ impl Cli {
                 _ => {}
             }
         }
-        QueryConfig { options, max_concurrency: self.query_max_concurrency }
+        QueryConfig {
+            options,
+            max_concurrency: self.query_max_concurrency,
+            max_parallelism: self.query_max_parallelism,
+        }
     }
 
     /// `--enable-feature` values strata does not know, for a warning at startup (Prometheus

@@ -8,6 +8,7 @@
 use storage::query::StartTimestamp;
 use storage::{Matcher, Sample, SeriesRef, is_stale};
 
+use super::parallel::estimate_points;
 use super::{Evaluator, FPoint, Grid, Series, Val, start_timestamps};
 use crate::error::{Error, Result};
 use crate::parser::ast::{MatrixSelector, VectorSelector};
@@ -21,6 +22,13 @@ pub(crate) enum Pick {
     Timestamp,
     /// The sample's start timestamp in seconds, 0 if unknown: `start_timestamp(selector)`.
     StartTimestamp,
+}
+
+/// Buffers an instant selector reuses from one series to the next.
+#[derive(Default)]
+struct SelectorScratch {
+    buf: Vec<Sample>,
+    sts: Vec<StartTimestamp>,
 }
 
 /// Linear interpolation between two points at time `t`.
@@ -66,24 +74,20 @@ impl<'a> Evaluator<'a> {
         let mint = lo.saturating_sub(lb).saturating_add(1);
         let maxt = if vs.smoothed { hi.saturating_add(lb) } else { hi };
         let series = self.select(&vs.matchers, mint, maxt)?;
-        let mut out = Vec::new();
-        let mut buf = Vec::new();
-        let mut sts = Vec::new();
-        for r in &series {
-            self.load(r, mint, maxt, &mut buf)?;
+        let est = estimate_points(g.len(), mint, maxt);
+        let out = self.map_series(&series, est, |ctx, scratch: &mut SelectorScratch, r| {
+            let SelectorScratch { buf, sts } = scratch;
+            ctx.load(r, mint, maxt, buf)?;
             if pick == Pick::StartTimestamp {
-                self.load_start_timestamps(r, mint, maxt, &mut sts)?;
+                ctx.load_start_timestamps(r, mint, maxt, sts)?;
             }
             let points = if vs.smoothed {
-                smoothed_points(&buf, &refs, g, lb)
+                smoothed_points(buf, &refs, g, lb)
             } else {
-                latest_points(&buf, &sts, &refs, g, lb, pick)
+                latest_points(buf, sts, &refs, g, lb, pick)
             };
-            if !points.is_empty() {
-                self.track(points.len())?;
-                out.push(Series::new(r.labels.clone(), false, points));
-            }
-        }
+            Ok((!points.is_empty()).then(|| Series::new(r.labels.clone(), false, points)))
+        })?;
         Ok(Val::Vector(out))
     }
 
@@ -94,20 +98,16 @@ impl<'a> Evaluator<'a> {
         let ref_t = refs.first().copied().unwrap_or(t);
         let (mint, maxt) = (ref_t.saturating_sub(w.before).saturating_add(1), ref_t.saturating_add(w.after));
         let series = self.select(&ms.vs.matchers, mint, maxt)?;
-        let mut out = Vec::new();
-        let mut buf = Vec::new();
-        for r in &series {
-            self.load(r, mint, maxt, &mut buf)?;
+        let est = estimate_points(1, mint, maxt);
+        let out = self.map_series(&series, est, |ctx, buf: &mut Vec<Sample>, r| {
+            ctx.load(r, mint, maxt, buf)?;
             let mut points: Vec<FPoint> =
                 buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
             if ms.vs.anchored || ms.vs.smoothed {
                 points = extend_floats(&points, ref_t.saturating_sub(w.range), ref_t, ms.vs.smoothed);
             }
-            if !points.is_empty() {
-                self.track(points.len())?;
-                out.push(Series::new(r.labels.clone(), false, points));
-            }
-        }
+            Ok((!points.is_empty()).then(|| Series::new(r.labels.clone(), false, points)))
+        })?;
         Ok(Val::Range(out))
     }
 
