@@ -1,0 +1,249 @@
+//! Power-loss tests: strata acknowledges a batch after an fsync, so a power cut at any moment
+//! must keep every acknowledged batch. [`storage::powercut`] records, for a run with flushes,
+//! compactions, WAL rotations, deletions and retention going on, the tree a power cut after
+//! each fsync, rename or removal would leave (only synced bytes, only names whose directory was
+//! synced); each cut is materialised into a fresh directory, opened, and checked: every batch
+//! acknowledged before the cut is whole, no batch is partial, no stray file is left.
+//!
+//! `STRATA_SLOW_TESTS=1` checks 20x more random cuts (over more runs).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use storage::powercut::{self, Recorder};
+use storage::{Batch, Db, Labels, Matcher, Options, Querier, Sample};
+
+const BASE: i64 = 1_700_000_000_000;
+
+fn slow() -> bool {
+    std::env::var("STRATA_SLOW_TESTS").is_ok_and(|v| v == "1")
+}
+
+fn labels(w: u64, k: u64) -> Labels {
+    Labels::from_pairs(&[("__name__", "power"), ("writer", &w.to_string()), ("k", &k.to_string())])
+}
+
+/// Batch `b` of writer `w`: one sample at `BASE + b s`, value `w * 1e9 + b`, in each of `series` series.
+fn batch(w: u64, b: u64, series: u64) -> Batch {
+    let mut batch = Batch::new();
+    for k in 0..series {
+        batch.push(labels(w, k), vec![Sample::new(BASE + b as i64 * 1000, (w * 1_000_000_000 + b) as f64)]);
+    }
+    batch
+}
+
+/// Tiny thresholds, so that flushes, compactions and WAL rotations happen all the time.
+fn options(dir: &Path, maintenance: Duration) -> Options {
+    let mut o = Options::new(dir);
+    o.head_samples_max = 300;
+    o.maintenance_interval = maintenance;
+    o.compact_files_min = 2;
+    o.wal_segment_bytes = 4 << 10;
+    o.partition_ms = 60_000; // one-minute partitions: many of them, so compaction and retention run
+    o.retention_ms = 10 * 365 * 24 * 3_600_000;
+    o.block_samples_max = 16;
+    o
+}
+
+/// Acknowledged batches: (writer, batch) -> operations recorded when `append` returned.
+type Acks = Arc<Mutex<BTreeMap<(u64, u64), u64>>>;
+
+/// What one cut checked.
+#[derive(Default)]
+struct Checked {
+    cuts: u64,
+    acked: u64,
+}
+
+/// Materialises the cut after operation `n`, opens it, and checks: every batch acknowledged at
+/// or before `n` whole, no batch partial, no stray files.
+fn check_cut(rec: &Recorder, n: u64, acks: &BTreeMap<(u64, u64), u64>, series: u64, out: &mut Checked) {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("cut");
+    rec.materialise(n, &dir).unwrap();
+    let db = Db::open(Options::new(&dir)).unwrap_or_else(|e| panic!("cut at op {n}: reopen failed: {e}"));
+    let snap = db.snapshot();
+    let mut present: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    for s in snap.select(&[Matcher::equal("__name__", "power")], i64::MIN, i64::MAX).unwrap() {
+        let w: u64 = s.labels.get("writer").unwrap().parse().unwrap();
+        let mut v = Vec::new();
+        snap.samples(&s, i64::MIN, i64::MAX, &mut v).unwrap();
+        for x in v {
+            let b = ((x.t - BASE) / 1000) as u64;
+            assert_eq!(
+                x.v,
+                (w * 1_000_000_000 + b) as f64,
+                "cut at op {n}: wrong value for writer {w} batch {b}"
+            );
+            *present.entry((w, b)).or_default() += 1;
+        }
+    }
+    for (wb, k) in &present {
+        assert_eq!(*k, series, "cut at op {n}: batch {wb:?} is partial: {k} of {series} series");
+    }
+    let mut acked = 0;
+    for (wb, at) in acks {
+        if *at <= n {
+            assert!(present.contains_key(wb), "cut at op {n}: acknowledged batch {wb:?} (at op {at}) lost");
+            acked += 1;
+        }
+    }
+    check_no_strays(&dir, n);
+    db.close().unwrap();
+    out.cuts += 1;
+    out.acked += acked;
+}
+
+/// Every partition file is listed in the manifest; no temporary files anywhere.
+fn check_no_strays(dir: &Path, n: u64) {
+    let m = storage::manifest::Manifest::load(&dir.join("MANIFEST")).unwrap().unwrap_or_default();
+    let listed: HashSet<_> =
+        m.files.iter().map(|f| storage::filenames::partition_file(dir, f.partition, f.id)).collect();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(!name.ends_with(".tmp"), "cut at op {n}: stray temporary file {}", p.display());
+            if name.ends_with(".spf") {
+                assert!(
+                    listed.contains(&p),
+                    "cut at op {n}: partition file {} not in the manifest",
+                    p.display()
+                );
+            }
+        }
+    }
+    for p in &listed {
+        assert!(p.exists(), "cut at op {n}: manifest lists missing file {}", p.display());
+    }
+}
+
+/// A small deterministic PRNG (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Appends batch `b` of writer `w` and records the operation count if it was acknowledged.
+fn append(db: &Db, rec: &Recorder, acks: &Acks, w: u64, b: u64, series: u64) {
+    if db.append(&batch(w, b, series)).is_ok() {
+        let at = rec.ops();
+        acks.lock().insert((w, b), at);
+    }
+}
+
+/// Three writers and the background maintenance thread (flushes, compactions, WAL rotations,
+/// retention), then `cuts` random cuts of the recorded run.
+fn concurrent_run(seed: u64, cuts: usize, out: &mut Checked) {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("db");
+    std::fs::create_dir(&root).unwrap();
+    let rec = Arc::new(powercut::record(&root).unwrap());
+    let acks: Acks = Arc::default();
+    let (writers, series, per_writer) = (3u64, 4u64, 150u64);
+    {
+        let db = Arc::new(Db::open(options(&root, Duration::from_millis(5))).unwrap());
+        let threads: Vec<_> = (0..writers)
+            .map(|w| {
+                let (db, rec, acks) = (Arc::clone(&db), Arc::clone(&rec), Arc::clone(&acks));
+                std::thread::spawn(move || {
+                    for b in 0..per_writer {
+                        append(&db, &rec, &acks, w, b, series);
+                        if b % 50 == 49 {
+                            let _ = db.compact();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        db.close().unwrap();
+    }
+    let total = rec.ops();
+    let acks = acks.lock().clone();
+    assert_eq!(acks.len() as u64, writers * per_writer, "appends failed");
+    let mut rng = Rng(seed);
+    for _ in 0..cuts {
+        check_cut(&rec, rng.next() % (total + 1), &acks, series, out);
+    }
+}
+
+#[test]
+fn random_power_cuts_lose_no_acknowledged_batch() {
+    let (runs, cuts) = if slow() { (20, 200) } else { (4, 50) };
+    let started = Instant::now();
+    let mut out = Checked::default();
+    for run in 0..runs {
+        concurrent_run(0x9e37_79b9_7f4a_7c15 ^ (run + 1), cuts, &mut out);
+    }
+    eprintln!(
+        "{} random power cuts over {runs} runs, {} acknowledged batches checked, {:.1} s",
+        out.cuts,
+        out.acked,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// A fixed script (appends, flushes, a compaction, a WAL rotation, a deletion, tombstone
+/// cleaning, retention, close), cut after every single operation it makes.
+#[test]
+fn a_power_cut_after_every_operation_of_a_script() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("db");
+    std::fs::create_dir(&root).unwrap();
+    let rec = powercut::record(&root).unwrap();
+    let acks: Acks = Arc::default();
+    let series = 3;
+    let started = Instant::now();
+    {
+        let db = Db::open(options(&root, Duration::from_secs(3600))).unwrap();
+        let mut b = 0;
+        let mut step = |db: &Db, n: u64| {
+            for _ in 0..n {
+                append(db, &rec, &acks, 0, b, series);
+                b += 1;
+            }
+        };
+        step(&db, 20);
+        db.flush().unwrap();
+        step(&db, 20);
+        db.flush().unwrap();
+        step(&db, 100); // crosses partition boundaries and WAL segments
+        db.flush().unwrap();
+        db.compact().unwrap();
+        step(&db, 10);
+        db.delete(&[Matcher::equal("__name__", "unrelated")], 0, BASE - 1).unwrap();
+        db.clean_tombstones().unwrap();
+        db.apply_retention().unwrap();
+        step(&db, 10);
+        db.close().unwrap();
+    }
+    let total = rec.ops();
+    let acks = acks.lock().clone();
+    let mut out = Checked::default();
+    for n in 0..=total {
+        check_cut(&rec, n, &acks, series, &mut out);
+    }
+    eprintln!(
+        "{} cuts (every operation of the script), {} acknowledged batches checked, {:.1} s",
+        out.cuts,
+        out.acked,
+        started.elapsed().as_secs_f64()
+    );
+    assert!(out.acked > 0);
+}
