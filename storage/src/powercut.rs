@@ -118,13 +118,17 @@ pub struct Recorder {
 }
 
 /// Starts recording for the existing directory `root` (compared as given: pass the same path the
-/// database is opened with). Its durable image starts empty: nothing in it has been synced.
+/// database is opened with). What the tree holds now counts as durable (a database that
+/// survived an earlier cut, say); operation 0 is that state.
 pub fn record(root: &Path) -> io::Result<Recorder> {
     let ino = std::fs::metadata(root)?.ino();
     let mut state =
         State { root: root.to_path_buf(), root_id: 0, live: HashMap::new(), next_id: 0, images: Vec::new() };
     state.root_id = state.id_of(ino);
-    state.push(Some(Image::default()));
+    let mut image = Image::default();
+    let root_id = state.root_id;
+    snapshot_tree(&mut state, &mut image, root, root_id)?;
+    state.push(Some(image));
     let state = Arc::new(Mutex::new(state));
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let mut all = RECORDERS.lock();
@@ -154,6 +158,24 @@ impl Recorder {
         std::fs::create_dir(dest)?;
         write_dir(&image, root_id, dest)
     }
+}
+
+/// Adds everything under `dir` (identity `id`) to `image` as durable.
+fn snapshot_tree(s: &mut State, image: &mut Image, dir: &Path, id: u64) -> io::Result<()> {
+    let mut entries = BTreeMap::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let eid = s.id_of(e.ino());
+        let is_dir = e.file_type()?.is_dir();
+        if is_dir {
+            snapshot_tree(s, image, &e.path(), eid)?;
+        } else {
+            image.files.insert(eid, Arc::new(std::fs::read(e.path())?));
+        }
+        entries.insert(e.file_name().to_string_lossy().into_owned(), Entry { id: eid, dir: is_dir });
+    }
+    image.dirs.insert(id, Arc::new(entries));
+    Ok(())
 }
 
 fn write_dir(image: &Image, id: u64, dest: &Path) -> io::Result<()> {
@@ -345,6 +367,18 @@ mod tests {
         assert_eq!(cut(&r, 9), map(&[("a", b"one"), ("m", b"v2")]));
         assert_eq!(cut(&r, 10), map(&[("m", b"v2")]));
         drop(f);
+    }
+
+    #[test]
+    fn what_exists_when_recording_starts_is_durable() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("db");
+        std::fs::create_dir_all(root.join("p")).unwrap();
+        std::fs::write(root.join("p/x"), b"old").unwrap();
+        let r = record(&root).unwrap();
+        fsutil::remove_path(&root.join("p")).unwrap();
+        assert_eq!(r.ops(), 1);
+        assert_eq!(cut(&r, 1), map(&[("p/", b""), ("p/x", b"old")]));
     }
 
     #[test]
