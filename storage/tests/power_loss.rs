@@ -75,8 +75,8 @@ struct Checked {
 }
 
 /// Materialises the cut after operation `n`, opens it, and checks: every batch acknowledged at
-/// or before `n` whole, no batch partial, no stray files. With `again`, the power is cut a
-/// second time at a random moment of what follows (recovery itself, more appends, a flush):
+/// or before `n` whole, no batch partial, no stray files. With `again`, part of an unsynced
+/// WAL write also survives (a torn tail), and the power is cut a second time at a random moment of what follows (recovery itself, more appends, a flush):
 /// everything acknowledged before either cut must survive both.
 fn check_cut(
     rec: &Recorder,
@@ -84,11 +84,14 @@ fn check_cut(
     acks: &BTreeMap<(u64, u64), u64>,
     series: u64,
     out: &mut Checked,
-    again: Option<&mut Rng>,
+    mut again: Option<&mut Rng>,
 ) {
     let d = scratch();
     let dir = d.path().join("cut");
     rec.materialise(n, &dir).unwrap();
+    if let Some(rng) = again.as_deref_mut() {
+        tear_wal_tail(&dir, rng);
+    }
     let rec2 = again.is_some().then(|| powercut::record(&dir).unwrap());
     let db = Db::open(options(&dir, Duration::from_secs(3600)))
         .unwrap_or_else(|e| panic!("cut at op {n}: reopen failed: {e}"));
@@ -113,6 +116,21 @@ fn check_cut(
     let acks2 = acks2.lock().clone();
     check_cut(&rec2, n2, &acks2, series, out, None);
     out.double += 1;
+}
+
+/// Part of an unsynced write may reach the disk before the power goes: appends up to 100 random
+/// (or zero) bytes to the newest WAL segment, the only file with writes that were never synced
+/// (older segments are synced whole before the next one is created; other files are renamed
+/// into place only after their fsync).
+fn tear_wal_tail(dir: &Path, rng: &mut Rng) {
+    let wal = storage::filenames::wal_dir(dir);
+    let Ok(rd) = std::fs::read_dir(&wal) else { return };
+    let Some(newest) = rd.flatten().map(|e| e.path()).max() else { return };
+    let len = (rng.next() % 101) as usize;
+    let zeros = rng.next() % 2 == 0;
+    let junk: Vec<u8> = (0..len).map(|_| if zeros { 0 } else { rng.next() as u8 }).collect();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&newest).unwrap();
+    std::io::Write::write_all(&mut f, &junk).unwrap();
 }
 
 /// The oracle on an opened cut: returns how many acknowledged batches it checked.
