@@ -127,7 +127,7 @@ fn tear_wal_tail(dir: &Path, rng: &mut Rng) {
     let Ok(rd) = std::fs::read_dir(&wal) else { return };
     let Some(newest) = rd.flatten().map(|e| e.path()).max() else { return };
     let len = (rng.next() % 101) as usize;
-    let zeros = rng.next() % 2 == 0;
+    let zeros = rng.next().is_multiple_of(2);
     let junk: Vec<u8> = (0..len).map(|_| if zeros { 0 } else { rng.next() as u8 }).collect();
     let mut f = std::fs::OpenOptions::new().append(true).open(&newest).unwrap();
     std::io::Write::write_all(&mut f, &junk).unwrap();
@@ -342,7 +342,7 @@ fn a_power_cut_after_every_operation_of_a_script() {
     let mut out = Checked::default();
     let mut rng = Rng(0x0dd_ba11);
     for n in 0..=total {
-        check_cut(&rec, n, &acks, series, &mut out, (n % 4 == 0).then_some(&mut rng));
+        check_cut(&rec, n, &acks, series, &mut out, n.is_multiple_of(4).then_some(&mut rng));
     }
     eprintln!(
         "{} cuts (every operation of the script, and {} second cuts after recovering from a first), {} acknowledged batches checked, {:.1} s",
