@@ -183,7 +183,7 @@ impl Inner {
             }
         }
         if opened.is_none() {
-            let _ = std::fs::remove_dir(filenames::partition_dir(&self.dir, p));
+            let _ = fsutil::remove_empty_dir(&filenames::partition_dir(&self.dir, p));
         }
         self.counters.compactions.fetch_add(1, Ordering::Relaxed);
         self.counters.compaction_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);

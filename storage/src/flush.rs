@@ -205,7 +205,7 @@ impl Inner {
             }
             if let Some(dir) = path.parent() {
                 // Fails harmlessly when the directory holds live files.
-                let _ = std::fs::remove_dir(dir);
+                let _ = fsutil::remove_empty_dir(dir);
             }
         }
     }

@@ -9,12 +9,16 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::fault::{self, Op};
+use crate::powercut;
 
 /// Fsyncs a directory so that creations, renames and deletions inside it survive a power loss.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     let f = File::open(dir).map_err(|e| Error::io(format!("open dir {}", dir.display()), e))?;
     fault::check(Op::Sync, dir)
-        .and_then(|()| f.sync_all())
+        .and_then(|()| {
+            powercut::syncing_dir(dir);
+            f.sync_all()
+        })
         .map_err(|e| Error::io(format!("fsync dir {}", dir.display()), e))
 }
 
@@ -85,7 +89,10 @@ pub fn rename_durable(from: &Path, to: &Path) -> Result<()> {
 
 fn rename(from: &Path, to: &Path) -> Result<()> {
     fault::check(Op::Rename, to)
-        .and_then(|()| fs::rename(from, to))
+        .and_then(|()| {
+            powercut::renaming(from, to);
+            fs::rename(from, to)
+        })
         .map_err(|e| Error::io(format!("rename {} -> {}", from.display(), to.display()), e))
 }
 
@@ -118,7 +125,10 @@ pub fn write_file(f: &mut impl Write, path: &Path, bytes: &[u8]) -> Result<()> {
 /// fsyncs `f` (named `path` in errors), data and metadata.
 pub fn sync_file(f: &File, path: &Path) -> Result<()> {
     fault::check(Op::Sync, path)
-        .and_then(|()| f.sync_all())
+        .and_then(|()| {
+            powercut::syncing_file(f);
+            f.sync_all()
+        })
         .map_err(|e| Error::io(format!("fsync {}", path.display()), e))
 }
 
@@ -126,12 +136,23 @@ pub fn sync_file(f: &File, path: &Path) -> Result<()> {
 /// parent directory when the removal must survive a crash (usually it need not, as startup
 /// removes whatever the manifest does not list).
 pub fn remove_path(path: &Path) -> Result<()> {
+    powercut::removing(path);
     let r = if path.is_dir() { fs::remove_dir_all(path) } else { fs::remove_file(path) };
     match r {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io(format!("remove {}", path.display()), e)),
     }
+}
+
+/// Removes `dir` if it is an empty directory; fails harmlessly (and changes nothing) when it
+/// still holds entries. Not durable by itself, like [`remove_path`].
+pub fn remove_empty_dir(dir: &Path) -> Result<()> {
+    let empty = fs::read_dir(dir).map(|mut rd| rd.next().is_none()).unwrap_or(false);
+    if empty {
+        powercut::removing(dir);
+    }
+    fs::remove_dir(dir).map_err(|e| Error::io(format!("remove dir {}", dir.display()), e))
 }
 
 /// Opens a file for appending, creating it if needed (the caller syncs the directory after

@@ -31,6 +31,7 @@ pub mod mem;
 mod mmap;
 pub mod options;
 pub mod partition;
+pub mod powercut;
 pub mod query;
 mod recovery;
 pub mod series_table;

@@ -236,6 +236,8 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 /// go into the same database.
 #[test]
 fn database_from_before_start_timestamps_opens() {
+    /// One series as the test compares it: labels, samples, (t, start) pairs.
+    type Dumped = (String, Vec<Sample>, Vec<(i64, i64)>);
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("testdata/format/database_before_start_timestamps");
     let d = tempfile::tempdir().unwrap();
@@ -258,7 +260,7 @@ fn database_from_before_start_timestamps_opens() {
     };
     // What the golden database holds: 3 series of 30 samples 15 s apart, the first 20 in a
     // partition file, the last 10 only in the WAL.
-    let expected: Vec<(String, Vec<Sample>, Vec<(i64, i64)>)> = (0..3)
+    let expected: Vec<Dumped> = (0..3)
         .map(|k| {
             let samples = (0..30).map(|i| Sample::new(BASE + i * 15_000, (k * 100 + i) as f64)).collect();
             (format!("golden{{s=\"{k}\"}}"), samples, Vec::new())

@@ -485,7 +485,10 @@ impl Inner {
     /// fdatasync with timing and counters. Poisons the WAL on failure.
     fn fsync(&self, file: &File) -> Result<()> {
         let start = Instant::now();
-        let result = self.fault_before_sync().and_then(|()| file.sync_data());
+        let result = self.fault_before_sync().and_then(|()| {
+            crate::powercut::syncing_file(file);
+            file.sync_data()
+        });
         let result = result.and_then(|()| fault::check(Op::Sync, &self.dir));
         let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let c = &self.counters;

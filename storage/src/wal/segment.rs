@@ -72,7 +72,10 @@ impl ActiveSegment {
         let written = fault::check(Op::Write, &path)
             .and_then(|()| (&file).write_all(&header.encode()))
             .and_then(|()| fault::check(Op::Sync, &path))
-            .and_then(|()| file.sync_data())
+            .and_then(|()| {
+                crate::powercut::syncing_file(&file);
+                file.sync_data()
+            })
             .map_err(|e| Error::io(format!("write header of WAL segment {}", path.display()), e))
             .and_then(|()| fsutil::sync_dir(dir));
         if let Err(e) = written {
