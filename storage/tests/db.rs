@@ -258,7 +258,8 @@ fn database_from_before_start_timestamps_opens() {
     };
     // What the golden database holds: 3 series of 30 samples 15 s apart, the first 20 in a
     // partition file, the last 10 only in the WAL.
-    let expected: Vec<(String, Vec<Sample>, Vec<(i64, i64)>)> = (0..3)
+    type Dump = Vec<(String, Vec<Sample>, Vec<(i64, i64)>)>;
+    let expected: Dump = (0..3)
         .map(|k| {
             let samples = (0..30).map(|i| Sample::new(BASE + i * 15_000, (k * 100 + i) as f64)).collect();
             (format!("golden{{s=\"{k}\"}}"), samples, Vec::new())
