@@ -163,6 +163,16 @@ pub struct Cli {
     #[arg(long = "query.max-samples", value_name = "N", default_value = "50000000", value_parser = positive_count)]
     pub query_max_samples: usize,
 
+    /// Most series one selector of a query may match; a query over it fails with 422 naming
+    /// the limit. 0: unlimited.
+    #[arg(long = "query.max-series", value_name = "N", default_value = "0")]
+    pub query_max_series: usize,
+
+    /// Largest encoded answer of one query; a query whose answer would be larger fails with
+    /// 422 instead of building it. 0: unlimited.
+    #[arg(long = "query.max-response-bytes", value_name = "SIZE", default_value = "1GiB")]
+    pub query_max_response_bytes: ByteSize,
+
     /// How far back an instant selector looks for a series' latest sample; a request's
     /// `lookback_delta` parameter overrides it.
     #[arg(long = "query.lookback-delta", value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
@@ -375,6 +385,7 @@ impl Cli {
         let mut options = promql::EngineOptions {
             timeout: self.query_timeout.as_std(),
             max_samples: self.query_max_samples,
+            max_series: self.query_max_series,
             lookback_delta_ms: self.query_lookback_delta.as_millis(),
             ..promql::EngineOptions::default()
         };
@@ -394,6 +405,7 @@ impl Cli {
             options,
             max_concurrency: self.query_max_concurrency,
             max_parallelism: self.query_max_parallelism,
+            max_response_bytes: usize::try_from(self.query_max_response_bytes.0).unwrap_or(usize::MAX),
         }
     }
 

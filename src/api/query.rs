@@ -202,10 +202,11 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
     if let Some(ms) = request.lookback_delta_ms.filter(|ms| *ms > 0) {
         options.lookback_delta_ms = ms;
     }
+    let max_response_bytes = service.max_response_bytes();
     let body = crate::api::blocking(move || {
         let result = evaluate(&db, options, &request)?;
         let timings = Timings { queued, total: started.elapsed() };
-        Ok(answer(result, &request, request.stats.then_some(timings)))
+        answer(result, &request, request.stats.then_some(timings), max_response_bytes)
     })
     .await?;
     drop(admission);
@@ -259,8 +260,14 @@ struct Timings {
 }
 
 /// The whole success envelope for a query result: truncated to `limit`, annotations capped as
-/// Prometheus caps them, statistics if asked for.
-fn answer(mut result: QueryResult, request: &QueryRequest, timings: Option<Timings>) -> Vec<u8> {
+/// Prometheus caps them, statistics if asked for. An answer estimated (before encoding) or
+/// found (after) to be larger than `max_bytes` (0: no limit) is refused with 422 instead.
+fn answer(
+    mut result: QueryResult,
+    request: &QueryRequest,
+    timings: Option<Timings>,
+    max_bytes: usize,
+) -> Result<Vec<u8>, ApiError> {
     let mut warnings = std::mem::take(&mut result.warnings);
     if let Some(limit) = request.limit
         && truncate(&mut result.value, limit)
@@ -270,7 +277,17 @@ fn answer(mut result: QueryResult, request: &QueryRequest, timings: Option<Timin
     let warnings = cap_annotations(warnings, "warning");
     let infos = cap_annotations(std::mem::take(&mut result.infos), "info");
 
-    let mut out = Vec::with_capacity(estimated_size(&result.value));
+    let too_large = |size: usize| {
+        ApiError::Execution(format!(
+            "query answer too large: about {size} bytes (limit: {max_bytes} bytes, --query.max-response-bytes; \
+             narrow the selectors or the time range, or raise the limit)"
+        ))
+    };
+    let estimate = estimated_size(&result.value);
+    if max_bytes > 0 && estimate > max_bytes {
+        return Err(too_large(estimate));
+    }
+    let mut out = Vec::with_capacity(estimate);
     out.extend_from_slice(b"{\"status\":\"success\",\"data\":{");
     encode::result(&mut out, &result.value);
     if let Some(timings) = timings {
@@ -287,7 +304,10 @@ fn answer(mut result: QueryResult, request: &QueryRequest, timings: Option<Timin
         encode::string_array(&mut out, &infos);
     }
     out.push(b'}');
-    out
+    if max_bytes > 0 && out.len() > max_bytes {
+        return Err(too_large(out.len()));
+    }
+    Ok(out)
 }
 
 /// Cuts a vector or matrix to `limit` elements (series for a matrix); true if it did.

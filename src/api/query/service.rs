@@ -28,7 +28,12 @@ pub struct QueryConfig {
     /// Worker threads shared by all queries for the per-series loops of large selectors:
     /// 0 is one per core, 1 keeps every query on its own thread (`--query.max-parallelism`).
     pub max_parallelism: usize,
+    /// Largest encoded answer of one query (`--query.max-response-bytes`); 0: unlimited.
+    pub max_response_bytes: usize,
 }
+
+/// `--query.max-response-bytes`' default: 1 GiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1 << 30;
 
 impl Default for QueryConfig {
     fn default() -> Self {
@@ -36,6 +41,7 @@ impl Default for QueryConfig {
             options: EngineOptions::default(),
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             max_parallelism: 0,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
@@ -58,6 +64,7 @@ pub struct QueryService {
     options: EngineOptions,
     gate: Semaphore,
     max_concurrency: usize,
+    max_response_bytes: usize,
 }
 
 impl Default for QueryService {
@@ -84,12 +91,22 @@ impl QueryService {
         if options.parallel.is_none() {
             options.parallel = config.pool();
         }
-        QueryService { options, gate: Semaphore::new(max_concurrency), max_concurrency }
+        QueryService {
+            options,
+            gate: Semaphore::new(max_concurrency),
+            max_concurrency,
+            max_response_bytes: config.max_response_bytes,
+        }
     }
 
     /// The server's engine options (`--query.*` flags and enabled features).
     pub fn options(&self) -> &EngineOptions {
         &self.options
+    }
+
+    /// Largest encoded answer of one query; 0: unlimited.
+    pub fn max_response_bytes(&self) -> usize {
+        self.max_response_bytes
     }
 
     /// How many queries may evaluate at once.
