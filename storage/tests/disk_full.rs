@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use storage::fault::{self, EIO, Fault, Op};
-use storage::manifest::Manifest;
 use storage::{Batch, Db, Labels, Matcher, Options, Querier, Sample};
+
+mod common;
+use common::strays;
 
 const BASE: i64 = 1_700_000_000_000;
 
@@ -66,37 +68,6 @@ fn wait_writable(db: &Db, within: Duration) -> Duration {
         std::thread::sleep(Duration::from_millis(10));
     }
     start.elapsed()
-}
-
-/// Every file under `dir` that the manifest does not account for: `.tmp` leftovers and
-/// partition files it does not list (WAL segments, MANIFEST and LOCK are expected).
-fn strays(dir: &Path) -> Vec<PathBuf> {
-    let m = Manifest::load(&dir.join("MANIFEST")).unwrap().unwrap_or_default();
-    let listed: BTreeSet<PathBuf> =
-        m.files.iter().map(|f| storage::filenames::partition_file(dir, f.partition, f.id)).collect();
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            let ok = if name.ends_with(".tmp") {
-                false
-            } else if name.ends_with(".spf") {
-                listed.contains(&p)
-            } else {
-                true
-            };
-            if !ok {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //!
 //! `STRATA_SLOW_TESTS=1` checks 20x more random cuts (over more runs).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use storage::powercut::{self, Recorder};
-use storage::{Batch, Db, Labels, Matcher, Options, Querier, Sample};
+use storage::{Batch, Db, Labels, Matcher, Options, Sample};
 
-const BASE: i64 = 1_700_000_000_000;
+mod common;
+use common::BASE;
 
 fn slow() -> bool {
     std::env::var("STRATA_SLOW_TESTS").is_ok_and(|v| v == "1")
@@ -31,7 +32,7 @@ fn labels(w: u64, k: u64) -> Labels {
 fn batch(w: u64, b: u64, series: u64) -> Batch {
     let mut batch = Batch::new();
     for k in 0..series {
-        batch.push(labels(w, k), vec![Sample::new(BASE + b as i64 * 1000, (w * 1_000_000_000 + b) as f64)]);
+        batch.push(labels(w, k), vec![Sample::new(BASE + b as i64 * 1000, common::batch_value(w, b))]);
     }
     batch
 }
@@ -135,63 +136,12 @@ fn tear_wal_tail(dir: &Path, rng: &mut Rng) {
 
 /// The oracle on an opened cut: returns how many acknowledged batches it checked.
 fn verify(db: &Db, dir: &Path, n: u64, acks: &BTreeMap<(u64, u64), u64>, series: u64) -> u64 {
-    let snap = db.snapshot();
-    let mut present: BTreeMap<(u64, u64), u64> = BTreeMap::new();
-    for s in snap.select(&[Matcher::equal("__name__", "power")], i64::MIN, i64::MAX).unwrap() {
-        let w: u64 = s.labels.get("writer").unwrap().parse().unwrap();
-        let mut v = Vec::new();
-        snap.samples(&s, i64::MIN, i64::MAX, &mut v).unwrap();
-        for x in v {
-            let b = ((x.t - BASE) / 1000) as u64;
-            assert_eq!(
-                x.v,
-                (w * 1_000_000_000 + b) as f64,
-                "cut at op {n}: wrong value for writer {w} batch {b}"
-            );
-            *present.entry((w, b)).or_default() += 1;
-        }
-    }
-    for (wb, k) in &present {
-        assert_eq!(*k, series, "cut at op {n}: batch {wb:?} is partial: {k} of {series} series");
-    }
-    let mut acked = 0;
-    for (wb, at) in acks {
-        if *at <= n {
-            assert!(present.contains_key(wb), "cut at op {n}: acknowledged batch {wb:?} (at op {at}) lost");
-            acked += 1;
-        }
-    }
-    check_no_strays(dir, n);
-    acked
-}
-
-/// Every partition file is listed in the manifest; no temporary files anywhere.
-fn check_no_strays(dir: &Path, n: u64) {
-    let m = storage::manifest::Manifest::load(&dir.join("MANIFEST")).unwrap().unwrap_or_default();
-    let listed: HashSet<_> =
-        m.files.iter().map(|f| storage::filenames::partition_file(dir, f.partition, f.id)).collect();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            assert!(!name.ends_with(".tmp"), "cut at op {n}: stray temporary file {}", p.display());
-            if name.ends_with(".spf") {
-                assert!(
-                    listed.contains(&p),
-                    "cut at op {n}: partition file {} not in the manifest",
-                    p.display()
-                );
-            }
-        }
-    }
-    for p in &listed {
-        assert!(p.exists(), "cut at op {n}: manifest lists missing file {}", p.display());
-    }
+    let context = format!("cut at op {n}: ");
+    let present = common::batches_present(&db.snapshot(), "power", &context);
+    let acked: Vec<&(u64, u64)> = acks.iter().filter(|(_, at)| **at <= n).map(|(wb, _)| wb).collect();
+    common::assert_whole_and_acked(&present, acked.iter().copied(), series, &context);
+    common::assert_no_strays(dir, &context);
+    acked.len() as u64
 }
 
 /// A temporary directory, on tmpfs when there is one: the recorder decides what survives a cut,
