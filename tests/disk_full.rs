@@ -192,3 +192,59 @@ fn a_full_disk_refuses_writes_keeps_queries_and_recovers_when_space_returns() {
         started.elapsed().as_millis()
     );
 }
+
+/// Restarted after a crash onto a disk that is already full: strata opens, answers queries with
+/// everything acknowledged (replayed from the WAL), refuses writes with 503 and reports itself
+/// not ready; once space returns it takes writes again without another restart.
+#[test]
+fn a_restart_on_a_full_disk_serves_queries_and_recovers_when_space_returns() {
+    let fs = match Tmpfs::mount(TMPFS_MB) {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("SKIP a_restart_on_a_full_disk...: {why} (needs root to mount a tmpfs)");
+            return;
+        }
+    };
+    let data: PathBuf = fs.path().join("data");
+    let filler = fs.path().join("filler");
+    let mut strata = Strata::start(&data);
+    strata.wait_ready();
+    let t0 = now_ms() - 3_600_000;
+    let mut acked = BTreeSet::new();
+    for k in 0..50 {
+        assert_eq!(write(&strata, t0, k).status, 204);
+        acked.insert(k);
+    }
+    // A crash: the acknowledged batches are only in the WAL.
+    strata.signal(nix::sys::signal::Signal::SIGKILL);
+    strata.wait_exit();
+    fill(&filler);
+
+    let mut again = Strata::start(&data);
+    again.wait_ready();
+    let ready = again.get("/-/ready");
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert!(ready.body.contains("No space left on device"), "{}", ready.body);
+    assert_eq!(queried(&again, t0, 50), acked);
+    let refused = write(&again, t0, 50);
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.header("Retry-After"), Some("5"), "{:?}", refused.headers);
+
+    std::fs::remove_file(&filler).unwrap();
+    let freed = Instant::now();
+    while write(&again, t0, 50).status != 204 {
+        assert!(freed.elapsed() < Duration::from_secs(15), "no recovery: {}", again.get("/-/ready").body);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    acked.insert(50);
+    eprintln!(
+        "restart on a full disk: writes accepted {} ms after space returned",
+        freed.elapsed().as_millis()
+    );
+    assert_eq!(again.get("/-/ready").status, 200);
+    assert!(again.terminate().success(), "{}", again.log());
+    let mut third = Strata::start(&data);
+    third.wait_ready();
+    assert_eq!(queried(&third, t0, 50), acked);
+    assert!(third.terminate().success());
+}

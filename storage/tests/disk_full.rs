@@ -424,3 +424,40 @@ fn appends_are_refused_while_the_flush_backlog_is_full_and_accepted_once_it_drai
     let db = Db::open(opts(d.path())).unwrap();
     assert_all_acked(&db, &acked, 1);
 }
+
+/// A disk that is full when the database opens (after a crash, so the acknowledged batches are
+/// only in the WAL): opening succeeds and serves them, appends are refused with a retryable
+/// error because no WAL segment can be created, and once space returns the database takes
+/// writes again by itself, without a reopen; nothing acknowledged before or after is lost.
+#[test]
+fn a_database_opened_on_a_full_disk_serves_reads_and_recovers_by_itself() {
+    let d = tempfile::tempdir().unwrap();
+    let o = opts(d.path());
+    let db = Db::open(o.clone()).unwrap();
+    let mut acked = BTreeSet::new();
+    for k in 0..10 {
+        db.append(&batch(0, k)).unwrap();
+        acked.insert((0, k));
+    }
+    // Dropped without close: like a crash, the batches are only in the WAL.
+    drop(db);
+    let full = fault::inject(d.path(), Fault::disk_full().paths_containing("wal"));
+    let db = Db::open(o.clone()).expect("a full disk must not keep the database from opening");
+    assert!(full.hits() > 0, "opening never tried to write");
+    let health = db.health();
+    assert!(!health.writable, "{health:?}");
+    assert!(health.reason.as_deref().is_some_and(|r| r.contains("No space left")), "{health:?}");
+    assert_all_acked(&db, &acked, 1);
+    let refused = db.append(&batch(0, 10)).unwrap_err();
+    assert!(refused.is_transient(), "{refused}");
+    drop(full);
+    let waited = wait_writable(&db, Duration::from_secs(10));
+    println!("writable {waited:?} after space returned");
+    db.append(&batch(0, 10)).unwrap();
+    acked.insert((0, 10));
+    assert_all_acked(&db, &acked, 1);
+    drop(db);
+    let db = Db::open(o).unwrap();
+    assert_all_acked(&db, &acked, 1);
+    assert_eq!(strays(d.path()), Vec::<PathBuf>::new());
+}

@@ -198,7 +198,21 @@ impl Wal {
     ) -> Result<(Wal, ReplayStats)> {
         fsutil::create_dir_durable(&opts.dir)?;
         let recovered = recover::recover(&opts, first_segment, &mut replay)?;
-        let segment = ActiveSegment::create(&opts.dir, recovered.next_segment)?;
+        // A disk that is full (or failing) at startup must not keep the database from opening:
+        // everything replayed is served, and the WAL starts poisoned, exactly as if the
+        // failure had hit a running server, so writes are refused until the owner's recovery
+        // succeeds and `restart_after_poison` creates the segment.
+        let (segment, poison) = match ActiveSegment::create(&opts.dir, recovered.next_segment) {
+            Ok(segment) => (segment, None),
+            Err(e @ Error::Io { .. }) => {
+                tracing::error!(error = %e, "cannot start a WAL segment: refusing writes until storage recovers");
+                (
+                    ActiveSegment::placeholder(&opts.dir, recovered.next_segment.saturating_sub(1))?,
+                    Some(e.to_string()),
+                )
+            }
+            Err(e) => return Err(e),
+        };
         let inner = Arc::new(Inner {
             dir: opts.dir,
             segment_bytes: opts.segment_bytes,
@@ -206,8 +220,8 @@ impl Wal {
             commit: Commit::new(Arc::clone(&segment.file)),
             current_segment: AtomicU64::new(segment.number),
             writer: Mutex::new(Writer { segment, buf: Vec::new(), seq: 0, closed: false }),
-            poisoned: AtomicBool::new(false),
-            poison: Mutex::new(None),
+            poisoned: AtomicBool::new(poison.is_some()),
+            poison: Mutex::new(poison),
             poison_hook: OnceLock::new(),
             counters: Counters::default(),
             #[cfg(test)]

@@ -94,6 +94,21 @@ impl ActiveSegment {
         })
     }
 
+    /// Stands in for segment `number` while the WAL starts poisoned because no segment could
+    /// be created: nothing is ever written to or synced through it (every path checks the
+    /// poison first), and `restart_after_poison` replaces it with a real segment numbered
+    /// above it. Holds the WAL directory open, which needs no disk space.
+    pub fn placeholder(dir: &Path, number: u64) -> Result<ActiveSegment> {
+        let file = File::open(dir).map_err(|e| Error::io(format!("open WAL dir {}", dir.display()), e))?;
+        Ok(ActiveSegment {
+            number,
+            salt: 0,
+            file: Arc::new(file),
+            path: dir.join(file_name(number)),
+            len: SEGMENT_HEADER_LEN as u64,
+        })
+    }
+
     /// True once a record was written after the header.
     pub fn has_records(&self) -> bool {
         self.len > SEGMENT_HEADER_LEN as u64
