@@ -4,6 +4,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use strata::config::Cli;
+
+mod allocator;
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc malloc: ingest makes many small, short-lived allocations that
@@ -12,6 +14,7 @@ use tracing_subscriber::EnvFilter;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    allocator::configure();
     let (cli, flags) = Cli::parse_with_flags(std::env::args_os()).unwrap_or_else(|err| err.exit());
     if let Err(err) = init_logging(cli.log_level.as_deref()) {
         eprintln!("strata: {err}");
