@@ -90,7 +90,7 @@ impl HeadSeries {
             if hi < mint || lo > maxt {
                 continue;
             }
-            out.extend(c.iter().filter(|s| s.t >= mint && s.t <= maxt));
+            c.read_range(mint, maxt, out);
         }
         if self.ooo.iter().any(|s| s.t >= mint && s.t <= maxt) {
             // Chunk samples first, then side-buffer samples in arrival order; a stable sort by
