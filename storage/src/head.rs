@@ -325,9 +325,12 @@ impl Head {
         if s.ooo.iter().any(|x| x.t >= mint && x.t <= maxt) {
             return true;
         }
+        // A chunk's first and last timestamps are sample times too: only a range strictly
+        // inside one chunk needs decoding (a metadata or selector lookup over a window of a
+        // long head used to decode the chunk straddling each end of the window).
         s.chunks.iter().any(|c| match (c.first_t(), c.last_t()) {
             (Some(lo), Some(hi)) if lo <= maxt && hi >= mint => {
-                (lo >= mint && hi <= maxt) || c.iter().any(|x| x.t >= mint && x.t <= maxt)
+                lo >= mint || hi <= maxt || c.iter().any(|x| x.t >= mint && x.t <= maxt)
             }
             _ => false,
         })
