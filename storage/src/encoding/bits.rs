@@ -182,7 +182,8 @@ impl<'a> BitReader<'a> {
         self.pos > self.limit
     }
 
-    fn truncated(&self, want: u64) -> Error {
+    /// The error for a field of `want` bits that runs past the end of the stream.
+    pub(crate) fn truncated(&self, want: u64) -> Error {
         Error::Decode(format!("bit stream truncated: need {want} bits at bit {} of {}", self.pos, self.limit))
     }
 
