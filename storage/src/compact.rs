@@ -19,7 +19,7 @@ use std::time::Instant;
 use crate::db::{Inner, LiveFile};
 use crate::error::Result;
 use crate::filenames;
-use crate::flush::merge_sources;
+use crate::flush::{SourceConcat, keep_from, merge_sources};
 use crate::fsutil;
 use crate::manifest::{FileEntry, Manifest, Tombstone};
 use crate::matcher::{Matcher, matches_all};
@@ -311,13 +311,14 @@ pub(crate) fn read_files(
     maxt: i64,
     out: &mut Vec<Sample>,
 ) -> Result<()> {
-    let mut runs = Vec::new();
+    let mut merge = SourceConcat::new(out);
     for f in files {
-        if let Some(run) = file_run(f, tombs, id, labels, mint, maxt)? {
-            runs.push(run);
+        let from = out.len();
+        if file_run_into(f, tombs, id, labels, mint, maxt, out)? {
+            merge.added(out, from);
         }
     }
-    merge_sources(runs, out);
+    merge.finish(out);
     Ok(())
 }
 
@@ -331,15 +332,29 @@ fn file_run(
     mint: i64,
     maxt: i64,
 ) -> Result<Option<Vec<Sample>>> {
-    if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(id) {
-        return Ok(None);
-    }
     let mut run = Vec::new();
-    f.file.read(id, mint, maxt, &mut run)?;
-    for t in tombs.iter().filter(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels)) {
-        run.retain(|s| s.t < t.mint || s.t > t.maxt);
+    Ok(file_run_into(f, tombs, id, labels, mint, maxt, &mut run)?.then_some(run))
+}
+
+/// [`file_run`] appended to `out`; false (nothing appended) if the file cannot hold any.
+fn file_run_into(
+    f: &LiveFile,
+    tombs: &[Tombstone],
+    id: SeriesId,
+    labels: &Labels,
+    mint: i64,
+    maxt: i64,
+    out: &mut Vec<Sample>,
+) -> Result<bool> {
+    if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(id) {
+        return Ok(false);
     }
-    Ok(Some(run))
+    let from = out.len();
+    f.file.read(id, mint, maxt, out)?;
+    for t in tombs.iter().filter(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels)) {
+        keep_from(out, from, |s| s.t < t.mint || s.t > t.maxt);
+    }
+    Ok(true)
 }
 
 /// [`read_files`], also appending the start timestamps of the merged samples to `starts`: each

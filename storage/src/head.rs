@@ -90,7 +90,7 @@ impl HeadSeries {
             if hi < mint || lo > maxt {
                 continue;
             }
-            out.extend(c.iter().filter(|s| s.t >= mint && s.t <= maxt));
+            c.read_range(mint, maxt, out);
         }
         if self.ooo.iter().any(|s| s.t >= mint && s.t <= maxt) {
             // Chunk samples first, then side-buffer samples in arrival order; a stable sort by
@@ -325,9 +325,12 @@ impl Head {
         if s.ooo.iter().any(|x| x.t >= mint && x.t <= maxt) {
             return true;
         }
+        // A chunk's first and last timestamps are sample times too: only a range strictly
+        // inside one chunk needs decoding (a metadata or selector lookup over a window of a
+        // long head used to decode the chunk straddling each end of the window).
         s.chunks.iter().any(|c| match (c.first_t(), c.last_t()) {
             (Some(lo), Some(hi)) if lo <= maxt && hi >= mint => {
-                (lo >= mint && hi <= maxt) || c.iter().any(|x| x.t >= mint && x.t <= maxt)
+                lo >= mint || hi <= maxt || c.iter().any(|x| x.t >= mint && x.t <= maxt)
             }
             _ => false,
         })

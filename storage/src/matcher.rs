@@ -26,8 +26,13 @@ pub struct Matcher {
     pub op: MatchOp,
     /// Literal value or regex source (unanchored, as the user wrote it).
     pub value: String,
-    /// The compiled, anchored regex for `Regex`/`NotRegex`.
+    /// The compiled, anchored regex for `Regex`/`NotRegex`, unless `literals` stands in for it.
     regex: Option<regex::Regex>,
+    /// For a regex that is an alternation of plain literals (`host_1|host_7`, what Grafana
+    /// variables and TSBS queries produce), the literals: a value matches the anchored regex
+    /// exactly when it equals one of them, and building the regex's automaton cost more than
+    /// the rest of a small query (a dozen such matchers per TSBS `cpu-max-all` query).
+    literals: Option<Vec<String>>,
 }
 
 impl Matcher {
@@ -35,8 +40,10 @@ impl Matcher {
     pub fn new(op: MatchOp, name: impl Into<String>, value: impl Into<String>) -> Result<Self> {
         let name = name.into();
         let value = value.into();
+        let is_regex = matches!(op, MatchOp::Regex | MatchOp::NotRegex);
+        let literals = if is_regex { literal_alternation(&value) } else { None };
         let regex = match op {
-            MatchOp::Regex | MatchOp::NotRegex => {
+            MatchOp::Regex | MatchOp::NotRegex if literals.is_none() => {
                 let invalid =
                     |e: &dyn std::fmt::Display| Error::InvalidInput(format!("invalid regex {value:?}: {e}"));
                 // The pattern must be a regex on its own, as Prometheus checks before compiling
@@ -47,12 +54,12 @@ impl Matcher {
             }
             _ => None,
         };
-        Ok(Matcher { name, op, value, regex })
+        Ok(Matcher { name, op, value, regex, literals })
     }
 
     /// Shorthand for an `=` matcher (cannot fail).
     pub fn equal(name: impl Into<String>, value: impl Into<String>) -> Self {
-        Matcher { name: name.into(), op: MatchOp::Equal, value: value.into(), regex: None }
+        Matcher { name: name.into(), op: MatchOp::Equal, value: value.into(), regex: None, literals: None }
     }
 
     /// Does a label value (`""` when the label is absent) satisfy this matcher?
@@ -60,8 +67,15 @@ impl Matcher {
         match self.op {
             MatchOp::Equal => value == self.value,
             MatchOp::NotEqual => value != self.value,
-            MatchOp::Regex => self.regex.as_ref().is_some_and(|r| r.is_match(value)),
-            MatchOp::NotRegex => !self.regex.as_ref().is_some_and(|r| r.is_match(value)),
+            MatchOp::Regex => self.regex_match(value),
+            MatchOp::NotRegex => !self.regex_match(value),
+        }
+    }
+
+    fn regex_match(&self, value: &str) -> bool {
+        match &self.literals {
+            Some(lits) => lits.iter().any(|l| l == value),
+            None => self.regex.as_ref().is_some_and(|r| r.is_match(value)),
         }
     }
 
@@ -81,10 +95,16 @@ impl Matcher {
         if !matches!(self.op, MatchOp::Regex) {
             return None;
         }
-        let special = |c: char| "\\.+*?()[]{}^$|".contains(c);
-        let parts: Vec<String> = self.value.split('|').map(str::to_string).collect();
-        if parts.iter().all(|p| !p.is_empty() && !p.chars().any(special)) { Some(parts) } else { None }
+        literal_alternation(&self.value)
     }
+}
+
+/// The alternatives of `pattern` if it is an alternation of non-empty literals (no regex
+/// metacharacter anywhere), which the anchored regex matches exactly.
+fn literal_alternation(pattern: &str) -> Option<Vec<String>> {
+    let special = |c: char| "\\.+*?()[]{}^$|".contains(c);
+    let parts: Vec<String> = pattern.split('|').map(str::to_string).collect();
+    if parts.iter().all(|p| !p.is_empty() && !p.chars().any(special)) { Some(parts) } else { None }
 }
 
 /// True if `labels` satisfies every matcher.
@@ -109,6 +129,28 @@ mod tests {
         let m = Matcher::new(MatchOp::NotEqual, "job", "x").unwrap();
         assert!(m.matches_labels(&Labels::from_pairs(&[("a", "b")])));
         assert!(Matcher::new(MatchOp::Regex, "a", "(").is_err());
+    }
+
+    #[test]
+    fn literal_alternations_match_as_their_regex() {
+        let values = ["", "a", "b", "ab", "a|b", "host_1", "host_10", "host_1 ", "A", "é", "x\ny"];
+        for pattern in ["a|b", "host_1|host_10", "ab", "é|A", "a b|x", "a|b|a"] {
+            let compiled = regex::Regex::new(&format!("^(?s:{pattern})$")).unwrap();
+            for op in [MatchOp::Regex, MatchOp::NotRegex] {
+                let m = Matcher::new(op, "l", pattern).unwrap();
+                assert!(m.literals.is_some() && m.regex.is_none(), "{pattern}");
+                for v in values {
+                    assert_eq!(
+                        m.matches(v),
+                        compiled.is_match(v) == (op == MatchOp::Regex),
+                        "{pattern} {v:?}"
+                    );
+                }
+            }
+        }
+        assert!(Matcher::new(MatchOp::Regex, "l", "a|.*").unwrap().literals.is_none());
+        assert!(Matcher::new(MatchOp::Regex, "l", "a||b").unwrap().literals.is_none());
+        assert!(Matcher::new(MatchOp::Equal, "l", "a").unwrap().literals.is_none());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::compact::{read_files, read_files_with_starts};
 use crate::db::{Inner, State};
 use crate::error::Result;
-use crate::flush::merge_sources;
+use crate::flush::SourceConcat;
 use crate::index::IndexStats;
 use crate::matcher::{Matcher, matches_all};
 use crate::partition::BlockMeta;
@@ -56,28 +56,19 @@ impl Snapshot {
     }
 
     fn read(&self, id: SeriesId, labels: &Labels, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
-        let mut runs = Vec::new();
+        // Every source is read straight into `out`; see `SourceConcat`.
+        let mut merge = SourceConcat::new(out);
         for files in self.partitions_in(mint, maxt) {
-            let mut run = Vec::new();
-            read_files(files, &self.state.tombstones, id, labels, mint, maxt, &mut run)?;
-            runs.push(run);
+            let from = out.len();
+            read_files(files, &self.state.tombstones, id, labels, mint, maxt, out)?;
+            merge.added(out, from);
         }
-        for f in &self.state.frozen {
-            let mut run = Vec::new();
-            f.head.read(id, mint, maxt, &mut run);
-            runs.push(run);
+        for head in self.state.frozen.iter().map(|f| &f.head).chain(std::iter::once(&self.state.head)) {
+            let from = out.len();
+            head.read(id, mint, maxt, out);
+            merge.added(out, from);
         }
-        let mut run = Vec::new();
-        self.state.head.read(id, mint, maxt, &mut run);
-        runs.push(run);
-        runs.retain(|r| !r.is_empty());
-        if runs.len() == 1 {
-            if let Some(r) = runs.pop() {
-                out.extend(r);
-            }
-            return Ok(());
-        }
-        merge_sources(runs, out);
+        merge.finish(out);
         Ok(())
     }
 

@@ -8,6 +8,10 @@
 
 use crate::error::{Error, Result};
 
+/// Bits [`BitReader::peek_fast`] always returns valid: a byte-aligned 8-byte load shifted by up
+/// to 7 bits keeps 57.
+pub(crate) const PEEK_BITS: u32 = 57;
+
 /// A mask of the low `n` bits (`n` in 0..=64).
 #[inline(always)]
 pub(crate) fn low_mask(n: u32) -> u64 {
@@ -134,7 +138,52 @@ impl<'a> BitReader<'a> {
         v
     }
 
-    fn truncated(&self, want: u64) -> Error {
+    /// At least the next [`PEEK_BITS`] bits without consuming them (bits past the end of `data`
+    /// read as zero; bits past `limit` are whatever `data` holds there). One unaligned load
+    /// where [`BitReader::read`] does two plus the width and limit checks: the decoders' hot
+    /// loops ([`super::xor_chunk`], Rice) take several fields from one peek, [`skip`] past
+    /// them, and test [`overran`] once per value instead of once per field.
+    ///
+    /// [`skip`]: BitReader::skip
+    /// [`overran`]: BitReader::overran
+    #[inline(always)]
+    pub(crate) fn peek_fast(&self) -> u64 {
+        let byte = (self.pos / 8) as usize;
+        let shift = (self.pos % 8) as u32;
+        let word = match self.data.get(byte..byte.saturating_add(8)) {
+            Some(s) => s.try_into().map(u64::from_le_bytes).unwrap_or(0),
+            None => self.peek_tail(byte),
+        };
+        word >> shift
+    }
+
+    /// The bytes from `byte` to the end of `data`, zero padded to a word.
+    #[cold]
+    fn peek_tail(&self, byte: usize) -> u64 {
+        let mut b = [0u8; 8];
+        let tail = self.data.get(byte..).unwrap_or(&[]);
+        for (dst, src) in b.iter_mut().zip(tail) {
+            *dst = *src;
+        }
+        u64::from_le_bytes(b)
+    }
+
+    /// Consumes `n` bits without checking the limit (see [`BitReader::overran`]).
+    #[inline(always)]
+    pub(crate) fn skip(&mut self, n: u32) {
+        self.pos += u64::from(n);
+    }
+
+    /// True if more bits were consumed than the stream holds: what the fields taken with
+    /// [`BitReader::peek_fast`] since the last test decoded is garbage, and the stream is
+    /// truncated (or corrupt).
+    #[inline(always)]
+    pub(crate) fn overran(&self) -> bool {
+        self.pos > self.limit
+    }
+
+    /// The error for a field of `want` bits that runs past the end of the stream.
+    pub(crate) fn truncated(&self, want: u64) -> Error {
         Error::Decode(format!("bit stream truncated: need {want} bits at bit {} of {}", self.pos, self.limit))
     }
 
@@ -147,7 +196,7 @@ impl<'a> BitReader<'a> {
         if n > 64 {
             return Err(Error::Decode(format!("bit field width {n} exceeds 64")));
         }
-        if self.limit - self.pos < u64::from(n) {
+        if self.limit.saturating_sub(self.pos) < u64::from(n) {
             return Err(self.truncated(u64::from(n)));
         }
         let v = self.peek() & low_mask(n);
@@ -167,7 +216,7 @@ impl<'a> BitReader<'a> {
     pub(crate) fn read_ones(&mut self, max: u32) -> Result<u32> {
         let ones = self.peek().trailing_ones().min(max);
         let used = if ones == max { ones } else { ones + 1 };
-        if self.limit - self.pos < u64::from(used) {
+        if self.limit.saturating_sub(self.pos) < u64::from(used) {
             return Err(self.truncated(u64::from(used)));
         }
         self.pos += u64::from(used);
@@ -180,7 +229,7 @@ impl<'a> BitReader<'a> {
     pub(crate) fn read_zeros(&mut self, max: u32) -> Result<u32> {
         let zeros = self.peek().trailing_zeros().min(max);
         let used = if zeros == max { zeros } else { zeros + 1 };
-        if self.limit - self.pos < u64::from(used) {
+        if self.limit.saturating_sub(self.pos) < u64::from(used) {
             return Err(self.truncated(u64::from(used)));
         }
         self.pos += u64::from(used);

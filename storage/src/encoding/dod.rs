@@ -19,7 +19,7 @@ use super::varint::{unzigzag, zigzag};
 use crate::error::Result;
 
 /// Payload widths of buckets 1..=3; bucket 4 is the 64-bit escape.
-const BUCKET_BITS: [u32; 3] = [7, 15, 23];
+pub(crate) const BUCKET_BITS: [u32; 3] = [7, 15, 23];
 /// Prefix length of the escape bucket (four 1 bits, no terminating 0).
 const ESCAPE_ONES: u32 = 4;
 

@@ -33,7 +33,7 @@
 //! a trailing run of zeros has no value after it. All arithmetic wraps, so any `i64` values
 //! round-trip. Readers bound their work by `n` and the bytes they are given, and never allocate.
 
-use super::bits::{BitReader, BitWriter, bit_width};
+use super::bits::{BitReader, BitWriter, PEEK_BITS, bit_width, low_mask};
 use super::varint::{get_u8, get_varint, put_varint, unzigzag, uvarint_len, zigzag};
 use crate::error::{Error, Result};
 
@@ -183,8 +183,20 @@ fn read_for(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) -
         let lo = get_varint(bytes, &mut header_pos)?;
         let width = u32::from(get_u8(bytes, &mut header_pos)?);
         let count = left.min(MINIBLOCK);
-        for _ in 0..count {
-            sink(lo.wrapping_add(r.read(width)? as i64))?;
+        if width <= PEEK_BITS {
+            // One load per value, the bound tested before the value is used.
+            for _ in 0..count {
+                let x = r.peek_fast() & low_mask(width);
+                r.skip(width);
+                if r.overran() {
+                    return Err(r.truncated(u64::from(width)));
+                }
+                sink(lo.wrapping_add(x as i64))?;
+            }
+        } else {
+            for _ in 0..count {
+                sink(lo.wrapping_add(r.read(width)? as i64))?;
+            }
         }
         left -= count;
     }
@@ -317,8 +329,27 @@ fn read_rice(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) 
     let bias = if header & RICE_HAS_BIAS != 0 { get_varint(bytes, &mut at)? } else { 0 };
     let k = u32::from(header & RICE_K_MAX);
     let mut r = BitReader::new(bytes.get(at..).unwrap_or(&[]));
-    for _ in 0..n {
-        sink(unzigzag(read_rice_code(&mut r, k)?).wrapping_add(bias))?;
+    if RICE_ESCAPE + k <= PEEK_BITS {
+        // Every code that is not an escape fits one peek: its unary quotient, the one bit and
+        // the k low bits are taken from one load (a random walk's steps are mostly 1-3 bits).
+        for _ in 0..n {
+            let w = r.peek_fast();
+            let q = w.trailing_zeros();
+            let z = if q < RICE_ESCAPE {
+                r.skip(q + 1 + k);
+                if r.overran() {
+                    return Err(r.truncated(u64::from(q + 1 + k)));
+                }
+                (u64::from(q) << k) | ((w >> (q + 1)) & low_mask(k))
+            } else {
+                read_rice_code(&mut r, k)?
+            };
+            sink(unzigzag(z).wrapping_add(bias))?;
+        }
+    } else {
+        for _ in 0..n {
+            sink(unzigzag(read_rice_code(&mut r, k)?).wrapping_add(bias))?;
+        }
     }
     *pos = at + r.bytes_consumed();
     Ok(())

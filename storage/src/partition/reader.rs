@@ -8,6 +8,7 @@ use memmap2::Mmap;
 use crate::encoding::varint::{get_uvarint, get_varint};
 use crate::encoding::{BlockStats, decode_block};
 use crate::error::{Error, Result};
+use crate::flush::keep_from;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
 use crate::types::{Label, Labels, Sample, SeriesId};
@@ -236,17 +237,14 @@ impl PartitionFile {
 
     /// Appends the series' samples in `[mint, maxt]` to `out` (sorted, unique timestamps).
     pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
-        let mut tmp = Vec::new();
         for b in self.blocks(id)? {
             if b.stats.max_t < mint || b.stats.min_t > maxt {
                 continue;
             }
-            if b.stats.min_t >= mint && b.stats.max_t <= maxt {
-                self.read_block(&b, out)?;
-            } else {
-                tmp.clear();
-                self.read_block(&b, &mut tmp)?;
-                out.extend(tmp.iter().filter(|s| s.t >= mint && s.t <= maxt));
+            let from = out.len();
+            self.read_block(&b, out)?;
+            if b.stats.min_t < mint || b.stats.max_t > maxt {
+                keep_from(out, from, |s| s.t >= mint && s.t <= maxt);
             }
         }
         Ok(())

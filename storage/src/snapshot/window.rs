@@ -23,7 +23,7 @@ use std::sync::Arc;
 use super::Snapshot;
 use crate::db::LiveFile;
 use crate::error::Result;
-use crate::flush::merge_sources;
+use crate::flush::{keep_from, merge_sources};
 use crate::matcher::matches_all;
 use crate::partition::BlockMeta;
 use crate::query::SeriesRef;
@@ -249,18 +249,6 @@ fn decode(
     let mut out = Vec::new();
     merge_sources(runs, &mut out);
     Ok(out)
-}
-
-/// Keeps, in `v[from..]`, only the samples for which `keep` holds.
-fn keep_from(v: &mut Vec<Sample>, from: usize, keep: impl Fn(&Sample) -> bool) {
-    let mut w = from;
-    for r in from..v.len() {
-        if keep(&v[r]) {
-            v[w] = v[r];
-            w += 1;
-        }
-    }
-    v.truncate(w);
 }
 
 /// One window's aggregate: the decoded samples and the statistics-answered blocks it contains,
