@@ -16,19 +16,25 @@
 //! ([`StRuns`]: one run per stretch of samples sharing one), so a series without them costs
 //! nothing more.
 //!
+//! Native histograms are, like start timestamps, kept beside the samples per shard for the
+//! series that have any: a map from time to histogram, valid where the series' float at that
+//! time is the histogram marker ([`crate::hist`]). Uncompressed in the head; a flush writes
+//! them as histogram chunks.
+//!
 //! A head is never emptied in place: a flush freezes it (appends go to a fresh head) and drops it
 //! once its contents are committed to partition files.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::encoding::XorChunk;
+use crate::hist;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
-use crate::types::{Sample, SeriesId};
+use crate::types::{FloatHistogram, HistogramSample, Sample, SeriesId};
 
 /// In-order samples per chunk before a new chunk is cut.
 pub const CHUNK_SAMPLES: usize = 512;
@@ -115,6 +121,8 @@ struct Shard {
     series: HashMap<SeriesId, HeadSeries>,
     /// Start-timestamp runs of the series that have any; most series have no entry.
     starts: HashMap<SeriesId, StRuns>,
+    /// Histograms by time of the series that have any (see the module documentation).
+    hists: HashMap<SeriesId, BTreeMap<i64, FloatHistogram>>,
 }
 
 /// Removes all but the last sample of each run of equal timestamps in `v[start..]` (sorted).
@@ -275,6 +283,43 @@ impl Head {
         self.max_t.fetch_max(last.t, Ordering::Relaxed);
     }
 
+    /// Stores the histograms of histogram samples whose markers [`Head::append_with_starts`]
+    /// just appended, in write order (a later one at an equal time wins).
+    pub fn append_histograms(&self, id: SeriesId, hists: &[HistogramSample]) {
+        if hists.is_empty() {
+            return;
+        }
+        let mut shard = self.shard(id).lock();
+        let map = shard.hists.entry(id).or_default();
+        for h in hists {
+            map.insert(h.t, h.h.clone());
+        }
+    }
+
+    /// True if the series has histograms here.
+    pub fn has_histograms(&self, id: SeriesId) -> bool {
+        self.shard(id).lock().hists.contains_key(&id)
+    }
+
+    /// Appends this series' samples in `[mint, maxt]` (markers included) to `samples`, and the
+    /// histograms of its marker samples to `out`.
+    pub fn read_histograms(
+        &self,
+        id: SeriesId,
+        mint: i64,
+        maxt: i64,
+        samples: &mut Vec<Sample>,
+        out: &mut Vec<HistogramSample>,
+    ) {
+        let shard = self.shard(id).lock();
+        let Some(s) = shard.series.get(&id) else { return };
+        let from = samples.len();
+        s.read(mint, maxt, samples);
+        if let Some(map) = shard.hists.get(&id) {
+            hist::resolve(&samples[from..], |t| map.get(&t), out);
+        }
+    }
+
     /// Appends this series' samples in `[mint, maxt]` (sorted, one per timestamp) to `out`.
     pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) {
         if let Some(s) = self.shard(id).lock().series.get(&id) {
@@ -406,10 +451,22 @@ impl Head {
                         * (std::mem::size_of::<SeriesId>() + std::mem::size_of::<HeadSeries>())
                     + s.starts.values().map(StRuns::memory_bytes).sum::<usize>()
                     + s.starts.capacity() * std::mem::size_of::<(SeriesId, StRuns)>()
+                    + s.hists.values().map(hist_map_bytes).sum::<usize>()
             })
             .sum::<usize>()
             + self.bounds.memory_bytes()
     }
+}
+
+/// Approximate heap bytes of a series' head histograms.
+fn hist_map_bytes(m: &BTreeMap<i64, FloatHistogram>) -> usize {
+    m.values()
+        .map(|h| {
+            64 + size_of::<FloatHistogram>()
+                + (h.positive.capacity() + h.negative.capacity()) * size_of::<(i32, f64)>()
+                + h.custom_values.capacity() * 8
+        })
+        .sum()
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod filenames;
 mod flush;
 pub mod fsutil;
 pub mod head;
+pub mod hist;
 pub mod index;
 pub mod labels_ref;
 pub mod limits;

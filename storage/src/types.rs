@@ -260,6 +260,9 @@ impl<'a> IntoIterator for &'a Labels {
 pub struct Batch {
     /// Series and their samples; a series may appear more than once.
     pub series: Vec<(Labels, Vec<Sample>)>,
+    /// Series and their native histogram samples, appended after all of `series` (so at an
+    /// equal timestamp a histogram here wins over a float there).
+    pub histograms: Vec<(Labels, Vec<HistogramSample>)>,
 }
 
 impl Batch {
@@ -271,9 +274,14 @@ impl Batch {
     pub fn push(&mut self, labels: Labels, samples: Vec<Sample>) {
         self.series.push((labels, samples));
     }
-    /// Total number of samples.
+    /// Adds histogram samples for one series.
+    pub fn push_histograms(&mut self, labels: Labels, samples: Vec<HistogramSample>) {
+        self.histograms.push((labels, samples));
+    }
+    /// Total number of samples, histograms included.
     pub fn sample_count(&self) -> usize {
-        self.series.iter().map(|(_, s)| s.len()).sum()
+        self.series.iter().map(|(_, s)| s.len()).sum::<usize>()
+            + self.histograms.iter().map(|(_, h)| h.len()).sum::<usize>()
     }
 }
 
