@@ -192,7 +192,9 @@ impl<'a> BatchRef<'a> {
                     samples.get(*i as usize).map(|s| HistogramSample { t: s.t, h: h.clone() })
                 })
                 .collect();
-            out.series.push((labels.to_labels(), floats));
+            if !floats.is_empty() {
+                out.series.push((labels.to_labels(), floats));
+            }
             out.histograms.push((labels.to_labels(), hs));
         }
         out
