@@ -38,7 +38,7 @@ pub fn encode_uncompressed(version: Version, batch: &storage::Batch, metadata: &
 /// A native histogram sample as the wire message: an integer histogram (bucket deltas) when
 /// every count is a whole number and the count is the buckets' total, as Prometheus' integer
 /// histograms always are; a float histogram (absolute counts) otherwise.
-pub(crate) fn histogram(s: &storage::HistogramSample) -> v1::Histogram {
+pub fn histogram_message(s: &storage::HistogramSample) -> v1::Histogram {
     use v1::histogram::{Count, ZeroCount};
     let h = &s.h;
     let whole = |v: f64| v >= 0.0 && v.fract() == 0.0 && v < 9.0e15;
@@ -108,7 +108,7 @@ fn request_v1(batch: &storage::Batch, metadata: &[MetricMetadata]) -> v1::WriteR
         labels: label_pairs(labels),
         samples: Vec::new(),
         exemplars: Vec::new(),
-        histograms: hists.iter().map(histogram).collect(),
+        histograms: hists.iter().map(histogram_message).collect(),
     });
     v1::WriteRequest {
         timeseries: batch
@@ -192,7 +192,7 @@ fn request_v2(batch: &storage::Batch, metadata: &[MetricMetadata]) -> v2::Reques
                 .iter()
                 .map(|s| v2::Sample { value_bits: s.v.to_bits(), timestamp: s.t, start_timestamp: 0 })
                 .collect(),
-            histograms: hists.iter().map(histogram).collect(),
+            histograms: hists.iter().map(histogram_message).collect(),
             exemplars: Vec::new(),
             metadata,
             created_timestamp: 0,

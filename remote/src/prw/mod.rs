@@ -22,7 +22,7 @@ mod v1;
 mod v2;
 mod wire;
 
-pub use encode::{encode, encode_uncompressed};
+pub use encode::{encode, encode_uncompressed, histogram_message};
 
 use crate::metadata::MetricMetadata;
 use crate::{Error, Limits, Result};
