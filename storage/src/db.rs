@@ -748,7 +748,7 @@ impl Inner {
         out.histograms_appended = kept_hists.len() as u64;
         self.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
         self.counters.samples_out_of_order.fetch_add(out_of_order, Ordering::Relaxed);
-        if head.sample_count() >= self.opts.head_samples_max as u64 {
+        if head.flush_weight() >= self.opts.head_samples_max as u64 {
             self.wake_worker();
         }
         Ok(out)
@@ -762,7 +762,7 @@ impl Inner {
         let limit = (self.opts.head_samples_max as u64).saturating_mul(2);
         let pending = {
             let s = self.state.read();
-            s.head.sample_count() + s.frozen.iter().map(|f| f.head.sample_count()).sum::<u64>()
+            s.head.flush_weight() + s.frozen.iter().map(|f| f.head.flush_weight()).sum::<u64>()
         };
         if pending < limit {
             return Ok(());
@@ -815,7 +815,7 @@ impl Inner {
         let (due, frozen_left) = {
             let s = self.state.read();
             let h = &s.head;
-            let due = h.sample_count() >= self.opts.head_samples_max as u64
+            let due = h.flush_weight() >= self.opts.head_samples_max as u64
                 || (h.sample_count() > 0 && h.created().elapsed() >= self.opts.head_flush_interval);
             (due, !s.frozen.is_empty())
         };

@@ -217,6 +217,8 @@ pub struct Head {
     shards: Vec<Mutex<Shard>>,
     bounds: SeriesBounds,
     samples: AtomicU64,
+    /// What the histograms held add to [`Head::flush_weight`].
+    hist_weight: AtomicU64,
     min_t: AtomicI64,
     max_t: AtomicI64,
     created: Instant,
@@ -235,6 +237,7 @@ impl Head {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             bounds: SeriesBounds::default(),
             samples: AtomicU64::new(0),
+            hist_weight: AtomicU64::new(0),
             min_t: AtomicI64::new(i64::MAX),
             max_t: AtomicI64::new(i64::MIN),
             created: Instant::now(),
@@ -289,11 +292,23 @@ impl Head {
         if hists.is_empty() {
             return;
         }
-        let mut shard = self.shard(id).lock();
-        let map = shard.hists.entry(id).or_default();
-        for h in hists {
-            map.insert(h.t, h.h.clone());
+        let mut weight = 0u64;
+        {
+            let mut shard = self.shard(id).lock();
+            let map = shard.hists.entry(id).or_default();
+            for h in hists {
+                weight += (hist_bytes(&h.h) / HIST_BYTES_PER_SAMPLE) as u64;
+                map.insert(h.t, h.h.clone());
+            }
         }
+        self.hist_weight.fetch_add(weight, Ordering::Relaxed);
+    }
+
+    /// What counts toward the flush threshold (`head_samples_max`): the samples, plus for each
+    /// histogram its (uncompressed, in the head) size in float samples' worth of memory, so a
+    /// head of histograms is flushed at about the memory a head of floats would be.
+    pub fn flush_weight(&self) -> u64 {
+        self.sample_count().saturating_add(self.hist_weight.load(Ordering::Relaxed))
     }
 
     /// True if the series has histograms here.
@@ -458,15 +473,20 @@ impl Head {
     }
 }
 
+/// Head bytes that weigh as much as one float sample toward the flush threshold (a float
+/// sample costs one to two bytes in a Gorilla chunk; histograms are counted leniently).
+const HIST_BYTES_PER_SAMPLE: usize = 8;
+
+/// Approximate heap bytes of one histogram in the head (map entry included).
+fn hist_bytes(h: &FloatHistogram) -> usize {
+    64 + size_of::<FloatHistogram>()
+        + (h.positive.capacity() + h.negative.capacity()) * size_of::<(i32, f64)>()
+        + h.custom_values.capacity() * 8
+}
+
 /// Approximate heap bytes of a series' head histograms.
 fn hist_map_bytes(m: &BTreeMap<i64, FloatHistogram>) -> usize {
-    m.values()
-        .map(|h| {
-            64 + size_of::<FloatHistogram>()
-                + (h.positive.capacity() + h.negative.capacity()) * size_of::<(i32, f64)>()
-                + h.custom_values.capacity() * 8
-        })
-        .sum()
+    m.values().map(hist_bytes).sum()
 }
 
 #[cfg(test)]
@@ -494,6 +514,20 @@ mod tests {
         h.read(1, 11, 20, &mut out);
         assert_eq!(out.len(), 2);
         assert!(h.overlaps(1, 0, 10) && !h.overlaps(1, 31, 40) && !h.overlaps(2, 0, 100));
+    }
+
+    #[test]
+    fn histograms_weigh_on_the_flush_threshold() {
+        let h = Head::new();
+        h.append(1, &[Sample::new(10, 1.0)]);
+        assert_eq!(h.flush_weight(), 1);
+        h.append(2, &[Sample::new(10, hist::marker())]);
+        let fh = FloatHistogram { positive: vec![(1, 2.0); 10], ..FloatHistogram::default() };
+        h.append_histograms(2, &[HistogramSample { t: 10, h: fh }]);
+        assert!(h.flush_weight() > 2 + 10, "{}", h.flush_weight());
+        let (mut samples, mut out) = (Vec::new(), Vec::new());
+        h.read_histograms(2, i64::MIN, i64::MAX, &mut samples, &mut out);
+        assert_eq!(out.len(), 1);
     }
 
     #[test]
