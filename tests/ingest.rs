@@ -6,9 +6,9 @@ mod common;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{Strata, stored_series};
+use common::{Strata, stored_histograms, stored_series};
 use remote::prw::{self, Version};
-use storage::{Batch, Labels, Sample};
+use storage::{Batch, CounterResetHint, FloatHistogram, HistogramSample, Labels, Sample};
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
@@ -79,6 +79,73 @@ fn our_v2_sender_is_answered_with_written_counts_and_the_data_is_stored() {
     assert_eq!(find(&temp), Some(temp_samples), "the stale marker is stored bit-exact");
     assert_eq!(find(&v1_series), Some(vec![Sample::new(t, 42.0)]));
     assert_eq!(stored.len(), 4, "{stored:?}");
+}
+
+/// Native histograms over remote write 1.0 and 2.0 (an integer exponential one, a float one, a
+/// custom-bucket one, and a float stale marker ending a histogram series), counted in the 2.0
+/// headers and stored.
+#[test]
+fn native_histograms_of_remote_write_1_and_2_are_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut strata = Strata::start(dir.path());
+    strata.wait_ready();
+    let t = now_ms() - 60_000;
+    let exp = FloatHistogram {
+        counter_reset_hint: CounterResetHint::NotReset,
+        schema: 3,
+        zero_threshold: 1e-128,
+        zero_count: 2.0,
+        count: 10.0,
+        sum: 12.5,
+        positive: vec![(-2, 1.0), (-1, 3.0), (4, 2.0)],
+        negative: vec![(1, 2.0)],
+        custom_values: Vec::new(),
+    };
+    let float = FloatHistogram { count: 10.5, sum: 3.25, positive: vec![(0, 0.5), (7, 8.0)], ..exp.clone() };
+    let nhcb = FloatHistogram {
+        counter_reset_hint: CounterResetHint::Unknown,
+        schema: -53,
+        zero_threshold: 0.0,
+        zero_count: 0.0,
+        count: 6.0,
+        sum: 4.0,
+        positive: vec![(0, 1.0), (1, 2.0), (3, 3.0)],
+        negative: Vec::new(),
+        custom_values: vec![0.25, 0.5, 1.0],
+    };
+    let a = Labels::from_pairs(&[("__name__", "rpc_latency_seconds"), ("job", "a")]);
+    let b = Labels::from_pairs(&[("__name__", "rpc_latency_seconds"), ("job", "b")]);
+    let c = Labels::from_pairs(&[("__name__", "rpc_size_bytes")]);
+    let hs = |pairs: &[(i64, &FloatHistogram)]| -> Vec<HistogramSample> {
+        pairs.iter().map(|(t, h)| HistogramSample { t: *t, h: (*h).clone() }).collect()
+    };
+    let mut v2 = Batch::new();
+    v2.push_histograms(a.clone(), hs(&[(t, &exp), (t + 15_000, &float)]));
+    v2.push(c.clone(), vec![Sample::new(t + 30_000, storage::stale_nan())]);
+    v2.push_histograms(c.clone(), hs(&[(t, &nhcb)]));
+    let reply = strata.post("/api/v1/write", &V2_HEADERS, &prw::encode(Version::V2, &v2, &[]));
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert_eq!(reply.header("X-Prometheus-Remote-Write-Samples-Written"), Some("1"));
+    assert_eq!(reply.header("X-Prometheus-Remote-Write-Histograms-Written"), Some("3"));
+    let mut v1 = Batch::new();
+    v1.push_histograms(b.clone(), hs(&[(t, &nhcb), (t + 15_000, &exp)]));
+    let reply = strata.post("/api/v1/write", &V1_HEADERS, &prw::encode(Version::V1, &v1, &[]));
+    assert_eq!(reply.status, 204, "{}", reply.body);
+
+    assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());
+    let stored = stored_histograms(dir.path(), i64::MIN, i64::MAX);
+    assert_eq!(
+        stored,
+        vec![
+            (a, hs(&[(t, &exp), (t + 15_000, &float)])),
+            (b, hs(&[(t, &nhcb), (t + 15_000, &exp)])),
+            (c.clone(), hs(&[(t, &nhcb)])),
+        ]
+    );
+    let floats = stored_series(dir.path(), i64::MIN, i64::MAX);
+    assert_eq!(floats.len(), 1, "only the stale marker is a float: {floats:?}");
+    assert_eq!(floats[0].0, c);
+    assert!(storage::is_stale(floats[0].1[0].v));
 }
 
 #[test]

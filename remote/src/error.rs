@@ -27,6 +27,16 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A native histogram that cannot be stored: an unknown schema, spans that disagree with
+    /// the bucket counts, negative counts, unordered custom bounds. The message names the
+    /// series' position and the problem.
+    #[error("invalid native histogram in {at}: {reason}")]
+    InvalidHistogram {
+        /// Where: e.g. `timeseries[3].histograms[0]`.
+        at: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A configured bound was exceeded. `limit` is the name of the [`crate::Limits`] field, so
     /// the message tells an operator which knob to raise.
     #[error("{limit} exceeded: {value} > {max} (raise the `{limit}` limit if this request is legitimate)")]

@@ -372,7 +372,7 @@ fn arb_batch() -> impl Strategy<Value = Batch> {
             let samples = samples.into_iter().map(|(t, bits)| Sample::new(t, f64::from_bits(bits))).collect();
             (Labels::new(pairs), samples)
         });
-    proptest::collection::vec(series, 0..12).prop_map(|series| Batch { series })
+    proptest::collection::vec(series, 0..12).prop_map(|series| Batch { series, ..Batch::default() })
 }
 
 fn arb_type() -> impl Strategy<Value = MetricType> {

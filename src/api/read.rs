@@ -8,13 +8,16 @@
 //! TSDB. The answer type is the first of the client's `accepted_response_types` that strata
 //! supports (none listed means `SAMPLES`):
 //!
-//! * `SAMPLES`: one snappy-compressed `ReadResponse`. At most `--storage.remote.read-sample-limit`
-//!   samples per query; more is a 400 `exceeded sample limit (N)`, as Prometheus.
+//! * `SAMPLES`: one snappy-compressed `ReadResponse`, native histograms in each series'
+//!   `histograms`. At most `--storage.remote.read-sample-limit` samples (histograms included)
+//!   per query; more is a 400 `exceeded sample limit (N)`, as Prometheus.
 //! * `STREAMED_XOR_CHUNKS`: framed `ChunkedReadResponse`s of XOR chunks (≤ 120 samples each),
 //!   one series per frame, frames cut at `--storage.remote.read-max-bytes-in-frame`. A blocking
 //!   task reads series by series and sends each frame through a small channel as soon as it is
 //!   encoded, so memory stays at about one series however large the answer; the sample limit
-//!   does not apply, as in Prometheus.
+//!   does not apply, as in Prometheus. Native histograms are not sent in this form yet
+//!   (Prometheus' histogram chunk encodings are not implemented): a series' float samples are,
+//!   a histogram-only series is left out. TODO(#10).
 //!
 //! At most `--storage.remote.read-concurrent-limit` requests are served at once; the rest wait
 //! for a slot (Prometheus' gate). Errors are plain text, as Prometheus' handler writes them:
@@ -181,19 +184,27 @@ fn samples_response(
 ) -> Result<Vec<u8>, ApiError> {
     let mut response = ReadResponse { results: Vec::with_capacity(request.queries.len()) };
     let mut samples: Vec<Sample> = Vec::new();
+    let mut histograms = Vec::new();
     for query in &request.queries {
         let mut result = QueryResult::default();
         let mut count = 0usize;
         for series in select(snapshot, query)? {
             samples.clear();
+            histograms.clear();
             if !series_only(query) {
-                snapshot.samples(&series, query.start_timestamp_ms, query.end_timestamp_ms, &mut samples)?;
+                let (start, end) = (query.start_timestamp_ms, query.end_timestamp_ms);
+                snapshot.samples(&series, start, end, &mut samples)?;
+                snapshot.histograms(&series, start, end, &mut histograms)?;
             }
-            count += samples.len();
+            count += samples.len() + histograms.len();
             if sample_limit > 0 && count > sample_limit {
                 return Err(ApiError::BadData(format!("exceeded sample limit ({sample_limit})")));
             }
-            result.timeseries.push(remote::read::time_series(&series.labels, &samples));
+            result.timeseries.push(remote::read::time_series_with_histograms(
+                &series.labels,
+                &samples,
+                &histograms,
+            ));
         }
         response.results.push(result);
     }

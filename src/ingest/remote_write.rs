@@ -8,16 +8,17 @@
 //! | everything durable | 204 |
 //! | unknown Content-Type (`proto=`) or Content-Encoding | 415 |
 //! | body over `--write-body-bytes-max` or decoding past `--write-decoded-bytes-max` | 413 |
-//! | bad snappy, bad protobuf, invalid labels, a label limit exceeded | 400, nothing stored |
+//! | bad snappy, bad protobuf, invalid labels, a label limit exceeded, an invalid native histogram | 400, nothing stored |
 //! | samples too old or too far in the future | 400 naming the reason and the first rejected series; the rest stored |
 //! | new series over a cardinality limit (`--series-max`, ...) | 400 naming the limit, its value, the metric and the first refused series; the rest stored |
-//! | native histograms (2.0) | 400 saying they are not supported yet; the float samples stored |
 //! | database opening, storage I/O failure, shutdown | 503 with `Retry-After` |
 //!
 //! Version 2.0 answers carry `X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written`
 //! with what was actually stored, on every answer after the version is known (a 2.0 sender
-//! takes a missing header as a failed write). Histograms and exemplars are not stored yet
-//! (TODO(#10)), so those two are 0. Metadata is kept in memory for `/api/v1/metadata`.
+//! takes a missing header as a failed write). Native histograms (1.0 and 2.0, integer and
+//! float, every schema) are stored; a histogram stale marker is stored as the float stale
+//! marker and reported among the histograms written. Exemplars are not stored (0). Metadata is
+//! kept in memory for `/api/v1/metadata`.
 
 use std::sync::Arc;
 
@@ -99,7 +100,7 @@ async fn accept(
     let body = body_or_error(body, &limits)?;
     let state = Arc::clone(state);
     // Decoded and stored on one thread: the batch borrows the decompressed body.
-    let (outcome, histograms) = blocking(move || {
+    let (outcome, stale_histograms) = blocking(move || {
         let mut buf = DecompressBuffer::take();
         let raw = guard_decoder(|| prw::decompress_into(&body, &limits, &mut buf.0).map_err(decode_error))?;
         let mut decoded = guard_decoder(|| prw::decode_ref(version, raw, &limits).map_err(decode_error))?;
@@ -109,23 +110,21 @@ async fn accept(
             if matches!(version, Version::V2) { Protocol::RemoteWriteV2 } else { Protocol::RemoteWriteV1 };
         metrics.count_samples_received(protocol, decoded.samples);
         metrics.count_exemplars_dropped(decoded.exemplars);
-        metrics.count_histograms_rejected(decoded.histograms);
         state.metadata().update(std::mem::take(&mut decoded.metadata));
 
-        Ok((store(&state, &decoded.batch)?, decoded.histograms))
+        Ok((store(&state, &decoded.batch)?, decoded.stale_histograms))
     })
     .await?;
-    let written = Written { samples: outcome.appended, histograms: 0, exemplars: 0 };
+    // Histogram stale markers are stored as float samples; a sender counts them as histograms.
+    // (Rejected ones cannot be told apart here: the header may then overstate them.)
+    let floats = outcome.appended - outcome.histograms_appended;
+    let stale = stale_histograms.min(floats);
+    let written =
+        Written { samples: floats - stale, histograms: outcome.histograms_appended + stale, exemplars: 0 };
 
     let mut problems = Vec::new();
     if let Some(rejected) = super::rejected_samples_message(&outcome) {
         problems.push(rejected);
-    }
-    if histograms > 0 {
-        problems.push(format!(
-            "native histograms are not supported yet: {histograms} histogram samples were not stored (the float \
-             samples were)"
-        ));
     }
     let problem = (!problems.is_empty()).then(|| ApiError::BadData(problems.join("; ")));
     Ok((written, problem))

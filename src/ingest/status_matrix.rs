@@ -470,7 +470,7 @@ async fn a_sample_too_far_in_the_future_is_400_and_the_rest_is_stored() {
 }
 
 #[tokio::test]
-async fn native_histograms_are_400_after_the_floats_are_stored() {
+async fn native_histograms_are_stored_and_counted_in_the_headers() {
     let server = Server::new();
     let t = now_ms();
     // symbols: "", "__name__", "up", "hist"
@@ -481,16 +481,39 @@ async fn native_histograms_are_400_after_the_floats_are_stored() {
     }
     let float_series =
         Pb::default().packed(1, &[1, 2]).msg(2, Pb::default().double(1, 1.5).uint(2, t as u64));
-    // Histogram: count_int = 1 (field 1), sum = 2.0 (field 3), timestamp (field 15).
-    let histogram = Pb::default().uint(1, 1).double(3, 2.0).uint(15, t as u64);
+    // Histogram: count_int = 1 (field 1), sum = 2.0 (field 3), zero_count_int = 1 (field 6),
+    // timestamp (field 15).
+    let histogram = Pb::default().uint(1, 1).double(3, 2.0).uint(6, 1).uint(15, t as u64);
     let histogram_series = Pb::default().packed(1, &[1, 3]).msg(3, histogram);
-    request = request.msg(5, float_series).msg(5, histogram_series);
+    request = request.msg(5, float_series.clone()).msg(5, histogram_series);
+    let answer = server.send(prw_request(V2_CONTENT_TYPE, snappy(&request.0))).await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT, "{}", answer.body);
+    assert_eq!(answer.header(SAMPLES_WRITTEN), Some("1"));
+    assert_eq!(answer.header(HISTOGRAMS_WRITTEN), Some("1"));
+    let hist = series(&[("__name__", "hist")]);
+    assert_eq!(
+        server.stored(),
+        vec![(hist.clone(), vec![]), (series(&[("__name__", "up")]), vec![Sample::new(t, 1.5)])]
+    );
+    let snapshot = server.db.snapshot();
+    let selected = snapshot.select(&[Matcher::equal("__name__", "hist")], i64::MIN, i64::MAX).unwrap();
+    let mut hs = Vec::new();
+    snapshot.histograms(&selected[0], i64::MIN, i64::MAX, &mut hs).unwrap();
+    assert_eq!(hs.len(), 1);
+    assert_eq!((hs[0].t, hs[0].h.count, hs[0].h.zero_count, hs[0].h.sum), (t, 1.0, 1.0, 2.0));
+
+    // An invalid one (count 1, no observation in any bucket) is a 400 naming the problem, and
+    // nothing of the request is stored.
+    let bad = Pb::default().uint(1, 1).double(3, 2.0).uint(15, (t + 1) as u64);
+    let mut request = Pb::default();
+    for s in symbols {
+        request = request.bytes(4, s.as_bytes());
+    }
+    request = request.msg(5, Pb::default().packed(1, &[1, 3]).msg(3, bad));
     let answer = server.send(prw_request(V2_CONTENT_TYPE, snappy(&request.0))).await;
     assert_eq!(answer.status, StatusCode::BAD_REQUEST);
-    assert!(answer.body.contains("native histograms are not supported yet"), "{}", answer.body);
-    assert_eq!(answer.header(SAMPLES_WRITTEN), Some("1"));
-    assert_eq!(answer.header(HISTOGRAMS_WRITTEN), Some("0"));
-    assert_eq!(server.stored(), vec![(series(&[("__name__", "up")]), vec![Sample::new(t, 1.5)])]);
+    assert!(answer.body.contains("timeseries[0].histograms[0]"), "{}", answer.body);
+    assert!(answer.body.contains("count 1 disagrees"), "{}", answer.body);
 }
 
 // ---- remote write: transient (503 + Retry-After) ----

@@ -11,6 +11,10 @@
 //! byte for byte as before, so series without start timestamps cost nothing in the WAL and old
 //! segments replay unchanged.
 //!
+//! A batch with native histograms is written as record type 3: type 2 with, after each
+//! series' start-timestamp runs, its histograms (time and histogram, in write order). The
+//! histogram samples themselves are markers among the floats ([`crate::hist`]).
+//!
 //! Decoding borrows the label strings from the record ([`DecodedBatch`]): replay looks each
 //! defined series up in the index by those strings and allocates only for a series it creates.
 
@@ -18,13 +22,38 @@ use hashbrown::HashMap;
 
 use crate::encoding::varint::{get_uvarint, get_varint, put_uvarint, put_varint};
 use crate::error::{Error, Result};
+use crate::hist;
 use crate::labels_ref::{LabelPair, LabelsRef, normalize_tail};
-use crate::types::{Sample, SeriesId};
+use crate::types::{HistogramSample, Sample, SeriesId};
 
 /// Record type byte of a batch record.
 const RECORD_BATCH: u8 = 1;
 /// Record type byte of a batch record whose series carry start-timestamp runs.
 const RECORD_BATCH_STARTS: u8 = 2;
+/// Record type byte of a batch record whose series carry start-timestamp runs and histograms.
+const RECORD_BATCH_HISTS: u8 = 3;
+
+/// One series of a record of type 3: id, samples, start timestamps (as for
+/// [`encode_with_starts`]) and histograms in write order.
+pub type FullSeries<'a> = (SeriesId, &'a [Sample], &'a [i64], &'a [HistogramSample]);
+
+/// Encodes a batch record with histograms (type 3).
+pub fn encode_full(defs: &[(SeriesId, LabelsRef<'_>)], series: &[FullSeries<'_>], out: &mut Vec<u8>) {
+    out.push(RECORD_BATCH_HISTS);
+    put_defs(defs, out);
+    put_uvarint(out, series.len() as u64);
+    for (id, samples, starts, hists) in series {
+        put_samples(*id, samples, out);
+        put_start_runs(starts, out);
+        put_uvarint(out, hists.len() as u64);
+        let mut prev = 0i64;
+        for h in hists.iter() {
+            put_varint(out, h.t.wrapping_sub(prev));
+            prev = h.t;
+            hist::encode_one(&h.h, out);
+        }
+    }
+}
 
 /// Encodes a batch record: the definitions of `defs` (series not yet defined in this segment)
 /// followed by the samples of every series.
@@ -124,6 +153,10 @@ pub struct DecodedBatch<'a> {
     /// Per series with samples: where its start timestamps end in `starts` (equal to the
     /// previous series' end when it has none). Empty for a record of type 1.
     start_ends: Vec<usize>,
+    /// Histograms of the series that have any, back to back, in write order.
+    hists: Vec<HistogramSample>,
+    /// Per series with samples: where its histograms end in `hists`. Empty unless type 3.
+    hist_ends: Vec<usize>,
 }
 
 impl<'a> DecodedBatch<'a> {
@@ -148,6 +181,8 @@ impl<'a> DecodedBatch<'a> {
             series: reuse(self.series),
             starts: reuse(self.starts),
             start_ends: reuse(self.start_ends),
+            hists: Vec::new(),
+            hist_ends: reuse(self.hist_ends),
         }
     }
 
@@ -158,6 +193,20 @@ impl<'a> DecodedBatch<'a> {
         self.series.clear();
         self.starts.clear();
         self.start_ends.clear();
+        self.hists.clear();
+        self.hist_ends.clear();
+    }
+
+    /// The histograms of each series, in the order of [`DecodedBatch::series`]: empty for a
+    /// series without any.
+    pub fn histograms(&self) -> impl ExactSizeIterator<Item = &[HistogramSample]> + '_ {
+        let mut from = 0;
+        (0..self.series.len()).map(move |i| {
+            let end = self.hist_ends.get(i).copied().unwrap_or(from);
+            let h = self.hists.get(from..end).unwrap_or_default();
+            from = end;
+            h
+        })
     }
 
     /// Samples per series id, in record order.
@@ -204,7 +253,7 @@ pub fn decode_where<'a>(
     out.clear();
     let mut pos = 0usize;
     let kind = *buf.first().ok_or_else(|| Error::Decode("empty WAL record".into()))?;
-    if kind != RECORD_BATCH && kind != RECORD_BATCH_STARTS {
+    if !matches!(kind, RECORD_BATCH | RECORD_BATCH_STARTS | RECORD_BATCH_HISTS) {
         return Err(Error::Decode(format!("unknown WAL record type {kind}")));
     }
     pos += 1;
@@ -251,11 +300,25 @@ pub fn decode_where<'a>(
         if keep {
             out.series.push((id, out.samples.len()));
         }
-        if kind == RECORD_BATCH_STARTS {
+        if kind == RECORD_BATCH_STARTS || kind == RECORD_BATCH_HISTS {
             let target = keep.then_some(&mut out.starts);
             get_start_runs(buf, &mut pos, n, target)?;
             if keep {
                 out.start_ends.push(out.starts.len());
+            }
+        }
+        if kind == RECORD_BATCH_HISTS {
+            let nh = bounded_count(buf, &mut pos, 38)?;
+            let mut t = 0i64;
+            for _ in 0..nh {
+                t = t.wrapping_add(get_varint(buf, &mut pos)?);
+                let h = hist::decode_one(buf, &mut pos)?;
+                if keep {
+                    out.hists.push(HistogramSample { t, h });
+                }
+            }
+            if keep {
+                out.hist_ends.push(out.hists.len());
             }
         }
     }

@@ -7,9 +7,14 @@
 //!
 //! Start timestamps (remote write 2.0's created timestamps) are sparse: only samples that have
 //! one add an entry, so a batch without any costs nothing for them.
+//!
+//! Native histograms ride along the same way: a histogram sample is a float sample holding the
+//! histogram marker ([`crate::hist`]) plus an entry (index of that sample, histogram) in a
+//! sparse side list, so a float-only batch costs nothing more.
 
+use crate::hist;
 use crate::labels_ref::{LabelPair, LabelsRef, name_less, normalize_tail_slow};
-use crate::types::{Batch, Sample};
+use crate::types::{Batch, FloatHistogram, HistogramSample, Sample};
 
 /// Samples for many series, label strings borrowed for `'a`. Like [`Batch`], a series may
 /// appear more than once and a batch is made durable as one WAL record.
@@ -28,6 +33,11 @@ pub struct BatchRef<'a> {
     /// Per series that has start timestamps: (its index in `ends`, where its entries end in
     /// `starts`).
     start_ends: Vec<(usize, usize)>,
+    /// Histograms of the marker samples: (index of the sample within its series, histogram),
+    /// series after series. Empty for float-only batches.
+    hists: Vec<(u32, FloatHistogram)>,
+    /// Per series that has histograms: (its index in `ends`, where its entries end in `hists`).
+    hist_ends: Vec<(usize, usize)>,
 }
 
 impl<'a> BatchRef<'a> {
@@ -45,6 +55,8 @@ impl<'a> BatchRef<'a> {
             samples: Vec::with_capacity(samples),
             starts: Vec::new(),
             start_ends: Vec::new(),
+            hists: Vec::new(),
+            hist_ends: Vec::new(),
         }
     }
 
@@ -54,11 +66,13 @@ impl<'a> BatchRef<'a> {
     #[inline]
     pub fn series(&mut self) -> SeriesBuilder<'_, 'a> {
         let (labels, samples, starts) = (self.labels.len(), self.samples.len(), self.starts.len());
+        let hists = self.hists.len();
         SeriesBuilder {
             batch: self,
             labels,
             samples,
             starts,
+            hists,
             prev: None,
             follows_rules: true,
             finished: false,
@@ -135,12 +149,55 @@ impl<'a> BatchRef<'a> {
         })
     }
 
+    /// True if some sample is a histogram.
+    pub fn has_histograms(&self) -> bool {
+        !self.hists.is_empty()
+    }
+
+    /// Number of histogram samples (also counted in [`BatchRef::sample_count`]).
+    pub fn histogram_count(&self) -> usize {
+        self.hists.len()
+    }
+
+    /// Each series' histograms: (index of the marker sample in the series' samples,
+    /// histogram), ascending by index; empty for a series without any. In the order of
+    /// [`BatchRef::iter`].
+    pub fn iter_histograms(&self) -> impl ExactSizeIterator<Item = &[(u32, FloatHistogram)]> + '_ {
+        let mut next = self.hist_ends.iter().peekable();
+        let mut from = 0;
+        (0..self.ends.len()).map(move |i| match next.next_if(|(series, _)| *series == i) {
+            Some(&(_, end)) => {
+                let h = self.hists.get(from..end).unwrap_or_default();
+                from = end;
+                h
+            }
+            None => &[],
+        })
+    }
+
     /// An owned copy (allocates every label string): for tests and callers that keep the batch
     /// beyond the buffer it borrows from. Start timestamps are not copied: [`Batch`] has none.
+    /// Histogram samples go to [`Batch::histograms`], their markers left out of the floats.
     pub fn to_batch(&self) -> Batch {
-        Batch {
-            series: self.iter().map(|(labels, samples)| (labels.to_labels(), samples.to_vec())).collect(),
+        let mut out = Batch::new();
+        for ((labels, samples), hists) in self.iter().zip(self.iter_histograms()) {
+            if hists.is_empty() {
+                out.series.push((labels.to_labels(), samples.to_vec()));
+                continue;
+            }
+            let floats: Vec<Sample> = samples.iter().filter(|s| !hist::is_marker(s.v)).copied().collect();
+            let hs = hists
+                .iter()
+                .filter_map(|(i, h)| {
+                    samples.get(*i as usize).map(|s| HistogramSample { t: s.t, h: h.clone() })
+                })
+                .collect();
+            if !floats.is_empty() {
+                out.series.push((labels.to_labels(), floats));
+            }
+            out.histograms.push((labels.to_labels(), hs));
         }
+        out
     }
 }
 
@@ -151,6 +208,7 @@ pub struct SeriesBuilder<'b, 'a> {
     labels: usize,
     samples: usize,
     starts: usize,
+    hists: usize,
     /// The last name added, and whether the pairs so far follow the rules: checked pair by
     /// pair as they come, so that `finish` rarely has anything left to do.
     prev: Option<&'a str>,
@@ -194,6 +252,15 @@ impl<'a> SeriesBuilder<'_, 'a> {
         self.batch.samples.push(sample);
     }
 
+    /// Adds a native histogram sample (a histogram marker among the floats, see
+    /// [`crate::hist`]).
+    #[inline]
+    pub fn histogram(&mut self, t: i64, h: FloatHistogram) {
+        let index = (self.batch.samples.len() - self.samples) as u32;
+        self.batch.hists.push((index, h));
+        self.batch.samples.push(Sample::new(t, hist::marker()));
+    }
+
     /// Completes the series, making its pairs follow the rules as [`BatchRef::push`] does.
     #[inline]
     pub fn finish(mut self) {
@@ -202,6 +269,9 @@ impl<'a> SeriesBuilder<'_, 'a> {
         }
         if self.batch.starts.len() > self.starts {
             self.batch.start_ends.push((self.batch.ends.len(), self.batch.starts.len()));
+        }
+        if self.batch.hists.len() > self.hists {
+            self.batch.hist_ends.push((self.batch.ends.len(), self.batch.hists.len()));
         }
         self.batch.ends.push((self.batch.labels.len(), self.batch.samples.len()));
         self.finished = true;
@@ -216,6 +286,7 @@ impl Drop for SeriesBuilder<'_, '_> {
             self.batch.labels.truncate(self.labels);
             self.batch.samples.truncate(self.samples);
             self.batch.starts.truncate(self.starts);
+            self.batch.hists.truncate(self.hists);
         }
     }
 }
@@ -229,11 +300,23 @@ impl<'a> From<&'a Batch> for BatchRef<'a> {
             samples: Vec::with_capacity(batch.sample_count()),
             starts: Vec::new(),
             start_ends: Vec::new(),
+            hists: Vec::new(),
+            hist_ends: Vec::new(),
         };
         for (labels, samples) in &batch.series {
             out.labels.extend(labels.iter().map(|l| (&*l.name, &*l.value)));
             out.samples.extend_from_slice(samples);
             out.ends.push((out.labels.len(), out.samples.len()));
+        }
+        for (labels, hists) in &batch.histograms {
+            let mut s = out.series();
+            for l in labels.iter() {
+                s.label_checked(&l.name, &l.value);
+            }
+            for h in hists {
+                s.histogram(h.t, h.h.clone());
+            }
+            s.finish();
         }
         out
     }

@@ -21,12 +21,13 @@ use crate::error::Result;
 use crate::filenames;
 use crate::flush::{SourceConcat, keep_from, merge_sources};
 use crate::fsutil;
+use crate::hist;
 use crate::manifest::{FileEntry, Manifest, Tombstone};
 use crate::matcher::{Matcher, matches_all};
 use crate::partition::{FileWriter, PartitionFile};
 use crate::query::StartTimestamp;
 use crate::start_ts;
-use crate::types::{Labels, Sample, SeriesId};
+use crate::types::{HistogramSample, Labels, Sample, SeriesId};
 
 impl Inner {
     /// One compaction pass. With `tombstones_only`, rewrites exactly the partitions that live
@@ -106,16 +107,21 @@ impl Inner {
         };
         let mut buf = Vec::new();
         let mut starts = Vec::new();
+        let mut hists = Vec::new();
         for (sid, labels) in &ids {
             buf.clear();
             starts.clear();
+            hists.clear();
             let read =
-                read_files_with_starts(run, tombs, *sid, labels, i64::MIN, i64::MAX, &mut buf, &mut starts);
+                read_files_with_starts(run, tombs, *sid, labels, i64::MIN, i64::MAX, &mut buf, &mut starts)
+                    .and_then(|()| {
+                        read_files_histograms(run, tombs, *sid, labels, i64::MIN, i64::MAX, &mut hists)
+                    });
             if let Err(e) = read {
                 w.abort();
                 return Err(e);
             }
-            if let Err(e) = w.add_series_with_starts(labels, &buf, &starts) {
+            if let Err(e) = w.add_series_full(labels, &buf, &starts, &hists) {
                 w.abort();
                 return Err(e);
             }
@@ -384,6 +390,33 @@ pub(crate) fn read_files_with_starts(
     }
     start_ts::merge(&sources, starts);
     merge_sources(sources.into_iter().map(|(run, _)| run).collect(), out);
+    Ok(())
+}
+
+/// The merged histograms of a series in `files` in `[mint, maxt]`, appended to `out`: each
+/// timestamp's from the file whose sample wins there (see [`crate::hist`]). Files without
+/// histograms for the series still take part, since their floats may replace older
+/// histograms. Returns at once when no file has histograms for the series.
+pub(crate) fn read_files_histograms(
+    files: &[Arc<LiveFile>],
+    tombs: &[Tombstone],
+    id: SeriesId,
+    labels: &Labels,
+    mint: i64,
+    maxt: i64,
+    out: &mut Vec<HistogramSample>,
+) -> Result<()> {
+    if !files.iter().any(|f| f.file.has_histograms(id)) {
+        return Ok(());
+    }
+    let mut sources = Vec::new();
+    for f in files {
+        let Some(run) = file_run(f, tombs, id, labels, mint, maxt)? else { continue };
+        let mut hs = Vec::new();
+        f.file.read_histograms(id, &run, &mut hs)?;
+        sources.push((run, hs));
+    }
+    hist::merge(sources, out);
     Ok(())
 }
 

@@ -34,7 +34,7 @@ use crate::partition::PartitionFile;
 use crate::series_table::SeriesTable;
 use crate::snapshot::Snapshot;
 use crate::stats::{Histogram, MAINTENANCE_NANOS_BUCKETS};
-use crate::types::{Batch, Labels, Sample, SeriesId};
+use crate::types::{Batch, HistogramSample, Labels, Sample, SeriesId};
 use crate::wal::{Wal, WalOptions};
 
 /// Whether the database can take writes right now.
@@ -49,8 +49,10 @@ pub struct Health {
 /// What happened to one [`Db::append`] call. Rejected samples are not stored; the rest are.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppendOutcome {
-    /// Samples stored (including idempotent repeats of a stored sample).
+    /// Samples stored (including idempotent repeats of a stored sample), histograms included.
     pub appended: u64,
+    /// Of `appended`, the native histogram samples.
+    pub histograms_appended: u64,
     /// Series seen for the first time.
     pub series_created: u64,
     /// Samples older than the out-of-order window behind their series' newest sample.
@@ -83,6 +85,8 @@ struct Accepted<'b> {
     /// Their start timestamps (one per sample, 0: none), a range of the append's
     /// `kept_starts` vector; None when no accepted sample of the entry has one.
     starts: Option<std::ops::Range<usize>>,
+    /// Its accepted histograms (in write order), a range of the append's `kept_hists`.
+    hists: std::ops::Range<usize>,
 }
 
 /// A live partition file: its manifest entry and the open file.
@@ -336,7 +340,9 @@ impl Db {
                             let (new, _) = loader.get_or_create_ref(labels);
                             ids.insert(old, new);
                         }
-                        for (old, samples, starts) in batch.series_with_starts() {
+                        for ((old, samples, starts), hists) in
+                            batch.series_with_starts().zip(batch.histograms())
+                        {
                             let id = ids
                                 .get(old)
                                 .ok_or_else(|| corrupt(format!("series {old} used before its definition")))?;
@@ -344,6 +350,7 @@ impl Db {
                                 series.observe(id, last);
                             }
                             head.append_with_starts(id, samples, starts);
+                            head.append_histograms(id, hists);
                             samples_applied += samples.len() as u64;
                         }
                         recycled = batch.recycle();
@@ -619,7 +626,12 @@ impl Inner {
         out.first_rejected_series = resolved.first_rejected;
         // Start timestamps of the accepted samples of series that have any, one per sample.
         let mut kept_starts: Vec<i64> = Vec::new();
-        for ((labels, samples, starts), id) in batch.iter_with_starts().zip(resolved.ids) {
+        // Histograms of accepted histogram samples, per series in write order.
+        let mut kept_hists: Vec<HistogramSample> = Vec::new();
+        let series_hists = batch.iter_histograms();
+        for (((labels, samples, starts), hists), id) in
+            batch.iter_with_starts().zip(series_hists).zip(resolved.ids)
+        {
             let Some(id) = id else {
                 // No samples, or a new series a cardinality limit refused.
                 out.series_limited += samples.len() as u64;
@@ -629,11 +641,14 @@ impl Inner {
             let start = kept.len();
             let starts_from = kept_starts.len();
             let mut next_start = starts.iter().peekable();
+            let hists_from = kept_hists.len();
+            let mut next_hist = hists.iter().peekable();
             for (i, s) in samples.iter().enumerate() {
                 let st = match next_start.next_if(|(at, _)| *at as usize == i) {
                     Some(&(_, st)) => st,
                     None => 0,
                 };
+                let h = next_hist.next_if(|(at, _)| *at as usize == i);
                 let reject = if s.t > future_limit {
                     out.too_far_future += 1;
                     true
@@ -654,6 +669,9 @@ impl Inner {
                 }
                 max_t = max_t.max(s.t);
                 kept.push(*s);
+                if let Some((_, h)) = h {
+                    kept_hists.push(HistogramSample { t: s.t, h: h.clone() });
+                }
                 if !starts.is_empty() {
                     kept_starts.push(st);
                 }
@@ -674,7 +692,8 @@ impl Inner {
                 }
             }
             let starts = (kept_starts.len() > starts_from).then_some(starts_from..kept_starts.len());
-            accepted.push(Accepted { id, labels, samples: start..kept.len(), starts });
+            let hists = hists_from..kept_hists.len();
+            accepted.push(Accepted { id, labels, samples: start..kept.len(), starts, hists });
         }
         self.counters.rejected_too_old.fetch_add(out.too_old, Ordering::Relaxed);
         self.counters.rejected_too_far_future.fetch_add(out.too_far_future, Ordering::Relaxed);
@@ -687,6 +706,7 @@ impl Inner {
         let starts_of =
             |a: &Accepted<'_>| a.starts.clone().and_then(|r| kept_starts.get(r)).unwrap_or_default();
         let any_starts = !kept_starts.is_empty();
+        let hists_of = |a: &Accepted<'_>| kept_hists.get(a.hists.clone()).unwrap_or_default();
 
         let head = self.state.read().head.clone();
         let series = &self.series;
@@ -699,7 +719,11 @@ impl Inner {
                     defs.push((a.id, a.labels));
                 }
             }
-            if any_starts {
+            if !kept_hists.is_empty() {
+                let series: Vec<batch_codec::FullSeries<'_>> =
+                    accepted.iter().map(|a| (a.id, samples_of(a), starts_of(a), hists_of(a))).collect();
+                batch_codec::encode_full(&defs, &series, buf);
+            } else if any_starts {
                 let series: Vec<(SeriesId, &[Sample], &[i64])> =
                     accepted.iter().map(|a| (a.id, samples_of(a), starts_of(a))).collect();
                 batch_codec::encode_with_starts(&defs, &series, buf);
@@ -718,11 +742,13 @@ impl Inner {
         }
         for a in &accepted {
             head.append_with_starts(a.id, samples_of(a), starts_of(a));
+            head.append_histograms(a.id, hists_of(a));
         }
         out.appended = kept.len() as u64;
+        out.histograms_appended = kept_hists.len() as u64;
         self.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
         self.counters.samples_out_of_order.fetch_add(out_of_order, Ordering::Relaxed);
-        if head.sample_count() >= self.opts.head_samples_max as u64 {
+        if head.flush_weight() >= self.opts.head_samples_max as u64 {
             self.wake_worker();
         }
         Ok(out)
@@ -736,7 +762,7 @@ impl Inner {
         let limit = (self.opts.head_samples_max as u64).saturating_mul(2);
         let pending = {
             let s = self.state.read();
-            s.head.sample_count() + s.frozen.iter().map(|f| f.head.sample_count()).sum::<u64>()
+            s.head.flush_weight() + s.frozen.iter().map(|f| f.head.flush_weight()).sum::<u64>()
         };
         if pending < limit {
             return Ok(());
@@ -789,7 +815,7 @@ impl Inner {
         let (due, frozen_left) = {
             let s = self.state.read();
             let h = &s.head;
-            let due = h.sample_count() >= self.opts.head_samples_max as u64
+            let due = h.flush_weight() >= self.opts.head_samples_max as u64
                 || (h.sample_count() > 0 && h.created().elapsed() >= self.opts.head_flush_interval);
             (due, !s.frozen.is_empty())
         };

@@ -141,6 +141,7 @@ impl Inner {
             let pms = self.opts.partition_ms.max(1);
             let mut buf = Vec::new();
             let mut starts = Vec::new();
+            let (mut hists, mut scratch) = (Vec::new(), Vec::new());
             for p in partitions {
                 let pend = p.saturating_add(pms - 1);
                 let id = m.next_file_id;
@@ -152,7 +153,12 @@ impl Inner {
                     buf.clear();
                     starts.clear();
                     head.read_with_starts(*sid, p, pend, &mut buf, &mut starts);
-                    if let Err(e) = w.add_series_with_starts(labels, &buf, &starts) {
+                    hists.clear();
+                    if head.has_histograms(*sid) {
+                        scratch.clear();
+                        head.read_histograms(*sid, p, pend, &mut scratch, &mut hists);
+                    }
+                    if let Err(e) = w.add_series_full(labels, &buf, &starts, &hists) {
                         w.abort();
                         return Err(e);
                     }

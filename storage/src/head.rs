@@ -16,19 +16,25 @@
 //! ([`StRuns`]: one run per stretch of samples sharing one), so a series without them costs
 //! nothing more.
 //!
+//! Native histograms are, like start timestamps, kept beside the samples per shard for the
+//! series that have any: a map from time to histogram, valid where the series' float at that
+//! time is the histogram marker ([`crate::hist`]). Uncompressed in the head; a flush writes
+//! them as histogram chunks.
+//!
 //! A head is never emptied in place: a flush freezes it (appends go to a fresh head) and drops it
 //! once its contents are committed to partition files.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::encoding::XorChunk;
+use crate::hist;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
-use crate::types::{Sample, SeriesId};
+use crate::types::{FloatHistogram, HistogramSample, Sample, SeriesId};
 
 /// In-order samples per chunk before a new chunk is cut.
 pub const CHUNK_SAMPLES: usize = 512;
@@ -115,6 +121,8 @@ struct Shard {
     series: HashMap<SeriesId, HeadSeries>,
     /// Start-timestamp runs of the series that have any; most series have no entry.
     starts: HashMap<SeriesId, StRuns>,
+    /// Histograms by time of the series that have any (see the module documentation).
+    hists: HashMap<SeriesId, BTreeMap<i64, FloatHistogram>>,
 }
 
 /// Removes all but the last sample of each run of equal timestamps in `v[start..]` (sorted).
@@ -209,6 +217,8 @@ pub struct Head {
     shards: Vec<Mutex<Shard>>,
     bounds: SeriesBounds,
     samples: AtomicU64,
+    /// What the histograms held add to [`Head::flush_weight`].
+    hist_weight: AtomicU64,
     min_t: AtomicI64,
     max_t: AtomicI64,
     created: Instant,
@@ -227,6 +237,7 @@ impl Head {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             bounds: SeriesBounds::default(),
             samples: AtomicU64::new(0),
+            hist_weight: AtomicU64::new(0),
             min_t: AtomicI64::new(i64::MAX),
             max_t: AtomicI64::new(i64::MIN),
             created: Instant::now(),
@@ -273,6 +284,55 @@ impl Head {
         self.samples.fetch_add(samples.len() as u64, Ordering::Relaxed);
         self.min_t.fetch_min(first.t, Ordering::Relaxed);
         self.max_t.fetch_max(last.t, Ordering::Relaxed);
+    }
+
+    /// Stores the histograms of histogram samples whose markers [`Head::append_with_starts`]
+    /// just appended, in write order (a later one at an equal time wins).
+    pub fn append_histograms(&self, id: SeriesId, hists: &[HistogramSample]) {
+        if hists.is_empty() {
+            return;
+        }
+        let mut weight = 0u64;
+        {
+            let mut shard = self.shard(id).lock();
+            let map = shard.hists.entry(id).or_default();
+            for h in hists {
+                weight += (hist_bytes(&h.h) / HIST_BYTES_PER_SAMPLE) as u64;
+                map.insert(h.t, h.h.clone());
+            }
+        }
+        self.hist_weight.fetch_add(weight, Ordering::Relaxed);
+    }
+
+    /// What counts toward the flush threshold (`head_samples_max`): the samples, plus for each
+    /// histogram its (uncompressed, in the head) size in float samples' worth of memory, so a
+    /// head of histograms is flushed at about the memory a head of floats would be.
+    pub fn flush_weight(&self) -> u64 {
+        self.sample_count().saturating_add(self.hist_weight.load(Ordering::Relaxed))
+    }
+
+    /// True if the series has histograms here.
+    pub fn has_histograms(&self, id: SeriesId) -> bool {
+        self.shard(id).lock().hists.contains_key(&id)
+    }
+
+    /// Appends this series' samples in `[mint, maxt]` (markers included) to `samples`, and the
+    /// histograms of its marker samples to `out`.
+    pub fn read_histograms(
+        &self,
+        id: SeriesId,
+        mint: i64,
+        maxt: i64,
+        samples: &mut Vec<Sample>,
+        out: &mut Vec<HistogramSample>,
+    ) {
+        let shard = self.shard(id).lock();
+        let Some(s) = shard.series.get(&id) else { return };
+        let from = samples.len();
+        s.read(mint, maxt, samples);
+        if let Some(map) = shard.hists.get(&id) {
+            hist::resolve(&samples[from..], |t| map.get(&t), out);
+        }
     }
 
     /// Appends this series' samples in `[mint, maxt]` (sorted, one per timestamp) to `out`.
@@ -409,10 +469,27 @@ impl Head {
                         * (std::mem::size_of::<SeriesId>() + std::mem::size_of::<HeadSeries>())
                     + s.starts.values().map(StRuns::memory_bytes).sum::<usize>()
                     + s.starts.capacity() * std::mem::size_of::<(SeriesId, StRuns)>()
+                    + s.hists.values().map(hist_map_bytes).sum::<usize>()
             })
             .sum::<usize>()
             + self.bounds.memory_bytes()
     }
+}
+
+/// Head bytes that weigh as much as one float sample toward the flush threshold (a float
+/// sample costs one to two bytes in a Gorilla chunk; histograms are counted leniently).
+const HIST_BYTES_PER_SAMPLE: usize = 8;
+
+/// Approximate heap bytes of one histogram in the head (map entry included).
+fn hist_bytes(h: &FloatHistogram) -> usize {
+    64 + size_of::<FloatHistogram>()
+        + (h.positive.capacity() + h.negative.capacity()) * size_of::<(i32, f64)>()
+        + h.custom_values.capacity() * 8
+}
+
+/// Approximate heap bytes of a series' head histograms.
+fn hist_map_bytes(m: &BTreeMap<i64, FloatHistogram>) -> usize {
+    m.values().map(hist_bytes).sum()
 }
 
 #[cfg(test)]
@@ -440,6 +517,20 @@ mod tests {
         h.read(1, 11, 20, &mut out);
         assert_eq!(out.len(), 2);
         assert!(h.overlaps(1, 0, 10) && !h.overlaps(1, 31, 40) && !h.overlaps(2, 0, 100));
+    }
+
+    #[test]
+    fn histograms_weigh_on_the_flush_threshold() {
+        let h = Head::new();
+        h.append(1, &[Sample::new(10, 1.0)]);
+        assert_eq!(h.flush_weight(), 1);
+        h.append(2, &[Sample::new(10, hist::marker())]);
+        let fh = FloatHistogram { positive: vec![(1, 2.0); 10], ..FloatHistogram::default() };
+        h.append_histograms(2, &[HistogramSample { t: 10, h: fh }]);
+        assert!(h.flush_weight() > 2 + 10, "{}", h.flush_weight());
+        let (mut samples, mut out) = (Vec::new(), Vec::new());
+        h.read_histograms(2, i64::MIN, i64::MAX, &mut samples, &mut out);
+        assert_eq!(out.len(), 1);
     }
 
     #[test]

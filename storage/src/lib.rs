@@ -22,6 +22,7 @@ pub mod filenames;
 mod flush;
 pub mod fsutil;
 pub mod head;
+pub mod hist;
 pub mod index;
 pub mod labels_ref;
 pub mod limits;
@@ -50,4 +51,7 @@ pub use matcher::{MatchOp, Matcher};
 pub use options::{Options, WalSync};
 pub use query::{Querier, SeriesRef};
 pub use snapshot::{BlockView, Snapshot};
-pub use types::{Batch, Label, Labels, METRIC_NAME, STALE_NAN_BITS, Sample, SeriesId, is_stale, stale_nan};
+pub use types::{
+    Batch, CounterResetHint, FloatHistogram, HistogramSample, Label, Labels, METRIC_NAME, STALE_NAN_BITS,
+    Sample, SeriesId, is_stale, stale_nan,
+};

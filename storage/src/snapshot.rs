@@ -8,16 +8,18 @@ mod window;
 
 use std::sync::Arc;
 
-use crate::compact::{read_files, read_files_with_starts};
+use crate::compact::{read_files, read_files_histograms, read_files_with_starts};
 use crate::db::{Inner, State};
 use crate::error::Result;
 use crate::flush::SourceConcat;
+use crate::flush::merge_sources;
+use crate::hist;
 use crate::index::IndexStats;
 use crate::matcher::{Matcher, matches_all};
 use crate::partition::BlockMeta;
 use crate::query::{Querier, SeriesRef, StartTimestamp, check_selective};
 use crate::start_ts;
-use crate::types::{Labels, Sample, SeriesId};
+use crate::types::{HistogramSample, Labels, Sample, SeriesId};
 use crate::window::{ScanStats, WindowAgg};
 use in_range::InRange;
 
@@ -102,6 +104,45 @@ impl Snapshot {
             sources.push((run, starts));
         }
         start_ts::merge(&sources, out);
+        Ok(())
+    }
+
+    /// True if some source (file or head) holds native histograms of the series in
+    /// `[mint, maxt]` (or around it: a cheap test, may say yes for a range without any).
+    pub(crate) fn may_have_histograms(&self, id: SeriesId, mint: i64, maxt: i64) -> bool {
+        let s = &self.state;
+        self.partitions_in(mint, maxt).flatten().any(|f| f.file.has_histograms(id))
+            || s.head.has_histograms(id)
+            || s.frozen.iter().any(|f| f.head.has_histograms(id))
+    }
+
+    /// The native histograms of a series in `[mint, maxt]`, merged over files and heads by the
+    /// float rule (see [`crate::hist`]).
+    fn read_histograms(
+        &self,
+        id: SeriesId,
+        labels: &Labels,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<HistogramSample>,
+    ) -> Result<()> {
+        if !self.may_have_histograms(id, mint, maxt) {
+            return Ok(());
+        }
+        let s = &self.state;
+        let mut sources = Vec::new();
+        for files in self.partitions_in(mint, maxt) {
+            let (mut run, mut hs) = (Vec::new(), Vec::new());
+            read_files(files, &s.tombstones, id, labels, mint, maxt, &mut run)?;
+            read_files_histograms(files, &s.tombstones, id, labels, mint, maxt, &mut hs)?;
+            sources.push((run, hs));
+        }
+        for h in s.frozen.iter().map(|f| &f.head).chain(std::iter::once(&s.head)) {
+            let (mut run, mut hs) = (Vec::new(), Vec::new());
+            h.read_histograms(id, mint, maxt, &mut run, &mut hs);
+            sources.push((run, hs));
+        }
+        hist::merge(sources, out);
         Ok(())
     }
 
@@ -196,7 +237,20 @@ impl Querier for Snapshot {
     }
 
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
-        self.read(series.id, &series.labels, mint, maxt, out)
+        let from = out.len();
+        self.read(series.id, &series.labels, mint, maxt, out)?;
+        hist::strip_markers(out, from);
+        Ok(())
+    }
+
+    fn histograms(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<HistogramSample>,
+    ) -> Result<()> {
+        self.read_histograms(series.id, &series.labels, mint, maxt, out)
     }
 
     fn start_timestamps(

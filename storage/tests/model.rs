@@ -2,6 +2,8 @@
 //! sequences: appends in and out of order, duplicates and rewrites, flushes, compactions,
 //! deletions, retention, clean restarts and crash restarts (drop without close). Samples carry
 //! random start timestamps (or none), and `start_timestamps` is compared as well as samples.
+//! Some samples are native histograms (of changing layouts, integer and float counts), which
+//! replace and are replaced by floats at equal timestamps; `histograms` is compared too.
 //!
 //! `STRATA_SLOW_TESTS=1` runs many more and longer sequences.
 
@@ -10,7 +12,10 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use storage::mem::MemStore;
 use storage::query::StartTimestamp;
-use storage::{BatchRef, Db, Labels, MatchOp, Matcher, Options, Querier, Sample};
+use storage::{
+    BatchRef, CounterResetHint, Db, FloatHistogram, HistogramSample, Labels, MatchOp, Matcher, Options,
+    Querier, Sample,
+};
 
 const BASE: i64 = 1_700_000_000_000;
 const HOUR: i64 = 3_600_000;
@@ -21,7 +26,8 @@ const RETENTION: i64 = 24 * HOUR;
 #[derive(Debug, Clone)]
 enum Op {
     /// Append to series `s` samples at (time offset in s from a moving cursor, value, start
-    /// timestamp choice: 0 none, otherwise one of a few start timestamps).
+    /// timestamp choice: 0 none, otherwise one of a few start timestamps; 4 and up: a native
+    /// histogram made from the value instead, see [`histogram`]).
     Append(Vec<(u8, i64, i16, u8)>),
     /// Move time forward by this many minutes.
     Advance(u16),
@@ -40,7 +46,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        8 => proptest::collection::vec((0u8..4, -5400i64..600, any::<i16>(), 0u8..4), 1..20).prop_map(Op::Append),
+        8 => proptest::collection::vec((0u8..4, -5400i64..600, any::<i16>(), 0u8..7), 1..20).prop_map(Op::Append),
         3 => (1u16..600).prop_map(Op::Advance),
         2 => Just(Op::Flush),
         2 => Just(Op::Compact),
@@ -63,6 +69,25 @@ fn labels(s: u8) -> Labels {
 /// The start timestamp of choice `k` (0: none). Few distinct values, so runs form and break.
 fn start(k: u8) -> i64 {
     if k == 0 { 0 } else { BASE - i64::from(k) * 60_000 }
+}
+
+/// A histogram derived from `v`: its layout changes with `v % 3`, its counts are integers
+/// unless `k` is 6, and `v % 5 == 0` makes it a custom-bucket one.
+fn histogram(v: i16, k: u8) -> FloatHistogram {
+    let c = f64::from(v.unsigned_abs()) + if k == 6 { 0.25 } else { 0.0 };
+    let n = i32::from(v.rem_euclid(3)) + 1;
+    let nhcb = v.rem_euclid(5) == 0;
+    FloatHistogram {
+        counter_reset_hint: if k == 5 { CounterResetHint::Gauge } else { CounterResetHint::Unknown },
+        schema: if nhcb { FloatHistogram::CUSTOM_BUCKETS_SCHEMA } else { i32::from(v.rem_euclid(4)) },
+        zero_threshold: if nhcb { 0.0 } else { 0.001 },
+        zero_count: if nhcb { 0.0 } else { c },
+        count: c * f64::from(n + 1),
+        sum: f64::from(v) * 1.5,
+        positive: (0..n).map(|i| (i * 2 - 1, c + f64::from(i))).collect(),
+        negative: if nhcb { Vec::new() } else { vec![(1, c)] },
+        custom_values: if nhcb { vec![0.5, 1.0, 2.0] } else { Vec::new() },
+    }
 }
 
 fn options(dir: &std::path::Path) -> Options {
@@ -98,6 +123,14 @@ fn check(db: &Db, model: &MemStore) {
         })
         .collect();
     assert_eq!(got, model.dump());
+    for s in snap.select(&all, i64::MIN, i64::MAX).unwrap() {
+        for (lo, hi) in [(i64::MIN, i64::MAX), (BASE + HOUR / 2, BASE + 3 * HOUR)] {
+            let (mut got, mut want): (Vec<HistogramSample>, Vec<HistogramSample>) = (Vec::new(), Vec::new());
+            snap.histograms(&s, lo, hi, &mut got).unwrap();
+            model.histograms(&s, lo, hi, &mut want).unwrap();
+            assert_eq!(got, want, "histograms of {} in [{lo}, {hi}]", s.labels);
+        }
+    }
     // Start timestamps, over everything and over a narrower range.
     for (lo, hi) in [(i64::MIN, i64::MAX), (BASE + HOUR / 2, BASE + 3 * HOUR)] {
         for s in snap.select(&all, i64::MIN, i64::MAX).unwrap() {
@@ -131,7 +164,11 @@ fn run(ops: Vec<Op>) {
                     for x in l.iter() {
                         b.label(&x.name, &x.value);
                     }
-                    b.sample_with_start(Sample::new(now + dt * 1000, f64::from(*v)), start(*k));
+                    if *k >= 4 {
+                        b.histogram(now + dt * 1000, histogram(*v, *k));
+                    } else {
+                        b.sample_with_start(Sample::new(now + dt * 1000, f64::from(*v)), start(*k));
+                    }
                     b.finish();
                 }
                 d.append_ref(&batch).unwrap();
@@ -143,6 +180,10 @@ fn run(ops: Vec<Op>) {
                     }
                     m.newest.insert(s, newest.map_or(t, |n| n.max(t)));
                     m.newest_ever = m.newest_ever.max(t);
+                    if k >= 4 {
+                        m.store.append_histograms(&labels(s), &[HistogramSample { t, h: histogram(v, k) }]);
+                        continue;
+                    }
                     m.store.append_with_start_timestamps(
                         &labels(s),
                         &[Sample::new(t, f64::from(v))],

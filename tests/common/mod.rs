@@ -253,3 +253,27 @@ pub fn stored_series(data_dir: &Path, mint: i64, maxt: i64) -> Vec<(storage::Lab
     db.close().expect("close the database");
     out
 }
+
+/// Every series' native histogram samples in `[mint, maxt]` in a stopped server's data
+/// directory (series without any left out).
+pub fn stored_histograms(
+    data_dir: &Path,
+    mint: i64,
+    maxt: i64,
+) -> Vec<(storage::Labels, Vec<storage::HistogramSample>)> {
+    use storage::Querier;
+    let db = storage::Db::open(storage::Options::new(data_dir)).expect("open strata's data directory");
+    let snapshot = db.snapshot();
+    let all = [storage::Matcher::new(storage::MatchOp::Regex, "__name__", ".+").expect("matcher")];
+    let mut out = Vec::new();
+    for series in snapshot.select(&all, mint, maxt).expect("select") {
+        let mut hs = Vec::new();
+        snapshot.histograms(&series, mint, maxt, &mut hs).expect("histograms");
+        if !hs.is_empty() {
+            out.push((series.labels, hs));
+        }
+    }
+    drop(snapshot);
+    db.close().expect("close the database");
+    out
+}

@@ -84,13 +84,17 @@ pub fn check(version: Version, data: &[u8]) {
     let d = match result {
         Ok(d) => d,
         Err(
-            Error::Snappy(_) | Error::Protobuf(_) | Error::InvalidLabels { .. } | Error::LimitExceeded { .. },
+            Error::Snappy(_)
+            | Error::Protobuf(_)
+            | Error::InvalidLabels { .. }
+            | Error::InvalidHistogram { .. }
+            | Error::LimitExceeded { .. },
         ) => {
             return;
         }
         Err(e) => panic!("unexpected error kind: {e:?}"),
     };
-    assert_eq!(d.samples as usize, d.batch.sample_count());
+    assert_eq!((d.samples + d.histograms) as usize, d.batch.sample_count());
     for (labels, samples) in &d.batch.series {
         assert!(!samples.is_empty());
         assert!(labels.metric_name().is_some_and(|n| !n.is_empty()));

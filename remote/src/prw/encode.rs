@@ -35,7 +35,81 @@ pub fn encode_uncompressed(version: Version, batch: &storage::Batch, metadata: &
     }
 }
 
+/// A native histogram sample as the wire message: an integer histogram (bucket deltas) when
+/// every count is a whole number and the count is the buckets' total, as Prometheus' integer
+/// histograms always are; a float histogram (absolute counts) otherwise.
+pub fn histogram_message(s: &storage::HistogramSample) -> v1::Histogram {
+    use v1::histogram::{Count, ZeroCount};
+    let h = &s.h;
+    let whole = |v: f64| v >= 0.0 && v.fract() == 0.0 && v < 9.0e15;
+    let total: f64 = h.zero_count + h.positive.iter().chain(&h.negative).map(|b| b.1).sum::<f64>();
+    let integer = whole(h.count)
+        && whole(h.zero_count)
+        && h.positive.iter().chain(&h.negative).all(|b| whole(b.1))
+        && (total == h.count || (h.sum.is_nan() && total <= h.count));
+    let spans = |buckets: &[(i32, f64)]| {
+        let mut spans: Vec<v1::BucketSpan> = Vec::new();
+        let mut next = 0i64;
+        for (k, (i, _)) in buckets.iter().enumerate() {
+            let i = i64::from(*i);
+            match spans.last_mut() {
+                Some(span) if k > 0 && i == next => span.length += 1,
+                _ => spans.push(v1::BucketSpan { offset: (i - next) as i32, length: 1 }),
+            }
+            next = i + 1;
+        }
+        spans
+    };
+    let deltas = |buckets: &[(i32, f64)]| {
+        let mut prev = 0i64;
+        buckets
+            .iter()
+            .map(|b| {
+                let c = b.1 as i64;
+                let d = c - prev;
+                prev = c;
+                d
+            })
+            .collect::<Vec<_>>()
+    };
+    let counts = |buckets: &[(i32, f64)]| buckets.iter().map(|b| b.1).collect::<Vec<_>>();
+    v1::Histogram {
+        count: Some(if integer { Count::CountInt(h.count as u64) } else { Count::CountFloat(h.count) }),
+        sum: h.sum,
+        schema: h.schema,
+        zero_threshold: h.zero_threshold,
+        zero_count: Some(if integer {
+            ZeroCount::ZeroCountInt(h.zero_count as u64)
+        } else {
+            ZeroCount::ZeroCountFloat(h.zero_count)
+        }),
+        negative_spans: spans(&h.negative),
+        negative_deltas: if integer { deltas(&h.negative) } else { Vec::new() },
+        negative_counts: if integer { Vec::new() } else { counts(&h.negative) },
+        positive_spans: spans(&h.positive),
+        positive_deltas: if integer { deltas(&h.positive) } else { Vec::new() },
+        positive_counts: if integer { Vec::new() } else { counts(&h.positive) },
+        reset_hint: match h.counter_reset_hint {
+            storage::CounterResetHint::Unknown => 0,
+            storage::CounterResetHint::Reset => 1,
+            storage::CounterResetHint::NotReset => 2,
+            storage::CounterResetHint::Gauge => 3,
+        },
+        timestamp: s.t,
+        custom_values: h.custom_values.clone(),
+    }
+}
+
 fn request_v1(batch: &storage::Batch, metadata: &[MetricMetadata]) -> v1::WriteRequest {
+    let label_pairs = |labels: &storage::Labels| {
+        labels.iter().map(|l| v1::Label { name: l.name.to_string(), value: l.value.to_string() }).collect()
+    };
+    let histogram_series = batch.histograms.iter().map(|(labels, hists)| v1::TimeSeries {
+        labels: label_pairs(labels),
+        samples: Vec::new(),
+        exemplars: Vec::new(),
+        histograms: hists.iter().map(histogram_message).collect(),
+    });
     v1::WriteRequest {
         timeseries: batch
             .series
@@ -52,6 +126,7 @@ fn request_v1(batch: &storage::Batch, metadata: &[MetricMetadata]) -> v1::WriteR
                 exemplars: Vec::new(),
                 histograms: Vec::new(),
             })
+            .chain(histogram_series)
             .collect(),
         metadata: metadata
             .iter()
@@ -93,7 +168,14 @@ fn request_v2(batch: &storage::Batch, metadata: &[MetricMetadata]) -> v2::Reques
         metadata.iter().map(|m| (m.metric_family_name.as_str(), m)).collect();
     let mut symbols = Symbols::new();
     let mut timeseries = Vec::with_capacity(batch.series.len());
-    for (labels, samples) in &batch.series {
+    let no_samples: Vec<storage::Sample> = Vec::new();
+    let no_hists: Vec<storage::HistogramSample> = Vec::new();
+    let all = batch
+        .series
+        .iter()
+        .map(|(l, s)| (l, s, &no_hists))
+        .chain(batch.histograms.iter().map(|(l, h)| (l, &no_samples, h)));
+    for (labels, samples, hists) in all {
         let mut labels_refs = Vec::with_capacity(2 * labels.len());
         for l in labels {
             labels_refs.push(symbols.add(&l.name));
@@ -110,7 +192,7 @@ fn request_v2(batch: &storage::Batch, metadata: &[MetricMetadata]) -> v2::Reques
                 .iter()
                 .map(|s| v2::Sample { value_bits: s.v.to_bits(), timestamp: s.t, start_timestamp: 0 })
                 .collect(),
-            histograms: Vec::new(),
+            histograms: hists.iter().map(histogram_message).collect(),
             exemplars: Vec::new(),
             metadata,
             created_timestamp: 0,

@@ -14,6 +14,7 @@
 //! `remote_write_spec_2_0.md` (2.0).
 
 mod encode;
+mod histogram;
 mod labels;
 pub mod proto_v1;
 pub mod proto_v2;
@@ -21,7 +22,7 @@ mod v1;
 mod v2;
 mod wire;
 
-pub use encode::{encode, encode_uncompressed};
+pub use encode::{encode, encode_uncompressed, histogram_message};
 
 use crate::metadata::MetricMetadata;
 use crate::{Error, Limits, Result};
@@ -114,8 +115,11 @@ pub struct DecodedRef<'a> {
     pub metadata: Vec<MetricMetadata>,
     /// Float samples in the request (for `X-Prometheus-Remote-Write-Samples-Written`).
     pub samples: u64,
-    /// Native histogram samples in the request (not stored yet).
+    /// Native histogram samples in the request (stored in the batch as histogram samples;
+    /// stale markers among them as float stale markers).
     pub histograms: u64,
+    /// Of `histograms`, the stale markers (stored as float stale markers).
+    pub stale_histograms: u64,
     /// Exemplars in the request (not stored).
     pub exemplars: u64,
     /// 2.0 series carrying a created (start) timestamp, in `TimeSeries.created_timestamp` or
@@ -132,6 +136,7 @@ impl DecodedRef<'_> {
             metadata: self.metadata,
             samples: self.samples,
             histograms: self.histograms,
+            stale_histograms: self.stale_histograms,
             exemplars: self.exemplars,
             created_timestamps: self.created_timestamps,
         }
@@ -149,8 +154,11 @@ pub struct Decoded {
     pub metadata: Vec<MetricMetadata>,
     /// Float samples in the request (for `X-Prometheus-Remote-Write-Samples-Written`).
     pub samples: u64,
-    /// Native histogram samples in the request (not stored yet).
+    /// Native histogram samples in the request (stored in the batch as histogram samples;
+    /// stale markers among them as float stale markers).
     pub histograms: u64,
+    /// Of `histograms`, the stale markers (stored as float stale markers).
+    pub stale_histograms: u64,
     /// Exemplars in the request (not stored).
     pub exemplars: u64,
     /// 2.0 series carrying a created (start) timestamp, in `TimeSeries.created_timestamp` or

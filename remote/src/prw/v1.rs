@@ -4,9 +4,10 @@
 //! where they lie and the batch borrows them. Unknown fields are skipped, as protobuf requires;
 //! a known field with the wrong wire type is an error.
 
-use storage::{BatchRef, METRIC_NAME, Sample};
+use storage::{BatchRef, METRIC_NAME, Sample, stale_nan};
 
 use super::DecodedRef;
+use super::histogram::{self, HistogramError, HistogramSample};
 use super::labels::{SeriesLabels, Str, Utf8Span};
 use super::wire::{FieldError, Reader, Value, WireType, at, wrong_type};
 use crate::metadata::{MetricMetadata, MetricType};
@@ -15,8 +16,12 @@ use crate::{Limits, Result};
 /// Decodes an uncompressed `WriteRequest`.
 pub(super) fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<DecodedRef<'a>> {
     let mut out = DecodedRef { batch: batch_for(buf), ..DecodedRef::default() };
-    let mut scratch =
-        Scratch { labels: SeriesLabels::default(), samples: Vec::new(), strings: Utf8Span::new() };
+    let mut scratch = Scratch {
+        labels: SeriesLabels::default(),
+        samples: Vec::new(),
+        hists: Vec::new(),
+        strings: Utf8Span::new(),
+    };
     let mut r = Reader::new(buf);
     let (mut n_series, mut n_metadata) = (0usize, 0usize);
     loop {
@@ -58,6 +63,8 @@ fn batch_for(buf: &[u8]) -> BatchRef<'_> {
 struct Scratch<'a> {
     labels: SeriesLabels<'a>,
     samples: Vec<Sample>,
+    /// Native histograms (and their stale markers) of the series.
+    hists: Vec<HistogramSample>,
     strings: Utf8Span<'a>,
 }
 
@@ -173,6 +180,7 @@ fn series_in_full<'a>(
 ) -> Result<()> {
     s.labels.clear();
     s.samples.clear();
+    s.hists.clear();
     // Senders write the labels first, each `0a <length> <Label>` with a one-byte length: read
     // them without the general field loop below (which would give the same result), and note
     // where they end, for validating their strings in one go.
@@ -205,7 +213,10 @@ fn series_in_full<'a>(
                 s.samples.push(sample);
             }
             (3, Value::Len(_)) => out.exemplars += 1,
-            (4, Value::Len(_)) => out.histograms += 1,
+            (4, Value::Len(b)) => {
+                let path = || format!("timeseries[{i}].histograms[{}]", s.hists.len());
+                s.hists.push(histogram::decode(b).map_err(|e| histogram_error(path(), e))?);
+            }
             (1..=4, v) => {
                 return Err(at(format_args!("timeseries[{i}]"), wrong_type(field, &v, WireType::Len)));
             }
@@ -214,10 +225,50 @@ fn series_in_full<'a>(
     }
     let labels = s.labels.validate(&mut s.strings, limits)?;
     out.samples += s.samples.len() as u64;
-    if !s.samples.is_empty() {
-        out.batch.push(labels.iter().copied(), s.samples.iter().copied());
+    if s.hists.is_empty() {
+        if !s.samples.is_empty() {
+            out.batch.push(labels.iter().copied(), s.samples.iter().copied());
+        }
+        return Ok(());
     }
+    push_with_histograms(labels, &s.samples, &s.hists, out);
     Ok(())
+}
+
+/// Adds a series with histograms: its floats, then its histograms in request order (as
+/// Prometheus appends them), a histogram stale marker as the float stale marker.
+pub(super) fn push_with_histograms<'a>(
+    labels: &[(&'a str, &'a str)],
+    samples: &[Sample],
+    hists: &[HistogramSample],
+    out: &mut DecodedRef<'a>,
+) {
+    let mut series = out.batch.series();
+    for &(name, value) in labels {
+        series.label(name, value);
+    }
+    for &x in samples {
+        series.sample(x);
+    }
+    for h in hists {
+        match h {
+            HistogramSample::Histogram(t, h) => series.histogram(*t, h.clone()),
+            HistogramSample::Stale(t) => {
+                series.sample(Sample::new(*t, stale_nan()));
+                out.stale_histograms += 1;
+            }
+        }
+    }
+    series.finish();
+    out.histograms += hists.len() as u64;
+}
+
+/// The crate error for a histogram that does not decode or validate at `path`.
+pub(super) fn histogram_error(path: String, e: HistogramError) -> crate::Error {
+    match e {
+        HistogramError::Field(e) => at(path, e),
+        HistogramError::Invalid(reason) => crate::Error::InvalidHistogram { at: path, reason },
+    }
 }
 
 /// Decodes a `Label`: `(name, value)`, both possibly empty, still unvalidated bytes.
@@ -386,7 +437,12 @@ mod tests {
     }
 
     fn scratch() -> Scratch<'static> {
-        Scratch { labels: SeriesLabels::default(), samples: Vec::new(), strings: Utf8Span::new() }
+        Scratch {
+            labels: SeriesLabels::default(),
+            samples: Vec::new(),
+            hists: Vec::new(),
+            strings: Utf8Span::new(),
+        }
     }
 
     #[test]

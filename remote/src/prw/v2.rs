@@ -41,6 +41,7 @@ pub(super) fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<DecodedRef<'a
         refs: Vec::new(),
         samples: Vec::new(),
         starts: Vec::new(),
+        hists: Vec::new(),
         metadata_seen: hashbrown::HashSet::new(),
     };
     let mut out = DecodedRef::default();
@@ -58,6 +59,8 @@ struct Scratch<'a> {
     samples: Vec<Sample>,
     /// Start timestamp of each sample in `samples` (0: none).
     starts: Vec<i64>,
+    /// Native histograms (and their stale markers) of the series.
+    hists: Vec<super::histogram::HistogramSample>,
     /// Metric families whose metadata is already in the output (first one wins).
     metadata_seen: hashbrown::HashSet<&'a str>,
 }
@@ -76,6 +79,7 @@ fn series<'a>(
     s.refs.clear();
     s.samples.clear();
     s.starts.clear();
+    s.hists.clear();
     // The series-level `created_timestamp` of spec drafts before rc.4: it applies to every
     // sample that has no start timestamp of its own.
     let mut series_start = 0i64;
@@ -103,7 +107,11 @@ fn series<'a>(
                 s.samples.push(sample);
                 s.starts.push(start);
             }
-            (3, Value::Len(_)) => out.histograms += 1,
+            (3, Value::Len(b)) => {
+                let path = || format!("timeseries[{i}].histograms[{}]", s.hists.len());
+                let h = super::histogram::decode(b).map_err(|e| super::v1::histogram_error(path(), e))?;
+                s.hists.push(h);
+            }
             (4, Value::Len(b)) => {
                 exemplar(b, s.table.len())
                     .map_err(|e| at(format_args!("timeseries[{i}].exemplars[{n_exemplars}]"), e))?;
@@ -149,6 +157,23 @@ fn series<'a>(
     }
     out.created_timestamps += u64::from(any_start);
     out.samples += s.samples.len() as u64;
+    if !s.hists.is_empty() {
+        if any_start {
+            // Floats with start timestamps first, then the histograms (which carry none).
+            let mut series = out.batch.series();
+            for &(name, value) in labels {
+                series.label(name, value);
+            }
+            for (&sample, &st) in s.samples.iter().zip(&s.starts) {
+                series.sample_with_start(sample, st);
+            }
+            series.finish();
+            super::v1::push_with_histograms(labels, &[], &s.hists, out);
+        } else {
+            super::v1::push_with_histograms(labels, &s.samples, &s.hists, out);
+        }
+        return Ok(());
+    }
     if s.samples.is_empty() {
         return Ok(());
     }

@@ -22,7 +22,7 @@ pub mod proto;
 pub mod xor;
 
 use prost::Message;
-use storage::{Labels, MatchOp, Matcher, Sample};
+use storage::{HistogramSample, Labels, MatchOp, Matcher, Sample};
 
 use crate::{Error, Limits, Result};
 use proto::{Chunk, ChunkedReadResponse, ChunkedSeries, LabelMatcher, ReadRequest, ReadResponse};
@@ -101,6 +101,16 @@ pub fn labels_to_proto(labels: &Labels) -> Vec<proto::Label> {
 
 /// A series with its raw samples, values as exact bit patterns.
 pub fn time_series(labels: &Labels, samples: &[Sample]) -> proto::TimeSeries {
+    time_series_with_histograms(labels, samples, &[])
+}
+
+/// A series with its raw float samples and native histogram samples (as remote write sends
+/// them: integer histograms when the counts allow, float histograms otherwise).
+pub fn time_series_with_histograms(
+    labels: &Labels,
+    samples: &[Sample],
+    histograms: &[HistogramSample],
+) -> proto::TimeSeries {
     proto::TimeSeries {
         labels: labels_to_proto(labels),
         samples: samples
@@ -108,7 +118,7 @@ pub fn time_series(labels: &Labels, samples: &[Sample]) -> proto::TimeSeries {
             .map(|s| proto::Sample { value_bits: s.v.to_bits(), timestamp: s.t })
             .collect(),
         exemplars: Vec::new(),
-        histograms: Vec::new(),
+        histograms: histograms.iter().map(crate::prw::histogram_message).collect(),
     }
 }
 

@@ -351,3 +351,50 @@ async fn a_stream_stops_when_the_client_goes_away() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(streamed_answer(&answer, 1)[0].len(), 3);
 }
+
+/// Native histograms come back in the `SAMPLES` answer's `histograms`, beside the floats of the
+/// same series (here a stale marker after them), within the query's range.
+#[tokio::test]
+async fn samples_answer_carries_native_histograms() {
+    let server = Server::new(RemoteReadConfig::default());
+    let db = server.state.db().unwrap();
+    let labels = Labels::from_pairs(&[("__name__", "latency"), ("job", "a")]);
+    let h = |k: f64| storage::FloatHistogram {
+        schema: 2,
+        zero_threshold: 1e-128,
+        zero_count: 1.0,
+        count: 1.0 + 2.0 * k,
+        sum: k * 0.5,
+        positive: vec![(1, k), (3, k)],
+        ..storage::FloatHistogram::default()
+    };
+    let mut batch = Batch::new();
+    batch.push_histograms(
+        labels.clone(),
+        (0..5).map(|i| storage::HistogramSample { t: T0 + i * 1000, h: h(i as f64 + 1.0) }).collect(),
+    );
+    batch.push(labels.clone(), vec![Sample::new(T0 + 5000, f64::from_bits(STALE_NAN_BITS))]);
+    db.append(&batch).unwrap();
+    let mut q = query(vec![matcher(MATCH_EQ, "__name__", "latency")]);
+    q.start_timestamp_ms = T0 + 1000;
+    q.end_timestamp_ms = T0 + 10_000;
+    let (status, _, body) = server.read(&request(vec![q], &[RESPONSE_SAMPLES])).await;
+    assert_eq!(status, StatusCode::OK);
+    let response = remote::read::decode_samples_response(&body).unwrap();
+    let series = &response.results[0].timeseries;
+    assert_eq!(series.len(), 1);
+    assert_eq!(series[0].samples.len(), 1, "the stale marker");
+    let want: Vec<_> = (1..5)
+        .map(|i| {
+            remote::prw::histogram_message(&storage::HistogramSample {
+                t: T0 + i * 1000,
+                h: h(i as f64 + 1.0),
+            })
+        })
+        .collect();
+    assert_eq!(series[0].histograms, want);
+    assert!(matches!(
+        series[0].histograms[0].count,
+        Some(remote::prw::proto_v1::histogram::Count::CountInt(5))
+    ));
+}

@@ -26,7 +26,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)
 )]
 
-mod bits;
+pub(crate) mod bits;
 mod block;
 mod dod;
 mod float_class;
@@ -39,7 +39,7 @@ mod test_support;
 mod timestamps;
 mod values;
 pub mod varint;
-mod xor;
+pub(crate) mod xor;
 mod xor_chunk;
 
 pub use block::{BlockHeader, block_header, decode_block, encode_block};

@@ -26,6 +26,10 @@ pub const FOOTER_LEN: usize = 32;
 /// series of the file has start timestamps (`docs/format/start_timestamps.md`). A file without
 /// any ends its index at the series table, as files did before the table existed.
 pub const STARTS_TAG: u8 = b'S';
+/// First byte of the optional histogram table (`docs/format/histograms.md`), after the
+/// start-timestamp table if both are present; written only when some series has native
+/// histograms.
+pub const HISTS_TAG: u8 = b'H';
 
 /// Splits sorted samples into blocks of at most `max` samples that lie inside one grid cell
 /// `(k·grid_ms, (k+1)·grid_ms]`, e.g. one hour. The cells are open on the left like PromQL's

@@ -9,11 +9,12 @@ use crate::encoding::varint::{get_uvarint, get_varint};
 use crate::encoding::{BlockStats, decode_block};
 use crate::error::{Error, Result};
 use crate::flush::keep_from;
+use crate::hist;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
-use crate::types::{Label, Labels, Sample, SeriesId};
+use crate::types::{HistogramSample, Label, Labels, Sample, SeriesId};
 
-use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, STARTS_TAG, VERSION};
+use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, HISTS_TAG, MAGIC, STARTS_TAG, VERSION};
 
 /// Where one block lives and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,6 +38,9 @@ pub struct PartitionFile {
     /// (runtime series id, offset of its start-timestamp runs), sorted by id, for the series
     /// that have start timestamps; empty for most files.
     starts: Vec<(SeriesId, u32)>,
+    /// (runtime series id, (offset, length with CRC) of its histogram chunks in the data
+    /// region), sorted by id, for the series that have native histograms; empty for most files.
+    hists: Vec<(SeriesId, (u64, u32))>,
 }
 
 impl std::fmt::Debug for PartitionFile {
@@ -135,14 +139,60 @@ impl PartitionFile {
             let id = resolve(&Labels::new(labels), max_t);
             series.push((id, list_at as u32));
         }
-        let starts = if pos < index.len() {
-            read_starts_table(index, pos, sym_off as usize, &series)
-                .map_err(|e| corrupt(Some(sym_off + pos as u64), &format!("start timestamp table: {e}")))?
-        } else {
-            Vec::new()
-        };
+        // Optional tables, each starting with its tag byte, in tag order.
+        let (mut starts, mut hists) = (Vec::new(), Vec::new());
+        if index.get(pos) == Some(&STARTS_TAG) {
+            let at = pos;
+            starts = read_starts_table(index, &mut pos, sym_off as usize, &series)
+                .map_err(|e| corrupt(Some(sym_off + at as u64), &format!("start timestamp table: {e}")))?;
+        }
+        if index.get(pos) == Some(&HISTS_TAG) {
+            let at = pos;
+            hists = read_hists_table(index, &mut pos, sym_off, &series)
+                .map_err(|e| corrupt(Some(sym_off + at as u64), &format!("histogram table: {e}")))?;
+        }
+        if pos != index.len() {
+            return Err(corrupt(
+                Some(sym_off + pos as u64),
+                "unknown section or trailing bytes in the index",
+            ));
+        }
         series.sort_unstable_by_key(|(id, _)| *id);
-        Ok(PartitionFile { path: path.to_path_buf(), mmap, series, starts })
+        Ok(PartitionFile { path: path.to_path_buf(), mmap, series, starts, hists })
+    }
+
+    /// True if the series has native histograms in this file.
+    pub fn has_histograms(&self, id: SeriesId) -> bool {
+        self.hists.binary_search_by_key(&id, |(i, _)| *i).is_ok()
+    }
+
+    /// Appends the histograms of the marker samples among `samples` (samples of the series
+    /// read from this file, sorted) to `out`.
+    pub fn read_histograms(
+        &self,
+        id: SeriesId,
+        samples: &[Sample],
+        out: &mut Vec<HistogramSample>,
+    ) -> Result<()> {
+        let Ok(i) = self.hists.binary_search_by_key(&id, |(i, _)| *i) else { return Ok(()) };
+        let (Some(first), Some(last)) = (samples.first(), samples.last()) else { return Ok(()) };
+        let (at, len) = self.hists[i].1;
+        let corrupt = |reason: String| Error::corruption(&self.path, Some(at), reason);
+        let bytes = usize::try_from(at)
+            .ok()
+            .and_then(|a| self.mmap.get(a..a.saturating_add(len as usize)))
+            .filter(|b| b.len() >= 4)
+            .ok_or_else(|| corrupt("histogram chunks out of the file".into()))?;
+        let (data, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32fast::hash(data).to_le_bytes() != crc {
+            return Err(corrupt("histogram chunks checksum mismatch".into()));
+        }
+        let mut all = Vec::new();
+        let mut pos = 0;
+        hist::decode_chunks(data, &mut pos, first.t, last.t, &mut all).map_err(|e| corrupt(e.to_string()))?;
+        let by_t = |t: i64| all.binary_search_by_key(&t, |h| h.t).ok().and_then(|k| all.get(k)).map(|h| &h.h);
+        hist::resolve(samples, by_t, out);
+        Ok(())
     }
 
     /// True if some sample of the series in this file has a start timestamp.
@@ -276,28 +326,28 @@ impl PartitionFile {
 /// the series at that ordinal in `series` (in file order). The runs are checked when read.
 fn read_starts_table(
     index: &[u8],
-    mut pos: usize,
+    pos: &mut usize,
     base: usize,
     series: &[(SeriesId, u32)],
 ) -> Result<Vec<(SeriesId, u32)>> {
-    if index.get(pos) != Some(&STARTS_TAG) {
+    if index.get(*pos) != Some(&STARTS_TAG) {
         return Err(Error::Decode("unknown section after the series table".into()));
     }
-    pos += 1;
-    let n = get_uvarint(index, &mut pos)?;
+    *pos += 1;
+    let n = get_uvarint(index, pos)?;
     if n > series.len() as u64 {
         return Err(Error::Decode(format!("{n} entries for {} series", series.len())));
     }
     let mut out = Vec::with_capacity(n as usize);
     let mut ordinal = 0u64;
     for i in 0..n {
-        let delta = get_uvarint(index, &mut pos)?;
+        let delta = get_uvarint(index, pos)?;
         if i > 0 && delta == 0 {
             return Err(Error::Decode("series listed twice".into()));
         }
         ordinal = ordinal.saturating_add(delta);
-        let len = get_uvarint(index, &mut pos)? as usize;
-        let at = base + pos;
+        let len = get_uvarint(index, pos)? as usize;
+        let at = base + *pos;
         if pos.saturating_add(len) > index.len() || at > u32::MAX as usize {
             return Err(Error::Decode("runs out of range".into()));
         }
@@ -306,10 +356,44 @@ fn read_starts_table(
             .and_then(|o| series.get(o))
             .ok_or_else(|| Error::Decode(format!("series ordinal {ordinal} out of range")))?;
         out.push((*id, at as u32));
-        pos += len;
+        *pos += len;
     }
-    if pos != index.len() {
-        return Err(Error::Decode("trailing bytes".into()));
+    out.sort_unstable_by_key(|(id, _)| *id);
+    Ok(out)
+}
+
+/// Reads the histogram table (`docs/format/histograms.md`) at `*pos`: per series with
+/// histograms, its ordinal delta, and where its chunks are in the data region (before the
+/// index that starts at `data_end`).
+fn read_hists_table(
+    index: &[u8],
+    pos: &mut usize,
+    data_end: u64,
+    series: &[(SeriesId, u32)],
+) -> Result<Vec<(SeriesId, (u64, u32))>> {
+    *pos += 1;
+    let n = get_uvarint(index, pos)?;
+    if n > series.len() as u64 {
+        return Err(Error::Decode(format!("{n} entries for {} series", series.len())));
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    let mut ordinal = 0u64;
+    for i in 0..n {
+        let delta = get_uvarint(index, pos)?;
+        if i > 0 && delta == 0 {
+            return Err(Error::Decode("series listed twice".into()));
+        }
+        ordinal = ordinal.saturating_add(delta);
+        let at = get_uvarint(index, pos)?;
+        let len = get_uvarint(index, pos)?;
+        if at.saturating_add(len) > data_end || len < 4 || len > u64::from(u32::MAX) {
+            return Err(Error::Decode("histogram chunks out of the data region".into()));
+        }
+        let (id, _) = usize::try_from(ordinal)
+            .ok()
+            .and_then(|o| series.get(o))
+            .ok_or_else(|| Error::Decode(format!("series ordinal {ordinal} out of range")))?;
+        out.push((*id, (at, len as u32)));
     }
     out.sort_unstable_by_key(|(id, _)| *id);
     Ok(out)

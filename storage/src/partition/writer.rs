@@ -12,9 +12,9 @@ use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
-use crate::types::{Labels, Sample};
+use crate::types::{HistogramSample, Labels, Sample};
 
-use super::{FOOTER_MAGIC, MAGIC, STARTS_TAG, VERSION, cut_blocks};
+use super::{FOOTER_MAGIC, HISTS_TAG, MAGIC, STARTS_TAG, VERSION, cut_blocks};
 
 /// Streams series into a new partition file. Blocks are written as series are added; the symbol
 /// table and series index follow at [`FileWriter::finish`], which fsyncs and renames the file
@@ -35,6 +35,10 @@ pub struct FileWriter {
     starts_count: u64,
     /// Ordinal of the last series with start timestamps, for the next entry's delta.
     starts_prev: u64,
+    /// The histogram table's entries (series ordinal delta, offset, length), like `starts`.
+    hists: Vec<u8>,
+    hists_count: u64,
+    hists_prev: u64,
     last_labels: Option<Labels>,
     block_samples_max: usize,
     block_grid_ms: i64,
@@ -63,6 +67,9 @@ impl FileWriter {
             starts: Vec::new(),
             starts_count: 0,
             starts_prev: 0,
+            hists: Vec::new(),
+            hists_count: 0,
+            hists_prev: 0,
             last_labels: None,
             block_samples_max,
             block_grid_ms,
@@ -107,6 +114,19 @@ impl FileWriter {
         labels: &Labels,
         samples: &[Sample],
         starts: &[StartTimestamp],
+    ) -> Result<()> {
+        self.add_series_full(labels, samples, starts, &[])
+    }
+
+    /// [`FileWriter::add_series_with_starts`] with the histograms of the series' marker samples
+    /// (sorted by time, each at a marker's timestamp; see [`crate::hist`]), written as
+    /// histogram chunks after its blocks and listed in the file's histogram table.
+    pub fn add_series_full(
+        &mut self,
+        labels: &Labels,
+        samples: &[Sample],
+        starts: &[StartTimestamp],
+        hists: &[HistogramSample],
     ) -> Result<()> {
         if samples.is_empty() {
             return Ok(());
@@ -163,6 +183,19 @@ impl FileWriter {
                 self.starts_count += 1;
             }
         }
+        if !hists.is_empty() {
+            let mut bytes = Vec::new();
+            crate::hist::encode_chunks(hists, &mut bytes);
+            let crc = crc32fast::hash(&bytes);
+            bytes.extend_from_slice(&crc.to_le_bytes());
+            let at = self.offset;
+            self.write(&bytes)?;
+            put_uvarint(&mut self.hists, self.series_count - self.hists_prev);
+            put_uvarint(&mut self.hists, at);
+            put_uvarint(&mut self.hists, bytes.len() as u64);
+            self.hists_prev = self.series_count;
+            self.hists_count += 1;
+        }
         self.series_count += 1;
         self.samples += samples.len() as u64;
         self.time_range = Some(self.time_range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
@@ -204,6 +237,11 @@ impl FileWriter {
             idx.push(STARTS_TAG);
             put_uvarint(&mut idx, self.starts_count);
             idx.extend_from_slice(&self.starts);
+        }
+        if self.hists_count > 0 {
+            idx.push(HISTS_TAG);
+            put_uvarint(&mut idx, self.hists_count);
+            idx.extend_from_slice(&self.hists);
         }
         let mut crc = crc32fast::Hasher::new();
         crc.update(&idx);

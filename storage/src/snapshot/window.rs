@@ -70,6 +70,11 @@ pub(super) fn window_aggregates(
         return Ok(false);
     }
     let Some((mint, maxt)) = span(windows) else { return Ok(false) };
+    // Block statistics count histogram markers as float values: a series with native
+    // histograms is read sample by sample (the engine folds floats and histograms itself).
+    if snap.may_have_histograms(series.id, mint, maxt) {
+        return Ok(false);
+    }
     let mut blocks = file_blocks(snap, series, mint, maxt)?;
     if blocks.is_empty() {
         return Ok(false);
