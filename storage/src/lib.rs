@@ -46,4 +46,7 @@ pub use matcher::{MatchOp, Matcher};
 pub use options::{Options, WalSync};
 pub use query::{Querier, SeriesRef};
 pub use snapshot::{BlockView, Snapshot};
-pub use types::{Batch, Label, Labels, METRIC_NAME, STALE_NAN_BITS, Sample, SeriesId, is_stale, stale_nan};
+pub use types::{
+    Batch, CounterResetHint, FloatHistogram, HistogramSample, Label, Labels, METRIC_NAME, STALE_NAN_BITS,
+    Sample, SeriesId, is_stale, stale_nan,
+};

@@ -6,12 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::error::Result;
 use crate::matcher::{Matcher, matches_all};
 use crate::query::{Querier, SeriesRef, StartTimestamp, check_selective};
-use crate::types::{Labels, Sample};
+use crate::types::{FloatHistogram, HistogramSample, Labels, Sample};
 
-/// One stored sample: its value and its start timestamp (0 = unknown).
-#[derive(Debug, Clone, Copy)]
+/// One stored sample: a float (`h` is `None`) or a native histogram, and its start timestamp
+/// (0 = unknown).
+#[derive(Debug, Clone)]
 struct Point {
     v: f64,
+    h: Option<Box<FloatHistogram>>,
     st: i64,
 }
 
@@ -44,7 +46,16 @@ impl MemStore {
         let s = self.series.entry(labels.clone()).or_default();
         for (i, x) in samples.iter().enumerate() {
             let st = start_timestamps.get(i).copied().unwrap_or(0);
-            s.insert(x.t, Point { v: x.v, st });
+            s.insert(x.t, Point { v: x.v, h: None, st });
+        }
+    }
+
+    /// Adds native histogram samples to a series (creating it), replacing whatever sample
+    /// (float or histogram) was stored at an equal timestamp.
+    pub fn append_histograms(&mut self, labels: &Labels, samples: &[HistogramSample]) {
+        let s = self.series.entry(labels.clone()).or_default();
+        for x in samples {
+            s.insert(x.t, Point { v: 0.0, h: Some(Box::new(x.h.clone())), st: 0 });
         }
     }
 
@@ -66,11 +77,16 @@ impl MemStore {
         self.series.retain(|_, s| !s.is_empty());
     }
 
-    /// All series with all their samples, in label order.
+    /// All series with all their float samples (histogram samples left out), in label order.
     pub fn dump(&self) -> Vec<(Labels, Vec<Sample>)> {
         self.series
             .iter()
-            .map(|(l, s)| (l.clone(), s.iter().map(|(t, p)| Sample::new(*t, p.v)).collect()))
+            .map(|(l, s)| {
+                (
+                    l.clone(),
+                    s.iter().filter(|(_, p)| p.h.is_none()).map(|(t, p)| Sample::new(*t, p.v)).collect(),
+                )
+            })
             .collect()
     }
 
@@ -94,7 +110,25 @@ impl Querier for MemStore {
 
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
         if let Some(s) = self.series.get(&series.labels) {
-            out.extend(s.range(mint..=maxt).map(|(t, p)| Sample::new(*t, p.v)));
+            out.extend(
+                s.range(mint..=maxt).filter(|(_, p)| p.h.is_none()).map(|(t, p)| Sample::new(*t, p.v)),
+            );
+        }
+        Ok(())
+    }
+
+    fn histograms(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<HistogramSample>,
+    ) -> Result<()> {
+        if let Some(s) = self.series.get(&series.labels) {
+            out.extend(
+                s.range(mint..=maxt)
+                    .filter_map(|(t, p)| p.h.as_ref().map(|h| HistogramSample { t: *t, h: (**h).clone() })),
+            );
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 use crate::error::Result;
 use crate::matcher::Matcher;
-use crate::types::{Labels, Sample, SeriesId};
+use crate::types::{HistogramSample, Labels, Sample, SeriesId};
 use crate::window::{ScanStats, WindowAgg};
 
 /// A series picked by [`Querier::select`].
@@ -45,6 +45,22 @@ pub trait Querier: Send + Sync {
     /// Appends the samples of `series` in `[mint, maxt]` to `out`, ascending by time with one
     /// sample per timestamp (the last written wins). Stale markers are included.
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()>;
+
+    /// Appends the native histogram samples of `series` in `[mint, maxt]` to `out`, ascending
+    /// by time. [`Querier::samples`] reports the same series' float samples (and stale
+    /// markers); a timestamp holds either a float or a histogram, never both.
+    ///
+    /// A separate call so float-only storages and queries pay nothing; the default reports
+    /// none, for storages that do not keep histograms.
+    fn histograms(
+        &self,
+        _series: &SeriesRef,
+        _mint: i64,
+        _maxt: i64,
+        _out: &mut Vec<HistogramSample>,
+    ) -> Result<()> {
+        Ok(())
+    }
 
     /// Appends the known start timestamps of the samples of `series` in `[mint, maxt]` to
     /// `out`, ascending by sample time, one per sample at most; samples without one are left

@@ -49,6 +49,75 @@ impl PartialEq for Sample {
 }
 impl Eq for Sample {}
 
+/// How a native histogram sample relates to the one before it in its series, as the
+/// instrumentation (or remote write) declares it. PromQL uses it to decide whether a decrease is a
+/// counter reset, and warns when counter functions meet gauges (and vice versa).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CounterResetHint {
+    /// Not known: a reset is detected by comparing with the previous sample.
+    #[default]
+    Unknown,
+    /// The counter was reset right before this sample.
+    Reset,
+    /// The counter was not reset since the previous sample.
+    NotReset,
+    /// The histogram is a gauge: it may go up and down, resets do not apply.
+    Gauge,
+}
+
+/// A native histogram with float counts (Prometheus' `FloatHistogram`): counts are absolute per
+/// bucket, never deltas, and may be fractional (results of `rate` are histograms too).
+///
+/// Buckets are kept sparse as `(index, count)` pairs sorted by index, which is Prometheus' span
+/// layout with empty buckets left out: every query result and every comparison in Prometheus
+/// goes through its `Compact(0)`, which removes exactly those, and counter-reset detection
+/// treats a missing bucket like an empty one. Which index covers which values depends on
+/// [`FloatHistogram::schema`]: for the exponential schemas `-4..=8`, positive index `i` covers
+/// `(2^((i-1)·2^-schema), 2^(i·2^-schema)]` and negative index `i` its mirror; for the custom
+/// bucket schema [`FloatHistogram::CUSTOM_BUCKETS_SCHEMA`] index `i` covers
+/// `(custom_values[i-1], custom_values[i]]` (open to -Inf below index 0, to +Inf above the last
+/// bound) and there are no negative buckets or zero bucket.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FloatHistogram {
+    /// The sample's counter-reset hint.
+    pub counter_reset_hint: CounterResetHint,
+    /// Bucket layout: exponential `-4..=8`, or [`FloatHistogram::CUSTOM_BUCKETS_SCHEMA`].
+    pub schema: i32,
+    /// The zero bucket covers `[-zero_threshold, zero_threshold]`.
+    pub zero_threshold: f64,
+    /// Observations in the zero bucket.
+    pub zero_count: f64,
+    /// Total number of observations (including NaN observations, which are in no bucket).
+    pub count: f64,
+    /// Sum of all observations.
+    pub sum: f64,
+    /// Positive buckets `(index, count)`, ascending by index.
+    pub positive: Vec<(i32, f64)>,
+    /// Negative buckets `(index, count)`, ascending by index (index 1 is closest to zero).
+    pub negative: Vec<(i32, f64)>,
+    /// Upper bounds of the custom buckets (schema -53 only), ascending, finite.
+    pub custom_values: Vec<f64>,
+}
+
+impl FloatHistogram {
+    /// The schema number of histograms with custom bucket boundaries (NHCB).
+    pub const CUSTOM_BUCKETS_SCHEMA: i32 = -53;
+
+    /// True for custom-bucket histograms (schema -53).
+    pub fn uses_custom_buckets(&self) -> bool {
+        self.schema == Self::CUSTOM_BUCKETS_SCHEMA
+    }
+}
+
+/// One native histogram sample of a series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramSample {
+    /// Milliseconds since the Unix epoch.
+    pub t: i64,
+    /// The histogram.
+    pub h: FloatHistogram,
+}
+
 /// A series id, dense and assigned at runtime by the series index. It is never persisted in
 /// partition files (they carry label sets), only inside one WAL segment (see `wal` and
 /// `batch_codec`), so the id space can be rebuilt freely on every start.

@@ -10,6 +10,8 @@
 
 mod aggregate;
 mod binary;
+mod float_histogram;
+mod histogram_fns;
 mod functions;
 mod histogram;
 mod info;
@@ -30,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::options::EngineOptions;
 use crate::parser::ast::{AtModifier, DurationExpr, DurationOp, Expr, Subquery};
 
-pub(crate) use series::{FPoint, Series, has_duplicate_labels, merge_same_labelsets};
+pub(crate) use series::{FPoint, HPoint, Series, has_duplicate_labels, merge_same_labelsets};
 
 /// The evaluation timestamps: `start, start+step, ..., <= end` (ms). `step >= 1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +87,7 @@ impl Val {
     fn sample_count(&self) -> usize {
         match self {
             Val::Scalar(v) => v.len(),
-            Val::Vector(m) | Val::Range(m) => m.iter().map(|s| s.points.len()).sum(),
+            Val::Vector(m) | Val::Range(m) => m.iter().map(|s| s.points.len() + s.hpoints.len()).sum(),
             Val::Str(_) => 0,
         }
     }
@@ -218,6 +220,9 @@ impl<'a> Evaluator<'a> {
                         for s in &mut m {
                             s.drop_metric_name(self.opts.delayed_name_removal);
                             s.points.iter_mut().for_each(|p| p.f = -p.f);
+                            for p in &mut s.hpoints {
+                                float_histogram::scale(std::sync::Arc::make_mut(&mut p.h), -1.0);
+                            }
                         }
                         if !self.opts.delayed_name_removal {
                             m = series::merge_same_labelsets(m)?;
@@ -329,7 +334,8 @@ impl<'a> Evaluator<'a> {
         let mut out = Vec::with_capacity(inner.len());
         for mut s in inner {
             s.points.retain(|p| p.t > ref_t - range && p.t <= ref_t);
-            if !s.points.is_empty() {
+            s.hpoints.retain(|p| p.t > ref_t - range && p.t <= ref_t);
+            if !s.is_empty() {
                 out.push(s);
             }
         }

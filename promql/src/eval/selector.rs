@@ -6,9 +6,11 @@
 //! with `a`. Each series is read once for the union of all steps' windows.
 
 use storage::query::StartTimestamp;
-use storage::{Matcher, Sample, SeriesRef, is_stale};
+use std::sync::Arc;
 
-use super::{Evaluator, FPoint, Grid, Series, Val, start_timestamps};
+use storage::{HistogramSample, Matcher, Sample, SeriesRef, is_stale};
+
+use super::{Evaluator, FPoint, Grid, HPoint, Series, Val, start_timestamps};
 use crate::error::{Error, Result};
 use crate::parser::ast::{MatrixSelector, VectorSelector};
 
@@ -48,6 +50,17 @@ impl<'a> Evaluator<'a> {
         Ok(())
     }
 
+    /// Reads the native histogram samples of one series in `[mint, maxt]` as shared points
+    /// (replacing the contents of `out`).
+    pub fn load_histograms(&mut self, r: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<HPoint>) -> Result<()> {
+        let mut raw: Vec<HistogramSample> = Vec::new();
+        self.querier.histograms(r, mint, maxt, &mut raw)?;
+        self.samples_read += raw.len() as u64;
+        out.clear();
+        out.extend(raw.into_iter().map(|s| HPoint { t: s.t, h: Arc::new(s.h) }));
+        Ok(())
+    }
+
     /// The window end (`t - offset`, or `@ - offset`) for every step.
     fn refs(&self, vs: &VectorSelector, g: Grid) -> Result<Vec<i64>> {
         let offset = self.offset_ms(&vs.offset)?;
@@ -69,10 +82,20 @@ impl<'a> Evaluator<'a> {
         let mut out = Vec::new();
         let mut buf = Vec::new();
         let mut sts = Vec::new();
+        let mut hbuf = Vec::new();
         for r in &series {
             self.load(r, mint, maxt, &mut buf)?;
+            self.load_histograms(r, mint, maxt, &mut hbuf)?;
             if pick == Pick::StartTimestamp {
                 self.load_start_timestamps(r, mint, maxt, &mut sts)?;
+            }
+            if !hbuf.is_empty() && !vs.smoothed {
+                let (points, hpoints) = latest_mixed_points(&buf, &hbuf, &refs, g, lb, pick);
+                if !points.is_empty() || !hpoints.is_empty() {
+                    self.track(points.len() + hpoints.len())?;
+                    out.push(Series::with_histograms(r.labels.clone(), false, points, hpoints));
+                }
+                continue;
             }
             let points = if vs.smoothed {
                 smoothed_points(&buf, &refs, g, lb)
@@ -96,16 +119,18 @@ impl<'a> Evaluator<'a> {
         let series = self.select(&ms.vs.matchers, mint, maxt)?;
         let mut out = Vec::new();
         let mut buf = Vec::new();
+        let mut hbuf = Vec::new();
         for r in &series {
             self.load(r, mint, maxt, &mut buf)?;
+            self.load_histograms(r, mint, maxt, &mut hbuf)?;
             let mut points: Vec<FPoint> =
                 buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
             if ms.vs.anchored || ms.vs.smoothed {
                 points = extend_floats(&points, ref_t.saturating_sub(w.range), ref_t, ms.vs.smoothed);
             }
-            if !points.is_empty() {
-                self.track(points.len())?;
-                out.push(Series::new(r.labels.clone(), false, points));
+            if !points.is_empty() || !hbuf.is_empty() {
+                self.track(points.len() + hbuf.len())?;
+                out.push(Series::with_histograms(r.labels.clone(), false, points, std::mem::take(&mut hbuf)));
             }
         }
         Ok(Val::Range(out))
@@ -171,6 +196,46 @@ fn latest_points(
         }
     }
     points
+}
+
+/// [`latest_points`] for a series that has histogram samples: for each step the latest sample
+/// of either kind in `(ref - lb, ref]`, unless it is a stale marker. Start timestamps are not
+/// kept for histograms, so [`Pick::StartTimestamp`] reports 0 for them.
+fn latest_mixed_points(
+    buf: &[Sample],
+    hbuf: &[HPoint],
+    refs: &[i64],
+    g: Grid,
+    lb: i64,
+    pick: Pick,
+) -> (Vec<FPoint>, Vec<HPoint>) {
+    let (mut points, mut hpoints) = (Vec::new(), Vec::new());
+    for (i, &r) in refs.iter().enumerate() {
+        let fj = buf.partition_point(|s| s.t <= r);
+        let hj = hbuf.partition_point(|s| s.t <= r);
+        let f = fj.checked_sub(1).map(|k| buf[k]);
+        let h = hj.checked_sub(1).map(|k| &hbuf[k]);
+        let t = g.ts(i);
+        match (f, h) {
+            (Some(f), h) if h.is_none_or(|h| h.t < f.t) => {
+                if f.t > r - lb && !is_stale(f.v) {
+                    let v = match pick {
+                        Pick::Value => f.v,
+                        Pick::Timestamp => f.t as f64 / 1000.0,
+                        Pick::StartTimestamp => 0.0,
+                    };
+                    points.push(FPoint { t, f: v });
+                }
+            }
+            (_, Some(h)) if h.t > r - lb => match pick {
+                Pick::Value => hpoints.push(HPoint { t, h: h.h.clone() }),
+                Pick::Timestamp => points.push(FPoint { t, f: h.t as f64 / 1000.0 }),
+                Pick::StartTimestamp => points.push(FPoint { t, f: 0.0 }),
+            },
+            _ => {}
+        }
+    }
+    (points, hpoints)
 }
 
 /// The `smoothed` instant selector: the value at each step interpolated between the samples

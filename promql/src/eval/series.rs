@@ -1,8 +1,9 @@
 //! Series as the evaluator holds them, and helpers to walk them step by step.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use storage::Labels;
+use storage::{FloatHistogram, Labels};
 
 use super::{Grid, drop_metric_labels, duplicate_labelset};
 use crate::error::Result;
@@ -14,6 +15,13 @@ pub(crate) struct FPoint {
     pub f: f64,
 }
 
+/// A histogram point (ms, histogram); shared, as selectors hand the same sample to many steps.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HPoint {
+    pub t: i64,
+    pub h: Arc<FloatHistogram>,
+}
+
 /// A series during evaluation.
 #[derive(Debug, Clone)]
 pub(crate) struct Series {
@@ -21,11 +29,23 @@ pub(crate) struct Series {
     /// With delayed name removal: `__name__` is to be dropped at the end of evaluation.
     pub drop_name: bool,
     pub points: Vec<FPoint>,
+    /// Histogram points; a timestamp is in `points` or here, never in both.
+    pub hpoints: Vec<HPoint>,
 }
 
 impl Series {
     pub fn new(labels: Labels, drop_name: bool, points: Vec<FPoint>) -> Self {
-        Series { labels, drop_name, points }
+        Series { labels, drop_name, points, hpoints: Vec::new() }
+    }
+
+    /// A series with float and histogram points.
+    pub fn with_histograms(labels: Labels, drop_name: bool, points: Vec<FPoint>, hpoints: Vec<HPoint>) -> Self {
+        Series { labels, drop_name, points, hpoints }
+    }
+
+    /// True if the series has no points at all.
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty() && self.hpoints.is_empty()
     }
 
     /// Marks the metric name for removal: right away, or at the end with delayed name removal.
@@ -144,7 +164,12 @@ pub(crate) fn merge_same_labelsets(m: Vec<Series>) -> Result<Vec<Series>> {
                 let base = &mut out[i];
                 base.points.extend(s.points);
                 base.points.sort_by_key(|p| p.t);
-                if base.points.windows(2).any(|w| w[0].t == w[1].t) {
+                base.hpoints.extend(s.hpoints);
+                base.hpoints.sort_by_key(|p| p.t);
+                if base.points.windows(2).any(|w| w[0].t == w[1].t)
+                    || base.hpoints.windows(2).any(|w| w[0].t == w[1].t)
+                    || base.hpoints.iter().any(|h| base.points.binary_search_by_key(&h.t, |p| p.t).is_ok())
+                {
                     return Err(duplicate_labelset());
                 }
             }
