@@ -118,6 +118,23 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = positive_size)]
     pub write_decoded_bytes_max: ByteSize,
 
+    /// Most write requests read, decoded and stored at once; others wait for a slot (see
+    /// --write-max-queue-duration). Bounds the memory bodies in flight take. Default: two per
+    /// core.
+    #[arg(long, value_name = "N", value_parser = positive_count)]
+    pub write_max_concurrency: Option<usize>,
+
+    /// Longest a write request waits for a slot before it is answered 503 with Retry-After
+    /// (which senders retry).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = positive_duration)]
+    pub write_max_queue_duration: PromDuration,
+
+    /// Longest time to read a request, headers and body, and to keep an idle connection
+    /// open, as Prometheus' flag of the same name: a client that sends slowly or not at all
+    /// cannot hold a connection forever.
+    #[arg(long = "web.read-timeout", value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
+    pub web_read_timeout: PromDuration,
+
     /// Most labels one series may have, __name__ included. A write with a series over it is
     /// refused with 400.
     #[arg(long, value_name = "N", default_value = "64", value_parser = positive_count)]
@@ -146,6 +163,16 @@ pub struct Cli {
     #[arg(long = "query.max-samples", value_name = "N", default_value = "50000000", value_parser = positive_count)]
     pub query_max_samples: usize,
 
+    /// Most series one selector of a query may match; a query over it fails with 422 naming
+    /// the limit. 0: unlimited.
+    #[arg(long = "query.max-series", value_name = "N", default_value = "0")]
+    pub query_max_series: usize,
+
+    /// Largest encoded answer of one query; a query whose answer would be larger fails with
+    /// 422 instead of building it. 0: unlimited.
+    #[arg(long = "query.max-response-bytes", value_name = "SIZE", default_value = "1GiB")]
+    pub query_max_response_bytes: ByteSize,
+
     /// How far back an instant selector looks for a series' latest sample; a request's
     /// `lookback_delta` parameter overrides it.
     #[arg(long = "query.lookback-delta", value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
@@ -155,9 +182,16 @@ pub struct Cli {
     #[arg(long = "query.max-concurrency", value_name = "N", default_value = "20", value_parser = positive_count)]
     pub query_max_concurrency: usize,
 
+    /// Worker threads, shared by all queries, that evaluate the series of large selectors in
+    /// parallel (0: one per core; 1: every query on one thread). Lower it to leave cores to
+    /// ingest under heavy query load.
+    #[arg(long = "query.max-parallelism", value_name = "N", default_value = "0")]
+    pub query_max_parallelism: usize,
+
     /// Optional PromQL features, by Prometheus' names, comma-separated or repeated:
     /// promql-experimental-functions, promql-duration-expr, promql-extended-range-selectors,
-    /// promql-binop-fill-modifiers, promql-delayed-name-removal, type-and-unit-labels. Other
+    /// promql-binop-fill-modifiers, promql-delayed-name-removal, type-and-unit-labels,
+    /// use-start-timestamps (st-storage is accepted: start timestamps are always stored). Other
     /// names (Prometheus features strata has no use for) are logged and ignored.
     #[arg(long = "enable-feature", value_name = "FEATURE", value_delimiter = ',')]
     pub enable_feature: Vec<String>,
@@ -251,14 +285,17 @@ pub struct Cli {
     pub tls_reload_interval: PromDuration,
 }
 
-/// The `--enable-feature` names strata acts on, as Prometheus spells them.
-pub const PROMQL_FEATURES: [&str; 6] = [
+/// The `--enable-feature` names strata knows, as Prometheus spells them. `st-storage` is
+/// accepted and changes nothing: strata always stores start timestamps it receives.
+pub const PROMQL_FEATURES: [&str; 8] = [
     "promql-experimental-functions",
     "promql-duration-expr",
     "promql-extended-range-selectors",
     "promql-binop-fill-modifiers",
     "promql-delayed-name-removal",
     "type-and-unit-labels",
+    "use-start-timestamps",
+    "st-storage",
 ];
 
 impl Cli {
@@ -314,6 +351,12 @@ impl Cli {
                 frame_bytes_max: usize::try_from(self.remote_read_max_bytes_in_frame.0).unwrap_or(usize::MAX),
             },
             admin_api: self.web_enable_admin_api,
+            write_admission: crate::ingest::admission::WriteAdmission::new(
+                self.write_max_concurrency
+                    .unwrap_or_else(crate::ingest::admission::WriteAdmission::default_concurrency),
+                self.write_max_queue_duration.as_std(),
+            ),
+            read_timeout: self.web_read_timeout.as_std(),
             auth: crate::auth::AuthSettings {
                 read: crate::auth::ScopeSettings {
                     basic_user: self.auth_read_basic_user.clone(),
@@ -342,6 +385,7 @@ impl Cli {
         let mut options = promql::EngineOptions {
             timeout: self.query_timeout.as_std(),
             max_samples: self.query_max_samples,
+            max_series: self.query_max_series,
             lookback_delta_ms: self.query_lookback_delta.as_millis(),
             ..promql::EngineOptions::default()
         };
@@ -353,10 +397,16 @@ impl Cli {
                 "promql-binop-fill-modifiers" => options.binop_fill_modifiers = true,
                 "promql-delayed-name-removal" => options.delayed_name_removal = true,
                 "type-and-unit-labels" => options.type_and_unit_labels = true,
+                "use-start-timestamps" => options.use_start_timestamps = true,
                 _ => {}
             }
         }
-        QueryConfig { options, max_concurrency: self.query_max_concurrency }
+        QueryConfig {
+            options,
+            max_concurrency: self.query_max_concurrency,
+            max_parallelism: self.query_max_parallelism,
+            max_response_bytes: usize::try_from(self.query_max_response_bytes.0).unwrap_or(usize::MAX),
+        }
     }
 
     /// `--enable-feature` values strata does not know, for a warning at startup (Prometheus

@@ -163,8 +163,11 @@ impl From<storage::Error> for ApiError {
         match err {
             storage::Error::InvalidInput(msg) => ApiError::BadData(msg),
             storage::Error::Closed => ApiError::Unavailable("storage is shutting down; retry later".into()),
+            err @ storage::Error::FlushBacklog { .. } => {
+                ApiError::Unavailable(format!("strata is behind: {err}; retry later"))
+            }
             storage::Error::Poisoned(_) => ApiError::Unavailable(
-                "storage refuses writes after an I/O failure until strata is restarted; retry later".into(),
+                "storage cannot make writes durable after an I/O failure (disk full?); it retries by itself, retry later".into(),
             ),
             err if err.is_transient() => {
                 // The detail names paths and OS errors: log it, tell the client only to retry.

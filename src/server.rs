@@ -7,7 +7,7 @@
 //! while shutdown (or the open it has to wait for) is still running exits at once, non-zero;
 //! that is safe because storage recovers from a crash at any point.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -53,6 +53,10 @@ pub struct ServerConfig {
     pub remote_read: RemoteReadConfig,
     /// Whether the admin endpoints are enabled (`--web.enable-admin-api`).
     pub admin_api: bool,
+    /// Write request slots (`--write-max-concurrency`, `--write-max-queue-duration`).
+    pub write_admission: crate::ingest::admission::WriteAdmission,
+    /// Longest time to read a request or keep an idle connection (`--web.read-timeout`).
+    pub read_timeout: std::time::Duration,
     /// Read and write credentials (`--auth.*`); none configured leaves every endpoint open.
     pub auth: AuthSettings,
     /// HTTPS certificate and key (`--tls.*`); `None` serves plain HTTP.
@@ -113,14 +117,15 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// The HTTP routes, each checked by `auth` when given (see [`crate::auth`] for which path needs
 /// which credentials). Refused requests are still counted in the request metrics.
 pub fn secured_router(state: Arc<AppState>, auth: Option<Arc<Authenticator>>) -> Router {
-    // TODO(#8): request and idle timeouts and a concurrency limit as named flags.
     // axum's default body limit (2 MB) would refuse ordinary remote-write batches with a 413,
     // which senders drop: the write routes get the configured limit instead.
     let writes = Router::new()
         .route("/api/v1/write", post(remote_write::write))
         .route("/write", post(line_protocol::write_v1))
         .route("/api/v2/write", post(line_protocol::write_v2))
-        .layer(DefaultBodyLimit::max(state.limits().body_bytes_max));
+        .layer(DefaultBodyLimit::max(state.limits().body_bytes_max))
+        // Outermost on the write routes: a request waits for a slot before its body is read.
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), crate::ingest::admission::admit));
     let mut routes = Router::new()
         .route("/-/healthy", get(health::healthy))
         .route("/-/ready", get(health::ready))
@@ -171,12 +176,15 @@ pub async fn run(config: ServerConfig) -> Result<(), RunError> {
             .with_query(QueryService::new(&config.query))
             .with_status(StatusInfo::new(config.status.clone()))
             .with_remote_read(RemoteReadService::new(config.remote_read.clone()))
-            .with_admin_api(config.admin_api),
+            .with_admin_api(config.admin_api)
+            .with_write_admission(config.write_admission.clone()),
     );
-    let app = secured_router(Arc::clone(&state), auth);
+    // The body read is bounded here; the header read and idle time by the accept loop.
+    let app = secured_router(Arc::clone(&state), auth)
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(config.read_timeout));
     let (stop_serving, server) = match listener {
-        Bound::Plain(tcp) => spawn_server(tcp, app),
-        Bound::Tls(tls) => spawn_server(tls, app),
+        Bound::Plain(tcp) => spawn_server(tcp, app, config.read_timeout),
+        Bound::Tls(tls) => spawn_server(tls, app, config.read_timeout),
     };
 
     let dir = config.storage.data_dir.clone();
@@ -233,17 +241,20 @@ fn local_addr(listener: &TcpListener, listen: &str) -> Result<SocketAddr, RunErr
 
 /// Serves `app` on `listener` in its own task until the returned sender fires (or is dropped);
 /// then stops accepting and waits for in-flight requests.
-fn spawn_server<L>(listener: L, app: Router) -> (oneshot::Sender<()>, JoinHandle<io::Result<()>>)
+fn spawn_server<L>(
+    listener: L,
+    app: Router,
+    read_timeout: std::time::Duration,
+) -> (oneshot::Sender<()>, JoinHandle<io::Result<()>>)
 where
     L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
 {
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let stopped = async move {
         // Err means the sender was dropped, which also means "stop".
         let _ = stop_rx.await;
     };
-    let task = tokio::spawn(axum::serve(listener, app).with_graceful_shutdown(stopped).into_future());
+    let task = tokio::spawn(serve::serve(listener, app, stopped, read_timeout));
     (stop_tx, task)
 }
 
@@ -254,6 +265,8 @@ async fn until_signal<T>(signals: &mut Signals, work: impl Future<Output = T>) -
         signal = signals.recv() => Err(RunError::Interrupted(signal)),
     }
 }
+
+mod serve;
 
 #[cfg(test)]
 mod tests;

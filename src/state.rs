@@ -14,6 +14,7 @@ use crate::api::query::QueryService;
 use crate::api::read::RemoteReadService;
 use crate::api::status::StatusInfo;
 use crate::influx::Databases;
+use crate::ingest::admission::WriteAdmission;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
 
@@ -30,6 +31,7 @@ pub struct AppState {
     remote_read: RemoteReadService,
     admin_api: bool,
     status: StatusInfo,
+    write_admission: WriteAdmission,
 }
 
 impl AppState {
@@ -66,6 +68,16 @@ impl AppState {
     /// Remote-read limits and the gate on concurrent remote reads.
     pub fn remote_read(&self) -> &RemoteReadService {
         &self.remote_read
+    }
+
+    /// The write request slots (`--write.max-concurrency`, `--write.max-queue-duration`).
+    pub fn with_write_admission(self, write_admission: WriteAdmission) -> Self {
+        AppState { write_admission, ..self }
+    }
+
+    /// The write request slots.
+    pub fn write_admission(&self) -> &WriteAdmission {
+        &self.write_admission
     }
 
     /// Whether the admin endpoints (delete series, clean tombstones, snapshot) may be used.

@@ -7,13 +7,12 @@
 mod common;
 
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use common::process::{Process, find_binary, free_port};
 use common::{Reply, Strata};
 use nix::sys::signal::Signal;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
@@ -391,36 +390,4 @@ fn prometheus_remote_writes_with_basic_auth() {
         .filter(|l| l.starts_with("strata_http_requests_total") && l.contains("code=\"401\""))
         .count();
     assert_eq!(refused, 0, "Prometheus' writes were refused:\n{metrics}");
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn find_binary(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|dir| Path::new(dir).join(name)).find(|p| p.is_file())
-}
-
-/// A child process killed when the test ends.
-struct Process(Child);
-
-impl Process {
-    fn spawn(program: &Path, args: &[&str], log: &Path) -> Process {
-        let log = std::fs::File::create(log).unwrap();
-        let child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Process(child)
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -17,23 +17,17 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::Strata;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use common::process::{Process, find_binary, free_port, get_text, highest_sent_ms, wait_for};
 use serde_json::Value;
 
 /// The provisioned data source's uid, which every dashboard's `datasource` variable defaults to.
 const DATASOURCE_UID: &str = "strata";
-/// Bound on waiting for an event (a process ready, data sent). Not a performance bound.
-const HANG_GUARD: Duration = Duration::from_secs(90);
 
 fn dashboards_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards")
@@ -420,92 +414,6 @@ fn client_traffic(base: &str, stop: &AtomicBool) {
 
 fn form(pairs: &[(&str, &str)]) -> String {
     serde_urlencoded::to_string(pairs).unwrap()
-}
-
-/// `prometheus_remote_storage_queue_highest_sent_timestamp_seconds`, in ms.
-fn highest_sent_ms(agent: &ureq::Agent, url: &str) -> Option<i64> {
-    let (status, text) = get_text(agent, &format!("{url}/metrics"))?;
-    if status != 200 {
-        return None;
-    }
-    text.lines()
-        .find(|l| l.starts_with("prometheus_remote_storage_queue_highest_sent_timestamp_seconds"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|s| (s * 1000.0) as i64)
-}
-
-fn get_text(agent: &ureq::Agent, url: &str) -> Option<(u16, String)> {
-    let mut response = agent.get(url).call().ok()?;
-    let status = response.status().as_u16();
-    Some((status, response.body_mut().read_to_string().ok()?))
-}
-
-/// Polls `ready` every 100 ms until it holds, failing with `log` after [`HANG_GUARD`].
-fn wait_for(log: &Path, what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + HANG_GUARD;
-    while !ready() {
-        assert!(
-            Instant::now() < deadline,
-            "gave up waiting for {what}; log {}:\n{}",
-            log.display(),
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A port that was free a moment ago, for programs that cannot report the port they picked.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn find_binary(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
-}
-
-/// A child process with its output in a log file; killed on drop unless it was terminated.
-struct Process {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Process {
-    fn spawn(program: &Path, args: &[&str], log: &Path) -> Process {
-        let out = File::create(log).unwrap();
-        let err = out.try_clone().unwrap();
-        let child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-        Process { child, log: log.to_owned() }
-    }
-
-    /// SIGTERM, then wait for the exit.
-    fn terminate(&mut self) {
-        let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap());
-        kill(pid, Signal::SIGTERM).unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(
-            status.success(),
-            "{} exited with {status}; log:\n{}",
-            self.log.display(),
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 // ------------------------------------------------------------------------------------------

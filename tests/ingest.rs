@@ -103,3 +103,69 @@ fn influx_clients_can_ping_create_a_database_and_write() {
     let stored = stored_series(dir.path(), i64::MIN, i64::MAX);
     assert_eq!(stored.len(), 2, "the good lines are stored: {stored:?}");
 }
+
+/// A counter whose reset the values hide (it restarted and grew past its old value between two
+/// scrapes): only the start timestamps remote write 2.0 carries reveal it. They are stored,
+/// survive a restart (WAL replay), and `--enable-feature=use-start-timestamps` queries use them.
+#[test]
+fn start_timestamps_of_remote_write_2_are_stored_and_used_by_queries() {
+    use prost::Message;
+    use remote::prw::proto_v2 as v2;
+
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--enable-feature=use-start-timestamps,promql-experimental-functions"];
+    let mut strata = Strata::start_with(dir.path(), &args);
+    strata.wait_ready();
+
+    // Whole seconds, so the start timestamps compare exactly in the query answers.
+    let t0 = now_ms() / 1000 * 1000 - 120_000;
+    let (first_start, second_start) = (t0 - 5_000, t0 + 25_000);
+    let sample =
+        |t: i64, v: f64, st: i64| v2::Sample { value_bits: v.to_bits(), timestamp: t, start_timestamp: st };
+    let request = v2::Request {
+        symbols: ["", "__name__", "requests_total", "job", "api"].map(String::from).to_vec(),
+        timeseries: vec![v2::TimeSeries {
+            labels_refs: vec![1, 2, 3, 4],
+            samples: vec![
+                sample(t0, 10.0, first_start),
+                sample(t0 + 15_000, 20.0, first_start),
+                // Restarted at `second_start` and already past 20 at the next scrape.
+                sample(t0 + 30_000, 25.0, second_start),
+                sample(t0 + 45_000, 35.0, second_start),
+            ],
+            ..Default::default()
+        }],
+    };
+    let body = snap::raw::Encoder::new().compress_vec(&request.encode_to_vec()).unwrap();
+    let reply = strata.post("/api/v1/write", &V2_HEADERS, &body);
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert_eq!(reply.header("X-Prometheus-Remote-Write-Samples-Written"), Some("4"));
+
+    let at = (t0 + 45_000) / 1000;
+    let query = |strata: &Strata, q: &str| {
+        let reply = strata.get(&format!("/api/v1/query?query={q}&time={at}"));
+        assert_eq!(reply.status, 200, "{q}: {}", reply.body);
+        let json: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+        let result = &json["data"]["result"];
+        assert_eq!(result.as_array().map(Vec::len), Some(1), "{q}: {}", reply.body);
+        result[0]["value"][1].as_str().unwrap().to_string()
+    };
+    let check = |strata: &Strata| {
+        assert_eq!(query(strata, "resets(requests_total%5B5m%5D)"), "1", "the hidden reset is seen");
+        assert_eq!(query(strata, "start_timestamp(requests_total)"), (second_start / 1000).to_string());
+    };
+    check(&strata);
+
+    // Without the feature the values alone show no reset.
+    assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());
+    let mut plain = Strata::start(dir.path());
+    plain.wait_ready();
+    assert_eq!(query(&plain, "resets(requests_total%5B5m%5D)"), "0");
+    assert_eq!(plain.terminate().code(), Some(0), "log:\n{}", plain.log());
+
+    // After restarts the start timestamps are still there.
+    let mut again = Strata::start_with(dir.path(), &args);
+    again.wait_ready();
+    check(&again);
+    assert_eq!(again.terminate().code(), Some(0), "log:\n{}", again.log());
+}

@@ -11,16 +11,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::Write as _;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::process::{Process, find_binary, free_port, get_text, highest_sent_ms, wait_for};
 use common::{Strata, stored_series};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 
 const PROMETHEUS: &str = "prometheus";
 const NODE_EXPORTER: &str = "prometheus-node-exporter";
@@ -30,8 +25,6 @@ const RUN: Duration = Duration::from_secs(18);
 /// Margin at both ends of the run that the compared interval leaves out: at the start targets
 /// may not be scraped yet, at the end the remote-write queue may not have sent yet.
 const MARGIN_MS: i64 = 5_000;
-/// Bound on waiting for an event (a process ready, data sent). Not a performance bound.
-const HANG_GUARD: Duration = Duration::from_secs(60);
 
 /// One series: its labels (with `__name__`) and its samples as (ms, value bits).
 type SeriesMap = BTreeMap<Vec<(String, String)>, Vec<(i64, u64)>>;
@@ -263,94 +256,6 @@ fn value_bits(v: f64) -> u64 {
     if v.is_nan() { f64::NAN.to_bits() } else { v.to_bits() }
 }
 
-/// `prometheus_remote_storage_queue_highest_sent_timestamp_seconds`, in ms: the newest sample
-/// timestamp the remote-write queue has sent.
-fn highest_sent_ms(agent: &ureq::Agent, url: &str) -> Option<i64> {
-    let (status, text) = get_text(agent, &format!("{url}/metrics"))?;
-    if status != 200 {
-        return None;
-    }
-    text.lines()
-        .find(|l| l.starts_with("prometheus_remote_storage_queue_highest_sent_timestamp_seconds"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|s| (s * 1000.0) as i64)
-}
-
-fn get_text(agent: &ureq::Agent, url: &str) -> Option<(u16, String)> {
-    let mut response = agent.get(url).call().ok()?;
-    let status = response.status().as_u16();
-    Some((status, response.body_mut().read_to_string().ok()?))
-}
-
-/// Polls `ready` every 100 ms until it holds, failing with `log` after [`HANG_GUARD`].
-fn wait_for(log: &Path, what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + HANG_GUARD;
-    while !ready() {
-        assert!(
-            Instant::now() < deadline,
-            "gave up waiting for {what}; log {}:\n{}",
-            log.display(),
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
-
-/// A port that was free a moment ago (bound and released), for programs that cannot report
-/// the port they picked.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn find_binary(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
-}
-
-/// A child process with its output in a log file; killed on drop unless it was terminated.
-struct Process {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Process {
-    fn spawn(program: &Path, args: &[&str], log: &Path) -> Process {
-        let out = File::create(log).unwrap();
-        let err = out.try_clone().unwrap();
-        let child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-        Process { child, log: log.to_owned() }
-    }
-
-    /// SIGTERM, then wait for the exit.
-    fn terminate(&mut self) {
-        let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap());
-        kill(pid, Signal::SIGTERM).unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(
-            status.success(),
-            "{} exited with {status}; log:\n{}",
-            self.log.display(),
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }

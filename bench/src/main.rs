@@ -8,6 +8,7 @@
 mod compare;
 mod datagen;
 mod metadata_bench;
+mod query_load;
 mod series_memory;
 mod storage_bench;
 mod tsbs;
@@ -32,6 +33,9 @@ enum Cmd {
     /// Latency of label names, label values and series lookups (storage and HTTP handler) over
     /// a million TSBS-like series.
     Metadata(metadata_bench::Args),
+    /// Queries/s and latency of 8 concurrent TSBS query clients while ingest runs, with
+    /// parallel query evaluation off and on.
+    QueryLoad(query_load::Args),
     /// Resident memory per series after creating N series (1 million by default).
     SeriesMemory(series_memory::Args),
     /// Writes the TSBS cpu-only devops dataset (line protocol or remote-write requests).
@@ -46,6 +50,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Storage(a) => storage_bench::run(a),
         Cmd::Metadata(a) => metadata_bench::run(a),
+        Cmd::QueryLoad(a) => query_load::run(a),
         Cmd::SeriesMemory(a) => series_memory::run(a),
         Cmd::TsbsGen(a) => tsbs::gen_cmd::run(a),
         Cmd::Compare(a) => compare::run(a),

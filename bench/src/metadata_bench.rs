@@ -76,19 +76,7 @@ fn metric_name(i: usize) -> String {
 }
 
 fn host_labels(metric: &str, h: usize) -> Labels {
-    Labels::from_pairs(&[
-        ("__name__", metric),
-        ("hostname", &format!("host_{h}")),
-        ("region", ["us-east-1", "eu-west-1", "ap-south-1"][h % 3]),
-        ("datacenter", &format!("dc{}", h % 7)),
-        ("rack", &format!("{}", h % 50)),
-        ("os", "Ubuntu16.04LTS"),
-        ("arch", if h.is_multiple_of(2) { "x64" } else { "x86" }),
-        ("team", ["SF", "NYC", "LON", "CHI"][h % 4]),
-        ("service", &format!("{}", h % 20)),
-        ("service_version", &format!("{}", h % 2)),
-        ("service_environment", ["production", "staging", "test"][h % 3]),
-    ])
+    crate::tsbs::hosts::synthetic_host_labels(metric, h)
 }
 
 fn e(x: impl std::fmt::Display) -> String {

@@ -47,20 +47,7 @@ fn e(x: impl std::fmt::Display) -> String {
 
 /// Series `i`: metric `i % 10`, host `i / 10`, and nine more labels derived from the host.
 fn labels(i: usize) -> Labels {
-    let h = i / 10;
-    Labels::from_pairs(&[
-        ("__name__", format!("cpu_{}", crate::tsbs::FIELDS[i % 10]).as_str()),
-        ("hostname", &format!("host_{h}")),
-        ("region", ["us-east-1", "eu-west-1", "ap-south-1"][h % 3]),
-        ("datacenter", &format!("dc{}", h % 7)),
-        ("rack", &format!("{}", h % 50)),
-        ("os", "Ubuntu16.04LTS"),
-        ("arch", if h.is_multiple_of(2) { "x64" } else { "x86" }),
-        ("team", ["SF", "NYC", "LON", "CHI"][h % 4]),
-        ("service", &format!("{}", h % 20)),
-        ("service_version", &format!("{}", h % 2)),
-        ("service_environment", ["production", "staging", "test"][h % 3]),
-    ])
+    crate::tsbs::hosts::synthetic_host_labels(&format!("cpu_{}", crate::tsbs::FIELDS[i % 10]), i / 10)
 }
 
 /// Anonymous resident bytes of this process.

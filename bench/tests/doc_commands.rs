@@ -252,6 +252,9 @@ fn cargo(ctx: &Ctx, dir: &Path, env: &[&str], words: &[&str]) -> Result<(), Stri
     match *sub {
         "fmt" | "clippy" => ci_runs(ctx, &format!("cargo {sub}")),
         "fuzz" => match opts {
+            ["run", "--fuzz-dir", fuzz_dir, target, ..] => {
+                exists(&dir.join(fuzz_dir).join(format!("fuzz_targets/{target}.rs")))
+            }
             ["run", PLACEHOLDER, ..] => exists(&package.join("fuzz_targets")),
             ["run", target, ..] => exists(&package.join(format!("fuzz_targets/{target}.rs"))),
             _ => Err("unknown cargo fuzz use".into()),
@@ -464,7 +467,15 @@ impl Server {
         let port = TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
         let addr = format!("127.0.0.1:{port}");
         let data = dir.join("data");
-        let args = ["strata", "--listen", &addr, "--data-dir", data.to_str().expect("utf-8 path")];
+        // The admin API is on: docs/operations.md shows taking a snapshot.
+        let args = [
+            "strata",
+            "--listen",
+            &addr,
+            "--data-dir",
+            data.to_str().expect("utf-8 path"),
+            "--web.enable-admin-api",
+        ];
         let (cli, _) = strata::config::Cli::parse_with_flags(args).expect("flags");
         let config = cli.server_config();
         std::thread::spawn(move || {

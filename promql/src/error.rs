@@ -32,7 +32,7 @@ pub enum Error {
     TooManySamples(&'static str),
     /// A selector matched more series than `EngineOptions::max_series`.
     #[error(
-        "query selects too many series: {0} (limit: max_series; narrow the selectors or raise the limit)"
+        "query selects too many series: {0} (limit: max_series, --query.max-series; narrow the selectors or raise the limit)"
     )]
     TooManySeries(usize),
     /// The storage layer failed.

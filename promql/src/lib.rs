@@ -17,10 +17,12 @@ pub mod error;
 mod eval;
 pub mod options;
 pub mod parser;
+pub mod pool;
 pub mod value;
 
 pub use annotations::{Annotation, Level};
 pub use engine::Engine;
 pub use error::{Error, Result};
 pub use options::EngineOptions;
+pub use pool::QueryPool;
 pub use value::{HistogramPoint, Point, QueryResult, QueryStats, Sample, Series, Value};

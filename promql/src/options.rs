@@ -47,6 +47,16 @@ pub struct EngineOptions {
     /// `eval/pushdown.rs`). The answer is the same bit for bit; off is for measuring and as
     /// the oracle in tests.
     pub pushdown: bool,
+    /// Worker threads for the per-series loops of large selectors (see [`crate::QueryPool`]);
+    /// `None` evaluates every query on its own thread only. The answer is the same either way.
+    pub parallel: Option<crate::QueryPool>,
+    /// A selector's series are split across [`EngineOptions::parallel`] when it matches at least
+    /// this many series...
+    pub parallel_min_series: usize,
+    /// ... or when its series times the estimated points per series (steps plus samples in
+    /// the read range at one per 15 s) reach this many. Below both, the loop stays on the
+    /// query's thread: a dashboard panel of a few series pays nothing for the pool.
+    pub parallel_min_points: usize,
 }
 
 impl Default for EngineOptions {
@@ -66,6 +76,9 @@ impl Default for EngineOptions {
             type_and_unit_labels: false,
             use_start_timestamps: false,
             pushdown: true,
+            parallel: None,
+            parallel_min_series: 256,
+            parallel_min_points: 1_000_000,
         }
     }
 }

@@ -64,11 +64,17 @@ fn node_exporter_batch(series: usize, per_series: usize) -> Batch {
     batch
 }
 
-/// What the server does with a remote-write body before appending: decompress, decode
-/// borrowing the decompressed bytes. Returns the sample count (and drops the batch).
+/// What the server does with a remote-write body before appending: decompress into the
+/// thread's buffer, decode borrowing the decompressed bytes. Returns the sample count (and drops the batch).
 fn decode_prw(version: Version, body: &[u8], limits: &Limits) -> usize {
-    let raw = prw::decompress(body, limits).unwrap();
-    prw::decode_ref(version, &raw, limits).unwrap().batch.sample_count()
+    // The server reuses a decompression buffer per thread (src/ingest/remote_write.rs).
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUF.with_borrow_mut(|buf| {
+        let raw = prw::decompress_into(body, limits, buf).unwrap();
+        prw::decode_ref(version, raw, limits).unwrap().batch.sample_count()
+    })
 }
 
 /// What the server does with a line-protocol body before appending: parse, then build the

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use remote::Limits;
 use remote::line::{self, Precision};
 use remote::prw::{self, Version};
+use remote::read;
 
 fn corpus(target: &str) -> Vec<Vec<u8>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
@@ -45,4 +46,34 @@ fn prw_corpora() {
             }
         }
     }
+}
+
+#[test]
+fn read_request_corpus() {
+    let inputs = corpus("read_request_decode");
+    assert!(!inputs.is_empty(), "the read_request_decode corpus is missing");
+    for data in inputs {
+        // Odd mode byte: the rest is the body as sent; even: the protobuf, compressed here.
+        let Some((&mode, rest)) = data.split_first() else { continue };
+        let body =
+            if mode & 1 == 1 { rest.to_vec() } else { snap::raw::Encoder::new().compress_vec(rest).unwrap() };
+        let Ok(request) = read::decode_request(&body, &Limits::default()) else { continue };
+        let _ = read::negotiate(&request.accepted_response_types);
+        for query in &request.queries {
+            if let Ok(matchers) = read::matchers(&query.matchers) {
+                assert_eq!(matchers.len(), query.matchers.len());
+            }
+        }
+        let again = read::encode_request(&request).unwrap();
+        assert_eq!(read::decode_request(&again, &Limits::default()).unwrap(), request);
+    }
+}
+
+/// Found while writing the fuzz target's oracle: a pattern that closes the anchoring group
+/// early (`a)|(b`) used to be accepted and matched unanchored.
+#[test]
+fn read_matchers_cannot_escape_their_anchors() {
+    use read::proto::{LabelMatcher, MATCH_RE};
+    let m = LabelMatcher { r#type: MATCH_RE, name: "job".into(), value: "a)|(b".into() };
+    assert!(matches!(read::matchers(&[m]), Err(remote::Error::InvalidMatcher(_))));
 }

@@ -281,16 +281,47 @@ fn v2_created_timestamps_are_counted_in_both_places() {
     let raw = req_v2(
         SYMS,
         vec![
-            v2::TimeSeries { created_timestamp: 5, ..series_v2(vec![1, 2]) },
+            v2::TimeSeries { created_timestamp: 1, ..series_v2(vec![1, 2]) },
             v2::TimeSeries {
                 samples: vec![v2::Sample { value_bits: 0, timestamp: 9, start_timestamp: 3 }],
                 ..series_v2(vec![1, 2, 3, 4])
             },
             series_v2(vec![1, 2]),
+            // A start timestamp after its sample is dropped, the sample kept.
+            v2::TimeSeries { created_timestamp: 5, ..series_v2(vec![1, 2, 3, 2]) },
         ],
     );
     let d = prw::decode(Version::V2, &snappy(&raw), &Limits::default()).unwrap();
-    assert_eq!((d.samples, d.created_timestamps), (3, 2));
+    assert_eq!((d.samples, d.created_timestamps), (4, 2));
+}
+
+#[test]
+fn v2_start_timestamps_reach_the_batch_per_sample() {
+    let samples = vec![
+        v2::Sample { value_bits: 1f64.to_bits(), timestamp: 10, start_timestamp: 0 },
+        v2::Sample { value_bits: 2f64.to_bits(), timestamp: 20, start_timestamp: 15 },
+        v2::Sample { value_bits: 3f64.to_bits(), timestamp: 30, start_timestamp: 31 },
+    ];
+    let raw = req_v2(
+        SYMS,
+        vec![
+            // The series-level created timestamp fills in for samples without their own.
+            v2::TimeSeries { samples: samples.clone(), created_timestamp: 7, ..series_v2(vec![1, 2]) },
+            v2::TimeSeries { samples, ..series_v2(vec![1, 2, 3, 4]) },
+            series_v2(vec![1, 2, 3, 2]),
+        ],
+    );
+    let d = prw::decode_ref(Version::V2, &raw, &Limits::default()).unwrap();
+    let starts: Vec<(String, Vec<(u32, i64)>)> =
+        d.batch.iter_with_starts().map(|(l, _, st)| (l.to_string(), st.to_vec())).collect();
+    assert_eq!(
+        starts,
+        vec![
+            ("up{}".to_string(), vec![(0, 7), (1, 15)]),
+            ("up{job=\"a\"}".to_string(), vec![(1, 15)]),
+            ("up{job=\"up\"}".to_string(), vec![]),
+        ]
+    );
 }
 
 #[test]
@@ -516,7 +547,12 @@ fn reference_v2(req: &v2::Request, limits: &Limits) -> Option<Summary> {
         out.2 += samples.len() as u64;
         out.3 += ts.histograms.len() as u64;
         out.4 += ts.exemplars.len() as u64;
-        out.5 += u64::from(ts.created_timestamp != 0 || ts.samples.iter().any(|s| s.start_timestamp != 0));
+        // A sample's start timestamp is its own or else the series' created timestamp, and
+        // counts only if it is not after the sample.
+        out.5 += u64::from(ts.samples.iter().any(|s| {
+            let st = if s.start_timestamp != 0 { s.start_timestamp } else { ts.created_timestamp };
+            st != 0 && st <= s.timestamp
+        }));
         if !samples.is_empty() {
             out.0.push((labels, samples));
         }

@@ -8,9 +8,9 @@
 //! per-request `timeout` can only shorten `--query.timeout`, and the time spent queueing
 //! counts against it, as in Prometheus.
 
-mod ast_json;
+pub mod ast_json;
 mod encode;
-mod pretty;
+pub mod pretty;
 mod service;
 #[cfg(test)]
 mod tests;
@@ -56,89 +56,120 @@ pub fn routes() -> Router<Arc<AppState>> {
 }
 
 /// What to evaluate: one instant or a grid of steps.
-#[derive(Debug, Clone, Copy)]
-enum Evaluation {
-    Instant { time: i64 },
-    Range { start: i64, end: i64, step: i64 },
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evaluation {
+    /// `/api/v1/query` at `time` (ms).
+    Instant {
+        /// Evaluation time in ms.
+        time: i64,
+    },
+    /// `/api/v1/query_range`: `start, start + step, ... <= end` (ms).
+    Range {
+        /// First step in ms.
+        start: i64,
+        /// Last possible step in ms, not before `start`.
+        end: i64,
+        /// Step width in ms, positive.
+        step: i64,
+    },
 }
 
-/// One query request after its parameters have been checked.
-#[derive(Debug)]
-struct QueryRequest {
-    query: String,
-    evaluation: Evaluation,
+/// One query request after its parameters have been checked. Public, with the two
+/// constructors that read it from [`Params`], so the fuzz target (`fuzz/`) can drive exactly
+/// the parsing the handlers do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryRequest {
+    /// The `query` parameter (PromQL text, not parsed yet).
+    pub query: String,
+    /// Instant or range, with the checked times.
+    pub evaluation: Evaluation,
     /// The `timeout` parameter in ms.
-    timeout_ms: Option<i64>,
+    pub timeout_ms: Option<i64>,
     /// The `lookback_delta` parameter in ms; 0 or less means the server's.
-    lookback_delta_ms: Option<i64>,
-    limit: Option<usize>,
+    pub lookback_delta_ms: Option<i64>,
+    /// The `limit` parameter: most series (or samples of a vector) returned.
+    pub limit: Option<usize>,
     /// True if the `stats` parameter is set (to anything, as Prometheus).
-    stats: bool,
+    pub stats: bool,
+}
+
+impl QueryRequest {
+    /// `/api/v1/query`'s parameters, checked in Prometheus' order with its messages; `now_ms`
+    /// is the evaluation time when `time` is absent.
+    pub fn instant(params: &Params, now_ms: i64) -> Result<Self, ApiError> {
+        let limit = params.limit()?;
+        let time = match params.get("time") {
+            None => now_ms,
+            Some(s) => parse_time(s).map_err(|e| {
+                ApiError::BadData(format!("invalid parameter \"time\": invalid time value for 'time': {e}"))
+            })?,
+        };
+        let timeout_ms = params.duration("timeout")?;
+        let lookback_delta_ms = lookback_delta(params)?;
+        Ok(QueryRequest {
+            query: params.get("query").unwrap_or_default().to_owned(),
+            evaluation: Evaluation::Instant { time },
+            timeout_ms,
+            lookback_delta_ms,
+            limit,
+            stats: params.get("stats").is_some(),
+        })
+    }
+
+    /// `/api/v1/query_range`'s parameters, checked in Prometheus' order with its messages:
+    /// `end` not before `start`, a positive `step`, at most [`MAX_POINTS_PER_SERIES`] steps.
+    pub fn range(params: &Params) -> Result<Self, ApiError> {
+        let limit = params.limit()?;
+        // Unlike `time`, these are required and parsed without the "invalid time value" wrapper.
+        let time = |name: &str| {
+            parse_time(params.get(name).unwrap_or_default())
+                .map_err(|e| ApiError::BadData(format!("invalid parameter \"{name}\": {e}")))
+        };
+        let start = time("start")?;
+        let end = time("end")?;
+        if end < start {
+            return Err(ApiError::BadData(
+                "invalid parameter \"end\": end timestamp must not be before start time".into(),
+            ));
+        }
+        let step = parse_duration_ms(params.get("step").unwrap_or_default())
+            .map_err(|e| ApiError::BadData(format!("invalid parameter \"step\": {e}")))?;
+        if step <= 0 {
+            return Err(ApiError::BadData(
+                "invalid parameter \"step\": zero or negative query resolution step widths are not accepted. \
+                 Try a positive integer"
+                    .into(),
+            ));
+        }
+        if end.saturating_sub(start) / step > MAX_POINTS_PER_SERIES {
+            return Err(ApiError::BadData(
+                "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query \
+                 resolution (?step=XX)"
+                    .into(),
+            ));
+        }
+        let timeout_ms = params.duration("timeout")?;
+        let lookback_delta_ms = lookback_delta(params)?;
+        Ok(QueryRequest {
+            query: params.get("query").unwrap_or_default().to_owned(),
+            evaluation: Evaluation::Range { start, end, step },
+            timeout_ms,
+            lookback_delta_ms,
+            limit,
+            stats: params.get("stats").is_some(),
+        })
+    }
 }
 
 /// `GET|POST /api/v1/query`.
 async fn instant_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
-    let limit = params.limit()?;
-    let time = match params.get("time") {
-        None => chrono::Utc::now().timestamp_millis(),
-        Some(s) => parse_time(s).map_err(|e| {
-            ApiError::BadData(format!("invalid parameter \"time\": invalid time value for 'time': {e}"))
-        })?,
-    };
-    let timeout_ms = params.duration("timeout")?;
-    let lookback_delta_ms = lookback_delta(&params)?;
-    let request = QueryRequest {
-        query: params.get("query").unwrap_or_default().to_owned(),
-        evaluation: Evaluation::Instant { time },
-        timeout_ms,
-        lookback_delta_ms,
-        limit,
-        stats: params.get("stats").is_some(),
-    };
+    let request = QueryRequest::instant(&params, chrono::Utc::now().timestamp_millis())?;
     execute(&state, request).await
 }
 
 /// `GET|POST /api/v1/query_range`.
 async fn range_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
-    let limit = params.limit()?;
-    // Unlike `time`, these are required and parsed without the "invalid time value" wrapper.
-    let time = |name: &str| {
-        parse_time(params.get(name).unwrap_or_default())
-            .map_err(|e| ApiError::BadData(format!("invalid parameter \"{name}\": {e}")))
-    };
-    let start = time("start")?;
-    let end = time("end")?;
-    if end < start {
-        return Err(ApiError::BadData(
-            "invalid parameter \"end\": end timestamp must not be before start time".into(),
-        ));
-    }
-    let step = parse_duration_ms(params.get("step").unwrap_or_default())
-        .map_err(|e| ApiError::BadData(format!("invalid parameter \"step\": {e}")))?;
-    if step <= 0 {
-        return Err(ApiError::BadData(
-            "invalid parameter \"step\": zero or negative query resolution step widths are not accepted. \
-             Try a positive integer"
-                .into(),
-        ));
-    }
-    if end.saturating_sub(start) / step > MAX_POINTS_PER_SERIES {
-        return Err(ApiError::BadData(
-            "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query \
-             resolution (?step=XX)"
-                .into(),
-        ));
-    }
-    let timeout_ms = params.duration("timeout")?;
-    let lookback_delta_ms = lookback_delta(&params)?;
-    let request = QueryRequest {
-        query: params.get("query").unwrap_or_default().to_owned(),
-        evaluation: Evaluation::Range { start, end, step },
-        timeout_ms,
-        lookback_delta_ms,
-        limit,
-        stats: params.get("stats").is_some(),
-    };
+    let request = QueryRequest::range(&params)?;
     execute(&state, request).await
 }
 
@@ -171,10 +202,11 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
     if let Some(ms) = request.lookback_delta_ms.filter(|ms| *ms > 0) {
         options.lookback_delta_ms = ms;
     }
+    let max_response_bytes = service.max_response_bytes();
     let body = crate::api::blocking(move || {
         let result = evaluate(&db, options, &request)?;
         let timings = Timings { queued, total: started.elapsed() };
-        Ok(answer(result, &request, request.stats.then_some(timings)))
+        answer(result, &request, request.stats.then_some(timings), max_response_bytes)
     })
     .await?;
     drop(admission);
@@ -228,8 +260,14 @@ struct Timings {
 }
 
 /// The whole success envelope for a query result: truncated to `limit`, annotations capped as
-/// Prometheus caps them, statistics if asked for.
-fn answer(mut result: QueryResult, request: &QueryRequest, timings: Option<Timings>) -> Vec<u8> {
+/// Prometheus caps them, statistics if asked for. An answer estimated (before encoding) or
+/// found (after) to be larger than `max_bytes` (0: no limit) is refused with 422 instead.
+fn answer(
+    mut result: QueryResult,
+    request: &QueryRequest,
+    timings: Option<Timings>,
+    max_bytes: usize,
+) -> Result<Vec<u8>, ApiError> {
     let mut warnings = std::mem::take(&mut result.warnings);
     if let Some(limit) = request.limit
         && truncate(&mut result.value, limit)
@@ -239,7 +277,17 @@ fn answer(mut result: QueryResult, request: &QueryRequest, timings: Option<Timin
     let warnings = cap_annotations(warnings, "warning");
     let infos = cap_annotations(std::mem::take(&mut result.infos), "info");
 
-    let mut out = Vec::with_capacity(estimated_size(&result.value));
+    let too_large = |size: usize| {
+        ApiError::Execution(format!(
+            "query answer too large: about {size} bytes (limit: {max_bytes} bytes, --query.max-response-bytes; \
+             narrow the selectors or the time range, or raise the limit)"
+        ))
+    };
+    let estimate = estimated_size(&result.value);
+    if max_bytes > 0 && estimate > max_bytes {
+        return Err(too_large(estimate));
+    }
+    let mut out = Vec::with_capacity(estimate);
     out.extend_from_slice(b"{\"status\":\"success\",\"data\":{");
     encode::result(&mut out, &result.value);
     if let Some(timings) = timings {
@@ -256,7 +304,10 @@ fn answer(mut result: QueryResult, request: &QueryRequest, timings: Option<Timin
         encode::string_array(&mut out, &infos);
     }
     out.push(b'}');
-    out
+    if max_bytes > 0 && out.len() > max_bytes {
+        return Err(too_large(out.len()));
+    }
+    Ok(out)
 }
 
 /// Cuts a vector or matrix to `limit` elements (series for a matrix); true if it did.

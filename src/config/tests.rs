@@ -147,6 +147,7 @@ fn query_flags_default_to_the_engine_defaults() {
     // EngineOptions has no PartialEq; its Debug output lists every field.
     assert_eq!(format!("{:?}", config.options), format!("{:?}", promql::EngineOptions::default()));
     assert_eq!(config.max_concurrency, crate::api::query::DEFAULT_MAX_CONCURRENCY);
+    assert_eq!(config.max_parallelism, 0);
 }
 
 #[test]
@@ -156,6 +157,7 @@ fn query_flags_and_features_reach_the_engine() {
         "--query.max-samples=1000",
         "--query.lookback-delta=1m",
         "--query.max-concurrency=4",
+        "--query.max-parallelism=2",
         "--enable-feature=promql-experimental-functions,promql-duration-expr",
         "--enable-feature=promql-delayed-name-removal",
         "--enable-feature=native-histograms",
@@ -167,6 +169,7 @@ fn query_flags_and_features_reach_the_engine() {
     assert_eq!(o.max_samples, 1000);
     assert_eq!(o.lookback_delta_ms, 60_000);
     assert_eq!(config.max_concurrency, 4);
+    assert_eq!(config.max_parallelism, 2);
     assert!(o.experimental_functions && o.duration_expressions && o.delayed_name_removal);
     assert!(!o.extended_range_selectors && !o.binop_fill_modifiers && !o.type_and_unit_labels);
     assert_eq!(cli.unknown_features(), vec!["native-histograms"]);

@@ -17,6 +17,7 @@
 //! - 503 with `Retry-After` for what a retry can fix (storage I/O failure, shutdown, the
 //!   database still opening); never 429, which Prometheus drops by default.
 
+pub mod admission;
 pub mod line_protocol;
 pub mod remote_write;
 

@@ -160,6 +160,26 @@ fn write_wal(db: &Db, out: &mut Exposition) {
         "Number of the WAL segment appends go to.",
         wal.current_segment,
     );
+    out.single(
+        "strata_wal_poisoned",
+        Kind::Gauge,
+        "1 while writes are refused because a WAL write or fsync failed (disk full, I/O error), \
+         until storage recovers by itself; else 0.",
+        u64::from(db.wal_poisoned()),
+    );
+    let c = db.counters();
+    out.single(
+        "strata_storage_recoveries_total",
+        Kind::Counter,
+        "Times storage became writable again by itself after a failed WAL write or fsync.",
+        load(&c.recoveries),
+    );
+    out.single(
+        "strata_storage_recovery_failures_total",
+        Kind::Counter,
+        "Recovery attempts that failed (the disk was still full); each is retried with a backoff.",
+        load(&c.recovery_failures),
+    );
 }
 
 fn write_maintenance(db: &Db, out: &mut Exposition) {
@@ -169,6 +189,13 @@ fn write_maintenance(db: &Db, out: &mut Exposition) {
         Kind::Counter,
         "Flushes of the in-memory head to partition files.",
         load(&c.flushes),
+    );
+    out.single(
+        "strata_appends_refused_backlog_total",
+        Kind::Counter,
+        "Write batches refused (503) because the samples waiting to be flushed reached twice \
+         --head-samples-max: ingest is outrunning the disk.",
+        load(&c.appends_refused_backlog),
     );
     out.single(
         "strata_storage_flush_failures_total",

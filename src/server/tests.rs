@@ -114,7 +114,7 @@ async fn shutdown_lets_in_flight_requests_finish() {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/slow", listener.local_addr().unwrap());
-    let (stop, server) = super::spawn_server(listener, app);
+    let (stop, server) = super::spawn_server(listener, app, std::time::Duration::from_secs(60));
 
     let client = tokio::task::spawn_blocking(move || {
         let mut response = ureq::get(&url).call().unwrap();

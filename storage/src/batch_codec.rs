@@ -6,6 +6,11 @@
 //! deleted after a flush without a separate series log or checkpoint. Layout in
 //! `docs/format/wal.md` ("Batch record payload").
 //!
+//! A batch with start timestamps is written as record type 2: the same as type 1 with a list
+//! of start-timestamp runs after each series' samples. A batch without any is written as type 1,
+//! byte for byte as before, so series without start timestamps cost nothing in the WAL and old
+//! segments replay unchanged.
+//!
 //! Decoding borrows the label strings from the record ([`DecodedBatch`]): replay looks each
 //! defined series up in the index by those strings and allocates only for a series it creates.
 
@@ -18,11 +23,38 @@ use crate::types::{Sample, SeriesId};
 
 /// Record type byte of a batch record.
 const RECORD_BATCH: u8 = 1;
+/// Record type byte of a batch record whose series carry start-timestamp runs.
+const RECORD_BATCH_STARTS: u8 = 2;
 
 /// Encodes a batch record: the definitions of `defs` (series not yet defined in this segment)
 /// followed by the samples of every series.
 pub fn encode(defs: &[(SeriesId, LabelsRef<'_>)], series: &[(SeriesId, &[Sample])], out: &mut Vec<u8>) {
     out.push(RECORD_BATCH);
+    put_defs(defs, out);
+    put_uvarint(out, series.len() as u64);
+    for (id, samples) in series {
+        put_samples(*id, samples, out);
+    }
+}
+
+/// Encodes a batch record whose samples have start timestamps (type 2): like [`encode`], with
+/// each series' `starts` (empty: none has one; otherwise one per sample, 0 for none) as runs
+/// of consecutive samples sharing a start timestamp after its samples.
+pub fn encode_with_starts(
+    defs: &[(SeriesId, LabelsRef<'_>)],
+    series: &[(SeriesId, &[Sample], &[i64])],
+    out: &mut Vec<u8>,
+) {
+    out.push(RECORD_BATCH_STARTS);
+    put_defs(defs, out);
+    put_uvarint(out, series.len() as u64);
+    for (id, samples, starts) in series {
+        put_samples(*id, samples, out);
+        put_start_runs(starts, out);
+    }
+}
+
+fn put_defs(defs: &[(SeriesId, LabelsRef<'_>)], out: &mut Vec<u8>) {
     put_uvarint(out, defs.len() as u64);
     for (id, labels) in defs {
         put_uvarint(out, u64::from(*id));
@@ -32,16 +64,40 @@ pub fn encode(defs: &[(SeriesId, LabelsRef<'_>)], series: &[(SeriesId, &[Sample]
             put_str(out, value);
         }
     }
-    put_uvarint(out, series.len() as u64);
-    for (id, samples) in series {
-        put_uvarint(out, u64::from(*id));
-        put_uvarint(out, samples.len() as u64);
-        let mut prev = 0i64;
-        for s in samples.iter() {
-            put_varint(out, s.t.wrapping_sub(prev));
-            prev = s.t;
-            out.extend_from_slice(&s.v.to_bits().to_le_bytes());
+}
+
+fn put_samples(id: SeriesId, samples: &[Sample], out: &mut Vec<u8>) {
+    put_uvarint(out, u64::from(id));
+    put_uvarint(out, samples.len() as u64);
+    let mut prev = 0i64;
+    for s in samples.iter() {
+        put_varint(out, s.t.wrapping_sub(prev));
+        prev = s.t;
+        out.extend_from_slice(&s.v.to_bits().to_le_bytes());
+    }
+}
+
+/// Runs of consecutive samples with the same (non-zero) start timestamp: count, then per run
+/// the index of its first sample as a delta from the previous run's end, its length, and the
+/// start timestamp as a delta from the previous run's.
+fn put_start_runs(starts: &[i64], out: &mut Vec<u8>) {
+    let mut runs: Vec<(usize, usize, i64)> = Vec::new();
+    for (i, &st) in starts.iter().enumerate() {
+        if st == 0 {
+            continue;
         }
+        match runs.last_mut() {
+            Some((first, len, s)) if *s == st && *first + *len == i => *len += 1,
+            _ => runs.push((i, 1, st)),
+        }
+    }
+    put_uvarint(out, runs.len() as u64);
+    let (mut end, mut prev_st) = (0usize, 0i64);
+    for (first, len, st) in runs {
+        put_uvarint(out, (first - end) as u64);
+        put_uvarint(out, len as u64);
+        put_varint(out, st.wrapping_sub(prev_st));
+        (end, prev_st) = (first + len, st);
     }
 }
 
@@ -63,6 +119,11 @@ pub struct DecodedBatch<'a> {
     samples: Vec<Sample>,
     /// Series with samples: WAL id and where its samples end in `samples`.
     series: Vec<(SeriesId, usize)>,
+    /// Start timestamps, one per sample (0: none), of the series that have any, back to back.
+    starts: Vec<i64>,
+    /// Per series with samples: where its start timestamps end in `starts` (equal to the
+    /// previous series' end when it has none). Empty for a record of type 1.
+    start_ends: Vec<usize>,
 }
 
 impl<'a> DecodedBatch<'a> {
@@ -85,6 +146,8 @@ impl<'a> DecodedBatch<'a> {
             defs: reuse(self.defs),
             samples: reuse(self.samples),
             series: reuse(self.series),
+            starts: reuse(self.starts),
+            start_ends: reuse(self.start_ends),
         }
     }
 
@@ -93,6 +156,8 @@ impl<'a> DecodedBatch<'a> {
         self.defs.clear();
         self.samples.clear();
         self.series.clear();
+        self.starts.clear();
+        self.start_ends.clear();
     }
 
     /// Samples per series id, in record order.
@@ -102,6 +167,18 @@ impl<'a> DecodedBatch<'a> {
             let samples = self.samples.get(start..end).unwrap_or_default();
             start = end;
             (id, samples)
+        })
+    }
+
+    /// Samples per series id, in record order, with their start timestamps: empty when the
+    /// series has none, otherwise one per sample (0: none).
+    pub fn series_with_starts(&self) -> impl ExactSizeIterator<Item = (SeriesId, &[Sample], &[i64])> + '_ {
+        let mut from = 0;
+        self.series().enumerate().map(move |(i, (id, samples))| {
+            let end = self.start_ends.get(i).copied().unwrap_or(from);
+            let starts = self.starts.get(from..end).unwrap_or_default();
+            from = end;
+            (id, samples, starts)
         })
     }
 }
@@ -127,7 +204,7 @@ pub fn decode_where<'a>(
     out.clear();
     let mut pos = 0usize;
     let kind = *buf.first().ok_or_else(|| Error::Decode("empty WAL record".into()))?;
-    if kind != RECORD_BATCH {
+    if kind != RECORD_BATCH && kind != RECORD_BATCH_STARTS {
         return Err(Error::Decode(format!("unknown WAL record type {kind}")));
     }
     pos += 1;
@@ -174,9 +251,43 @@ pub fn decode_where<'a>(
         if keep {
             out.series.push((id, out.samples.len()));
         }
+        if kind == RECORD_BATCH_STARTS {
+            let target = keep.then_some(&mut out.starts);
+            get_start_runs(buf, &mut pos, n, target)?;
+            if keep {
+                out.start_ends.push(out.starts.len());
+            }
+        }
     }
     if pos != buf.len() {
         return Err(Error::Decode(format!("{} trailing bytes after WAL batch record", buf.len() - pos)));
+    }
+    Ok(())
+}
+
+/// Reads the start-timestamp runs of a series of `n` samples, expanding them to one entry per
+/// sample into `out` if given (nothing when there is no run).
+fn get_start_runs(buf: &[u8], pos: &mut usize, n: usize, mut out: Option<&mut Vec<i64>>) -> Result<()> {
+    let nruns = bounded_count(buf, pos, 3)?;
+    let base = out.as_ref().map_or(0, |o| o.len());
+    if nruns > 0
+        && let Some(o) = out.as_deref_mut()
+    {
+        o.resize(base + n, 0);
+    }
+    let (mut end, mut st) = (0usize, 0i64);
+    for _ in 0..nruns {
+        let first = end.checked_add(get_uvarint(buf, pos)? as usize);
+        let len = get_uvarint(buf, pos)? as usize;
+        st = st.wrapping_add(get_varint(buf, pos)?);
+        let last = first.and_then(|f| f.checked_add(len)).filter(|&e| e <= n && len > 0 && st != 0);
+        let (Some(first), Some(last)) = (first, last) else {
+            return Err(Error::Decode("WAL start timestamp run out of its series' samples".into()));
+        };
+        if let Some(slot) = out.as_deref_mut().and_then(|o| o.get_mut(base + first..base + last)) {
+            slot.fill(st);
+        }
+        end = last;
     }
     Ok(())
 }
@@ -302,6 +413,44 @@ mod tests {
         let d = decode(&buf).unwrap();
         let defs: Vec<(SeriesId, Labels)> = d.defs().map(|(id, l)| (id, l.to_labels())).collect();
         assert_eq!(defs, vec![(9, Labels::from_pairs(&[("b", "1"), ("a", "2"), ("c", "")]))]);
+    }
+
+    #[test]
+    fn start_timestamps_round_trip_and_old_records_have_none() {
+        let pairs = [("__name__", "c")];
+        let s = [Sample::new(10, 1.0), Sample::new(20, 2.0), Sample::new(30, 3.0), Sample::new(40, 4.0)];
+        let defs = [(1, LabelsRef::new(&pairs).unwrap())];
+        let mut buf = Vec::new();
+        encode_with_starts(&defs, &[(1, &s, &[5, 5, 0, 7]), (2, &s[..1], &[])], &mut buf);
+        assert_eq!(buf[0], RECORD_BATCH_STARTS);
+        let d = decode(&buf).unwrap();
+        let got: Vec<(SeriesId, usize, Vec<i64>)> =
+            d.series_with_starts().map(|(id, s, st)| (id, s.len(), st.to_vec())).collect();
+        assert_eq!(got, vec![(1, 4, vec![5, 5, 0, 7]), (2, 1, vec![])]);
+        for cut in 0..buf.len() {
+            assert!(decode(&buf[..cut]).is_err());
+        }
+        // A series left out of a share still has its runs checked and skipped.
+        let mut out = DecodedBatch::default();
+        decode_where(&buf, |id| id == 2, &mut out).unwrap();
+        assert_eq!(
+            out.series_with_starts().map(|(id, _, st)| (id, st.len())).collect::<Vec<_>>(),
+            vec![(2, 0)]
+        );
+        // Type 1, as written before start timestamps existed (hand-written bytes): no starts.
+        let old = [RECORD_BATCH, 1, 3, 1, 1, b'a', 1, b'b', 1, 3, 1, 20, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f];
+        let d = decode(&old).unwrap();
+        let got: Vec<(SeriesId, Vec<Sample>, usize)> =
+            d.series_with_starts().map(|(id, s, st)| (id, s.to_vec(), st.len())).collect();
+        assert_eq!(got, vec![(3, vec![Sample::new(10, 1.0)], 0)]);
+        // A run reaching past the series' samples is corruption.
+        let mut bad = Vec::new();
+        bad.push(RECORD_BATCH_STARTS);
+        put_uvarint(&mut bad, 0);
+        put_uvarint(&mut bad, 1);
+        put_samples(4, &s[..1], &mut bad);
+        bad.extend_from_slice(&[1, 0, 2, 2]);
+        assert!(decode(&bad).is_err());
     }
 
     proptest! {

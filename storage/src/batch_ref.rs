@@ -4,6 +4,9 @@
 //! the per-series bounds and the samples each live in one flat vector. [`crate::Db::append_ref`]
 //! takes it as is; [`crate::Db::append`] converts an owned [`Batch`] into one (copying
 //! pointers, not strings).
+//!
+//! Start timestamps (remote write 2.0's created timestamps) are sparse: only samples that have
+//! one add an entry, so a batch without any costs nothing for them.
 
 use crate::labels_ref::{LabelPair, LabelsRef, name_less, normalize_tail_slow};
 use crate::types::{Batch, Sample};
@@ -19,6 +22,12 @@ pub struct BatchRef<'a> {
     /// starts where the previous series' ends).
     ends: Vec<(usize, usize)>,
     samples: Vec<Sample>,
+    /// Start timestamps of the samples that have one: (index of the sample within its series,
+    /// start timestamp), series after series. Empty for most batches.
+    starts: Vec<(u32, i64)>,
+    /// Per series that has start timestamps: (its index in `ends`, where its entries end in
+    /// `starts`).
+    start_ends: Vec<(usize, usize)>,
 }
 
 impl<'a> BatchRef<'a> {
@@ -34,6 +43,8 @@ impl<'a> BatchRef<'a> {
             labels: Vec::with_capacity(labels),
             ends: Vec::with_capacity(series),
             samples: Vec::with_capacity(samples),
+            starts: Vec::new(),
+            start_ends: Vec::new(),
         }
     }
 
@@ -42,8 +53,16 @@ impl<'a> BatchRef<'a> {
     /// builder without [`SeriesBuilder::finish`] removes what it added.
     #[inline]
     pub fn series(&mut self) -> SeriesBuilder<'_, 'a> {
-        let (labels, samples) = (self.labels.len(), self.samples.len());
-        SeriesBuilder { batch: self, labels, samples, prev: None, follows_rules: true, finished: false }
+        let (labels, samples, starts) = (self.labels.len(), self.samples.len(), self.starts.len());
+        SeriesBuilder {
+            batch: self,
+            labels,
+            samples,
+            starts,
+            prev: None,
+            follows_rules: true,
+            finished: false,
+        }
     }
 
     /// Adds one series: its label pairs in any order and its samples. Pairs are made to follow
@@ -90,8 +109,34 @@ impl<'a> BatchRef<'a> {
         })
     }
 
+    /// True if some sample has a start timestamp.
+    pub fn has_starts(&self) -> bool {
+        !self.starts.is_empty()
+    }
+
+    /// Like [`BatchRef::iter`], also giving each series' start timestamps: (index of the sample
+    /// in the series' samples, start timestamp), ascending by index; empty for a series
+    /// without any.
+    pub fn iter_with_starts(
+        &self,
+    ) -> impl ExactSizeIterator<Item = (LabelsRef<'_>, &[Sample], &[(u32, i64)])> + '_ {
+        let mut next = self.start_ends.iter().peekable();
+        let mut from = 0;
+        self.iter().enumerate().map(move |(i, (labels, samples))| {
+            let starts = match next.next_if(|(series, _)| *series == i) {
+                Some(&(_, end)) => {
+                    let s = self.starts.get(from..end).unwrap_or_default();
+                    from = end;
+                    s
+                }
+                None => &[],
+            };
+            (labels, samples, starts)
+        })
+    }
+
     /// An owned copy (allocates every label string): for tests and callers that keep the batch
-    /// beyond the buffer it borrows from.
+    /// beyond the buffer it borrows from. Start timestamps are not copied: [`Batch`] has none.
     pub fn to_batch(&self) -> Batch {
         Batch {
             series: self.iter().map(|(labels, samples)| (labels.to_labels(), samples.to_vec())).collect(),
@@ -105,6 +150,7 @@ pub struct SeriesBuilder<'b, 'a> {
     /// Where the series' labels and samples start in the batch.
     labels: usize,
     samples: usize,
+    starts: usize,
     /// The last name added, and whether the pairs so far follow the rules: checked pair by
     /// pair as they come, so that `finish` rarely has anything left to do.
     prev: Option<&'a str>,
@@ -121,9 +167,30 @@ impl<'a> SeriesBuilder<'_, 'a> {
         self.batch.labels.push((name, value));
     }
 
+    /// Adds a label pair that the caller has already checked against the rules: its name
+    /// after every name added before (byte order) and its value non-empty. For decoders that
+    /// check the order while parsing, so the comparison is not made twice. A pair that breaks
+    /// the promise names a wrong series (checked in debug builds); it cannot corrupt the batch.
+    #[inline]
+    pub fn label_checked(&mut self, name: &'a str, value: &'a str) {
+        debug_assert!(!value.is_empty() && self.prev.is_none_or(|p| name_less(p, name)));
+        self.prev = Some(name);
+        self.batch.labels.push((name, value));
+    }
+
     /// Adds a sample.
     #[inline]
     pub fn sample(&mut self, sample: Sample) {
+        self.batch.samples.push(sample);
+    }
+
+    /// Adds a sample with its start timestamp (0: none, the same as [`SeriesBuilder::sample`]).
+    #[inline]
+    pub fn sample_with_start(&mut self, sample: Sample, start: i64) {
+        if start != 0 {
+            let index = (self.batch.samples.len() - self.samples) as u32;
+            self.batch.starts.push((index, start));
+        }
         self.batch.samples.push(sample);
     }
 
@@ -132,6 +199,9 @@ impl<'a> SeriesBuilder<'_, 'a> {
     pub fn finish(mut self) {
         if !self.follows_rules {
             normalize_tail_slow(&mut self.batch.labels, self.labels);
+        }
+        if self.batch.starts.len() > self.starts {
+            self.batch.start_ends.push((self.batch.ends.len(), self.batch.starts.len()));
         }
         self.batch.ends.push((self.batch.labels.len(), self.batch.samples.len()));
         self.finished = true;
@@ -145,6 +215,7 @@ impl Drop for SeriesBuilder<'_, '_> {
         if !self.finished {
             self.batch.labels.truncate(self.labels);
             self.batch.samples.truncate(self.samples);
+            self.batch.starts.truncate(self.starts);
         }
     }
 }
@@ -156,6 +227,8 @@ impl<'a> From<&'a Batch> for BatchRef<'a> {
             labels: Vec::with_capacity(batch.series.iter().map(|(l, _)| l.len()).sum()),
             ends: Vec::with_capacity(batch.series.len()),
             samples: Vec::with_capacity(batch.sample_count()),
+            starts: Vec::new(),
+            start_ends: Vec::new(),
         };
         for (labels, samples) in &batch.series {
             out.labels.extend(labels.iter().map(|l| (&*l.name, &*l.value)));
@@ -204,6 +277,33 @@ mod tests {
         b.push([("__name__", "x")], [Sample::new(3, 3.0)]);
         let series: Vec<String> = b.iter().map(|(l, s)| format!("{l} {s:?}")).collect();
         assert_eq!(series, vec!["up{job=\"a\"} [Sample { t: 1, v: 1.0 }]", "x{} [Sample { t: 3, v: 3.0 }]"]);
+    }
+
+    #[test]
+    fn start_timestamps_stay_with_their_series() {
+        let mut b = BatchRef::new();
+        b.push([("__name__", "plain")], [Sample::new(1, 1.0)]);
+        let mut s = b.series();
+        s.label("__name__", "c");
+        s.sample_with_start(Sample::new(1, 1.0), 0);
+        s.sample_with_start(Sample::new(2, 2.0), 500);
+        s.finish();
+        let mut dropped = b.series();
+        dropped.label("__name__", "gone");
+        dropped.sample_with_start(Sample::new(2, 2.0), 7);
+        drop(dropped);
+        b.push([("__name__", "after")], [Sample::new(3, 3.0)]);
+        assert!(b.has_starts());
+        let starts: Vec<(String, Vec<(u32, i64)>)> =
+            b.iter_with_starts().map(|(l, _, st)| (l.to_string(), st.to_vec())).collect();
+        assert_eq!(
+            starts,
+            vec![
+                ("plain{}".to_string(), vec![]),
+                ("c{}".to_string(), vec![(1, 500)]),
+                ("after{}".to_string(), vec![]),
+            ]
+        );
     }
 
     #[test]

@@ -24,6 +24,8 @@ use crate::fsutil;
 use crate::manifest::{FileEntry, Manifest, Tombstone};
 use crate::matcher::{Matcher, matches_all};
 use crate::partition::{FileWriter, PartitionFile};
+use crate::query::StartTimestamp;
+use crate::start_ts;
 use crate::types::{Labels, Sample, SeriesId};
 
 impl Inner {
@@ -77,7 +79,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Merges `run` (adjacent files of partition `p`, ascending seq) into one file.
+    /// Merges `run` (adjacent files of partition `p`, ascending seq) into one file. A failure
+    /// before the manifest commit (a full disk) removes the output and leaves the inputs live.
     fn compact_run(
         &self,
         m: &mut Manifest,
@@ -93,15 +96,26 @@ impl Inner {
         let ids = self.sorted_by_labels(ids);
         let id = m.next_file_id;
         let path = filenames::partition_file(&self.dir, p, id);
-        let mut w = FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms)?;
+        let created = [path.clone()];
+        let mut w = match FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms) {
+            Ok(w) => w,
+            Err(e) => {
+                self.remove_attempt(&created);
+                return Err(e);
+            }
+        };
         let mut buf = Vec::new();
+        let mut starts = Vec::new();
         for (sid, labels) in &ids {
             buf.clear();
-            if let Err(e) = read_files(run, tombs, *sid, labels, i64::MIN, i64::MAX, &mut buf) {
+            starts.clear();
+            let read =
+                read_files_with_starts(run, tombs, *sid, labels, i64::MIN, i64::MAX, &mut buf, &mut starts);
+            if let Err(e) = read {
                 w.abort();
                 return Err(e);
             }
-            if let Err(e) = w.add_series(labels, &buf) {
+            if let Err(e) = w.add_series_with_starts(labels, &buf, &starts) {
                 w.abort();
                 return Err(e);
             }
@@ -114,20 +128,37 @@ impl Inner {
         let mut opened = None;
         if w.series_count() > 0 {
             let (series, samples, range) = (w.series_count(), w.samples, w.time_range);
-            let size = w.finish()?;
-            crate::failpoint::hit("compact.after_write");
+            let written = w.finish().and_then(|size| {
+                crate::failpoint::hit("compact.after_write");
+                let file = PartitionFile::open(&path, |labels, _| self.index.get_or_create(labels).0)?;
+                Ok((size, file))
+            });
+            let (size, file) = match written {
+                Ok(w) => w,
+                Err(e) => {
+                    self.remove_attempt(&created);
+                    return Err(e);
+                }
+            };
             let (min_t, max_t) = range.unwrap_or((p, p));
             let tombs_applied = tombs.iter().map(|t| t.seq).max().unwrap_or(0);
             let entry =
                 FileEntry { partition: p, id, seq, size, min_t, max_t, series, samples, tombs_applied };
-            let file = PartitionFile::open(&path, |labels, _| self.index.get_or_create(labels).0)?;
             opened = Some(Arc::new(LiveFile { entry: entry.clone(), file }));
             next.files.push(entry);
             self.counters.compaction_bytes.fetch_add(size, Ordering::Relaxed);
         } else {
             w.abort();
         }
-        next.store(&filenames::manifest(&self.dir))?;
+        if let Err(e) = next.store(&filenames::manifest(&self.dir)) {
+            drop(opened);
+            if e.replaced {
+                self.sweep_pending.store(true, Ordering::Release);
+            } else {
+                self.remove_attempt(&created);
+            }
+            return Err(e.error);
+        }
         *m = next;
         self.update_state(|s| {
             let mut n = s.clone_shallow();
@@ -145,10 +176,14 @@ impl Inner {
         crate::failpoint::hit("compact.before_delete_inputs");
         // Readers holding older snapshots keep their mappings; unlinking a mapped file is safe.
         for f in run {
-            fsutil::remove_path(f.file.path())?;
+            if let Err(e) = fsutil::remove_path(f.file.path()) {
+                // Committed: the input is no longer listed, so a sweep or startup removes it.
+                tracing::warn!(error = %e, "compaction: could not delete an input file; will retry");
+                self.sweep_pending.store(true, Ordering::Release);
+            }
         }
         if opened.is_none() {
-            let _ = std::fs::remove_dir(filenames::partition_dir(&self.dir, p));
+            let _ = fsutil::remove_empty_dir(&filenames::partition_dir(&self.dir, p));
         }
         self.counters.compactions.fetch_add(1, Ordering::Relaxed);
         self.counters.compaction_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -202,7 +237,10 @@ impl Inner {
         });
         crate::failpoint::hit("retention.before_remove");
         for p in &expired {
-            fsutil::remove_path(&filenames::partition_dir(&self.dir, *p))?;
+            if let Err(e) = fsutil::remove_path(&filenames::partition_dir(&self.dir, *p)) {
+                tracing::warn!(error = %e, "retention: could not delete a partition; will retry");
+                self.sweep_pending.store(true, Ordering::Release);
+            }
         }
         self.counters.retention_partitions_removed.fetch_add(expired.len() as u64, Ordering::Relaxed);
         self.collect_dead_series();
@@ -275,17 +313,62 @@ pub(crate) fn read_files(
 ) -> Result<()> {
     let mut runs = Vec::new();
     for f in files {
-        if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(id) {
-            continue;
+        if let Some(run) = file_run(f, tombs, id, labels, mint, maxt)? {
+            runs.push(run);
         }
-        let mut run = Vec::new();
-        f.file.read(id, mint, maxt, &mut run)?;
-        for t in tombs.iter().filter(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels)) {
-            run.retain(|s| s.t < t.mint || s.t > t.maxt);
-        }
-        runs.push(run);
     }
     merge_sources(runs, out);
+    Ok(())
+}
+
+/// The series' samples in one file in `[mint, maxt]` without its tombstoned ones; None if the
+/// file cannot hold any.
+fn file_run(
+    f: &LiveFile,
+    tombs: &[Tombstone],
+    id: SeriesId,
+    labels: &Labels,
+    mint: i64,
+    maxt: i64,
+) -> Result<Option<Vec<Sample>>> {
+    if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(id) {
+        return Ok(None);
+    }
+    let mut run = Vec::new();
+    f.file.read(id, mint, maxt, &mut run)?;
+    for t in tombs.iter().filter(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels)) {
+        run.retain(|s| s.t < t.mint || s.t > t.maxt);
+    }
+    Ok(Some(run))
+}
+
+/// [`read_files`], also appending the start timestamps of the merged samples to `starts`: each
+/// sample's from the file whose copy of it wins, so a newer copy without one leaves the sample
+/// without one, and a tombstoned sample takes its start timestamp with it. Series without start
+/// timestamps in these files take [`read_files`]'s path.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_files_with_starts(
+    files: &[Arc<LiveFile>],
+    tombs: &[Tombstone],
+    id: SeriesId,
+    labels: &Labels,
+    mint: i64,
+    maxt: i64,
+    out: &mut Vec<Sample>,
+    starts: &mut Vec<StartTimestamp>,
+) -> Result<()> {
+    if !files.iter().any(|f| f.file.has_starts(id)) {
+        return read_files(files, tombs, id, labels, mint, maxt, out);
+    }
+    let mut sources = Vec::new();
+    for f in files {
+        let Some(run) = file_run(f, tombs, id, labels, mint, maxt)? else { continue };
+        let mut st = Vec::new();
+        f.file.read_starts(id, &run, &mut st)?;
+        sources.push((run, st));
+    }
+    start_ts::merge(&sources, starts);
+    merge_sources(sources.into_iter().map(|(run, _)| run).collect(), out);
     Ok(())
 }
 

@@ -80,6 +80,9 @@ struct Accepted<'b> {
     labels: LabelsRef<'b>,
     /// Its accepted samples, sorted by time: a range of the append's `kept` vector.
     samples: std::ops::Range<usize>,
+    /// Their start timestamps (one per sample, 0: none), a range of the append's
+    /// `kept_starts` vector; None when no accepted sample of the entry has one.
+    starts: Option<std::ops::Range<usize>>,
 }
 
 /// A live partition file: its manifest entry and the open file.
@@ -124,6 +127,9 @@ pub struct Counters {
     pub series_created: AtomicU64,
     /// Series removed from the index because no data of theirs was left (after retention).
     pub series_removed: AtomicU64,
+    /// Appends refused because the samples waiting to be flushed reached twice
+    /// `head_samples_max` ([`Error::FlushBacklog`]).
+    pub appends_refused_backlog: AtomicU64,
     /// Flushes completed.
     pub flushes: AtomicU64,
     /// Flushes that failed (the head stays in memory and the WAL, and is retried).
@@ -148,6 +154,11 @@ pub struct Counters {
     pub retention_partitions_removed: AtomicU64,
     /// Maintenance runs that failed.
     pub maintenance_errors: AtomicU64,
+    /// Times the database became writable again by itself after a failed WAL write or fsync
+    /// (see `recovery.rs`).
+    pub recoveries: AtomicU64,
+    /// Recovery attempts that failed (the disk was still full); each is retried.
+    pub recovery_failures: AtomicU64,
 }
 
 impl Default for Counters {
@@ -161,6 +172,7 @@ impl Default for Counters {
             rejected_series_limit: zero(),
             series_created: zero(),
             series_removed: zero(),
+            appends_refused_backlog: zero(),
             flushes: zero(),
             flush_failures: zero(),
             flush_micros: zero(),
@@ -173,6 +185,8 @@ impl Default for Counters {
             compaction_bytes: zero(),
             retention_partitions_removed: zero(),
             maintenance_errors: zero(),
+            recoveries: zero(),
+            recovery_failures: zero(),
         }
     }
 }
@@ -194,7 +208,12 @@ pub(crate) struct Inner {
     /// then on a series' newest accepted timestamp may name a deleted sample, so lookups stop
     /// taking it as proof of data (see `snapshot::in_range`).
     pub deleted: AtomicBool,
-    pub wake: (Mutex<bool>, Condvar),
+    /// Wakes the maintenance thread; shared with the WAL, which pulls it when it is poisoned
+    /// (also from its background syncer, where no append is there to notice).
+    pub wake: Arc<(Mutex<bool>, Condvar)>,
+    /// Some failed flush, compaction or retention left files it could not remove, or a manifest
+    /// whose commit is uncertain: the next maintenance sweeps unlisted files.
+    pub sweep_pending: AtomicBool,
     _lock: File,
 }
 
@@ -317,14 +336,14 @@ impl Db {
                             let (new, _) = loader.get_or_create_ref(labels);
                             ids.insert(old, new);
                         }
-                        for (old, samples) in batch.series() {
+                        for (old, samples, starts) in batch.series_with_starts() {
                             let id = ids
                                 .get(old)
                                 .ok_or_else(|| corrupt(format!("series {old} used before its definition")))?;
                             if let Some(last) = samples.iter().map(|s| s.t).max() {
                                 series.observe(id, last);
                             }
-                            head.append(id, samples);
+                            head.append_with_starts(id, samples, starts);
                             samples_applied += samples.len() as u64;
                         }
                         recycled = batch.recycle();
@@ -373,6 +392,14 @@ impl Db {
         };
         // Series' newest timestamps were read from files that live tombstones still apply to.
         let deleted = !manifest.tombstones.is_empty();
+        let wake = Arc::new((Mutex::new(false), Condvar::new()));
+        {
+            let wake = Arc::clone(&wake);
+            wal.set_poison_hook(Box::new(move || {
+                *wake.0.lock() = true;
+                wake.1.notify_all();
+            }));
+        }
         let inner = Arc::new(Inner {
             cardinality: Cardinality::new(opts.series_limits),
             opts,
@@ -386,7 +413,8 @@ impl Db {
             counters: Counters::default(),
             closed: AtomicBool::new(false),
             deleted: AtomicBool::new(deleted),
-            wake: (Mutex::new(false), Condvar::new()),
+            wake,
+            sweep_pending: AtomicBool::new(false),
             _lock: lock,
         });
         let worker = {
@@ -477,9 +505,18 @@ impl Db {
             return Health { writable: false, reason: Some(Error::Closed.to_string()) };
         }
         match self.inner.wal.poisoned() {
-            Some(why) => Health { writable: false, reason: Some(why) },
+            Some(why) => Health {
+                writable: false,
+                reason: Some(format!("{why} (writes are refused until storage recovers by itself)")),
+            },
             None => Health { writable: true, reason: None },
         }
+    }
+
+    /// True while the WAL refuses writes after a failed write or fsync; the maintenance thread
+    /// is then trying to recover (see `recovery.rs`).
+    pub fn wal_poisoned(&self) -> bool {
+        self.inner.wal.poisoned().is_some()
     }
 
     /// Counters for monitoring.
@@ -521,7 +558,9 @@ impl Db {
     }
 
     /// Stops background work, flushes the head to partition files (so the next start replays
-    /// little) and syncs the WAL. Appends afterwards fail with `Error::Closed`.
+    /// little) and syncs the WAL. Appends afterwards fail with `Error::Closed`. If the WAL is
+    /// poisoned, one recovery attempt runs first; if it fails, the acknowledged data is still in
+    /// the WAL for the next start.
     pub fn close(&self) -> Result<()> {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -529,6 +568,12 @@ impl Db {
         self.inner.wake_worker();
         if let Some(w) = self.worker.lock().take() {
             let _ = w.join();
+        }
+        if self.inner.wal.poisoned().is_some() {
+            let mut m = self.inner.maint.lock();
+            if let Err(e) = self.inner.recover_locked(&mut m) {
+                tracing::warn!(error = %e, "close: storage still cannot write");
+            }
         }
         let flushed = self.flush();
         let closed = self.inner.wal.close();
@@ -560,6 +605,7 @@ impl Inner {
         // Held from id resolution to the head insert: a flush's rotation and retention's series
         // garbage collection take it exclusively, so neither runs in the middle of an append.
         let _appending = self.appending.read();
+        self.check_flush_backlog()?;
         let now = now_ms();
         let future_limit = now.saturating_add(self.opts.future_window_ms);
         // Resolve ids and filter samples outside the accepted window. The accepted samples of
@@ -571,7 +617,9 @@ impl Inner {
         out.series_created = resolved.created;
         out.series_rejected = resolved.rejected;
         out.first_rejected_series = resolved.first_rejected;
-        for ((labels, samples), id) in batch.iter().zip(resolved.ids) {
+        // Start timestamps of the accepted samples of series that have any, one per sample.
+        let mut kept_starts: Vec<i64> = Vec::new();
+        for ((labels, samples, starts), id) in batch.iter_with_starts().zip(resolved.ids) {
             let Some(id) = id else {
                 // No samples, or a new series a cardinality limit refused.
                 out.series_limited += samples.len() as u64;
@@ -579,7 +627,13 @@ impl Inner {
             };
             let mut max_t = self.series.max_t(id);
             let start = kept.len();
-            for s in samples {
+            let starts_from = kept_starts.len();
+            let mut next_start = starts.iter().peekable();
+            for (i, s) in samples.iter().enumerate() {
+                let st = match next_start.next_if(|(at, _)| *at as usize == i) {
+                    Some(&(_, st)) => st,
+                    None => 0,
+                };
                 let reject = if s.t > future_limit {
                     out.too_far_future += 1;
                     true
@@ -600,16 +654,27 @@ impl Inner {
                 }
                 max_t = max_t.max(s.t);
                 kept.push(*s);
+                if !starts.is_empty() {
+                    kept_starts.push(st);
+                }
+            }
+            if kept_starts.get(starts_from..).is_some_and(|k| k.iter().all(|&st| st == 0)) {
+                kept_starts.truncate(starts_from);
             }
             let Some(mine) = kept.get_mut(start..).filter(|k| !k.is_empty()) else { continue };
             // Raise the series' newest timestamp now, not after the WAL write, so a later entry
             // for the same series in this batch (or a concurrent batch) sees it.
             self.series.observe(id, max_t);
+            let mine_starts = kept_starts.get_mut(starts_from..).filter(|k| !k.is_empty());
             if !mine.windows(2).all(|w| w[0].t < w[1].t) {
                 // Stable: among equal timestamps the later sample stays later and so wins.
-                mine.sort_by_key(|s| s.t);
+                match mine_starts {
+                    None => mine.sort_by_key(|s| s.t),
+                    Some(mine_starts) => sort_with_starts(mine, mine_starts),
+                }
             }
-            accepted.push(Accepted { id, labels, samples: start..kept.len() });
+            let starts = (kept_starts.len() > starts_from).then_some(starts_from..kept_starts.len());
+            accepted.push(Accepted { id, labels, samples: start..kept.len(), starts });
         }
         self.counters.rejected_too_old.fetch_add(out.too_old, Ordering::Relaxed);
         self.counters.rejected_too_far_future.fetch_add(out.too_far_future, Ordering::Relaxed);
@@ -619,10 +684,13 @@ impl Inner {
             return Ok(out);
         }
         let samples_of = |a: &Accepted<'_>| kept.get(a.samples.clone()).unwrap_or_default();
+        let starts_of =
+            |a: &Accepted<'_>| a.starts.clone().and_then(|r| kept_starts.get(r)).unwrap_or_default();
+        let any_starts = !kept_starts.is_empty();
 
         let head = self.state.read().head.clone();
         let series = &self.series;
-        self.wal.append(|segment, buf| {
+        let written = self.wal.append(|segment, buf| {
             let mark = segment + 1;
             let mut defs = Vec::new();
             for a in &accepted {
@@ -631,12 +699,25 @@ impl Inner {
                     defs.push((a.id, a.labels));
                 }
             }
-            let samples: Vec<(SeriesId, &[Sample])> =
-                accepted.iter().map(|a| (a.id, samples_of(a))).collect();
-            batch_codec::encode(&defs, &samples, buf);
-        })?;
+            if any_starts {
+                let series: Vec<(SeriesId, &[Sample], &[i64])> =
+                    accepted.iter().map(|a| (a.id, samples_of(a), starts_of(a))).collect();
+                batch_codec::encode_with_starts(&defs, &series, buf);
+            } else {
+                let samples: Vec<(SeriesId, &[Sample])> =
+                    accepted.iter().map(|a| (a.id, samples_of(a))).collect();
+                batch_codec::encode(&defs, &samples, buf);
+            }
+        });
+        if let Err(e) = written {
+            if self.wal.poisoned().is_some() {
+                // Recovery is the maintenance thread's job; it keeps its own backoff.
+                self.wake_worker();
+            }
+            return Err(e);
+        }
         for a in &accepted {
-            head.append(a.id, samples_of(a));
+            head.append_with_starts(a.id, samples_of(a), starts_of(a));
         }
         out.appended = kept.len() as u64;
         self.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
@@ -647,24 +728,54 @@ impl Inner {
         Ok(out)
     }
 
+    /// Refuses an append while the samples waiting to be flushed (the active head and heads
+    /// frozen for a flush still running) reach twice `head_samples_max`: writers are then
+    /// outrunning the disk, and accepting more would grow memory without bound. The error is
+    /// transient (a 503 that senders retry), and the flush is woken.
+    fn check_flush_backlog(&self) -> Result<()> {
+        let limit = (self.opts.head_samples_max as u64).saturating_mul(2);
+        let pending = {
+            let s = self.state.read();
+            s.head.sample_count() + s.frozen.iter().map(|f| f.head.sample_count()).sum::<u64>()
+        };
+        if pending < limit {
+            return Ok(());
+        }
+        self.counters.appends_refused_backlog.fetch_add(1, Ordering::Relaxed);
+        self.wake_worker();
+        Err(Error::FlushBacklog { pending, limit })
+    }
+
     pub(crate) fn wake_worker(&self) {
-        let (m, cv) = &self.wake;
+        let (m, cv) = &*self.wake;
         *m.lock() = true;
         cv.notify_all();
     }
 
     fn maintenance_loop(&self) {
+        let mut backoff = crate::recovery::Backoff::new();
         loop {
             {
-                let (m, cv) = &self.wake;
+                let wait = if self.wal.poisoned().is_some() {
+                    backoff.wait(Instant::now())
+                } else {
+                    self.opts.maintenance_interval
+                };
+                let (m, cv) = &*self.wake;
                 let mut woken = m.lock();
-                if !*woken {
-                    cv.wait_for(&mut woken, self.opts.maintenance_interval);
+                if !*woken && !wait.is_zero() {
+                    cv.wait_for(&mut woken, wait);
                 }
                 *woken = false;
             }
             if self.closed.load(Ordering::Acquire) {
                 return;
+            }
+            if self.wal.poisoned().is_some() {
+                // Nothing else runs until writes are durable again: compaction would only
+                // compete for the space the heads need.
+                self.recover_if_due(&mut backoff);
+                continue;
             }
             if let Err(e) = self.maintenance_once() {
                 self.counters.maintenance_errors.fetch_add(1, Ordering::Relaxed);
@@ -687,7 +798,7 @@ impl Inner {
         }
         self.compact_locked(&mut m, false)?;
         self.retention_locked(&mut m)?;
-        Ok(())
+        self.sweep_locked(&m)
     }
 
     /// Publishes a new state built from the current one.
@@ -707,6 +818,16 @@ impl State {
             partitions: self.partitions.clone(),
             tombstones: self.tombstones.clone(),
         }
+    }
+}
+
+/// Sorts one series' samples by time together with their start timestamps (stable: among
+/// equal timestamps the later sample stays later and so wins).
+fn sort_with_starts(samples: &mut [Sample], starts: &mut [i64]) {
+    let mut pairs: Vec<(Sample, i64)> = samples.iter().copied().zip(starts.iter().copied()).collect();
+    pairs.sort_by_key(|(s, _)| s.t);
+    for ((s, st), (ds, dst)) in pairs.into_iter().zip(samples.iter_mut().zip(starts.iter_mut())) {
+        (*ds, *dst) = (s, st);
     }
 }
 
@@ -732,7 +853,7 @@ fn lock_dir(dir: &Path) -> Result<File> {
 /// Removes partition files and directories the manifest does not list, and `.tmp` leftovers:
 /// the remains of flushes or compactions interrupted before their manifest commit, or of
 /// deletions interrupted after it.
-fn remove_strays(dir: &Path, m: &Manifest) -> Result<usize> {
+pub(crate) fn remove_strays(dir: &Path, m: &Manifest) -> Result<usize> {
     let mut removed = fsutil::remove_tmp_files(dir)?;
     let pdir = filenames::partitions_dir(dir);
     let listed: std::collections::HashSet<(i64, u64)> = m.files.iter().map(|f| (f.partition, f.id)).collect();

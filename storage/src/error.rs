@@ -38,10 +38,23 @@ pub enum Error {
     /// an invalid regex in a matcher).
     #[error("invalid input: {0}")]
     InvalidInput(String),
-    /// A previous fsync or write failed; the WAL refuses further writes until restart, because
-    /// after a failed fsync the kernel may have dropped dirty pages and retrying would ack lost data.
+    /// A previous fsync or write failed; the WAL refuses further writes until the database has
+    /// recovered on a new segment (by itself, see `recovery.rs`) or restarted, because after a
+    /// failed fsync the kernel may have dropped dirty pages and retrying would ack lost data.
     #[error("storage refuses writes after an earlier I/O failure: {0}")]
     Poisoned(String),
+    /// Flushing is behind the writers: the samples waiting in memory to be flushed reached
+    /// the limit, and accepting more would grow memory without bound. Refused until the flush
+    /// catches up; a retry later succeeds.
+    #[error(
+        "{pending} samples wait to be flushed (limit {limit}, twice --head-samples-max): writes are refused until flushing catches up"
+    )]
+    FlushBacklog {
+        /// Samples in the active and frozen heads.
+        pending: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The database is shutting down.
     #[error("storage is closed")]
     Closed,
@@ -58,9 +71,9 @@ impl Error {
         Error::Corruption { path: path.into(), offset, reason: reason.into() }
     }
 
-    /// True for failures a retry may fix (I/O, poisoned WAL, shutdown): a remote-write
-    /// receiver answers these with 503, everything else with 4xx.
+    /// True for failures a retry may fix (I/O, poisoned WAL, flush backlog, shutdown): a
+    /// remote-write receiver answers these with 503, everything else with 4xx.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Io { .. } | Error::Poisoned(_) | Error::Closed)
+        matches!(self, Error::Io { .. } | Error::Poisoned(_) | Error::FlushBacklog { .. } | Error::Closed)
     }
 }

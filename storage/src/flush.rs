@@ -8,7 +8,13 @@
 //!
 //! A crash before 3 leaves `.tmp` or unlisted files (removed at startup) and the WAL replays the
 //! head; a crash after 3 leaves WAL segments the manifest says to skip (deleted at startup).
+//!
+//! A failure before 3 (a full disk) removes the files this attempt wrote and keeps the frozen
+//! head, which the next flush retries. If the manifest rename happened but syncing its
+//! directory failed, either manifest may be the one a power loss leaves, so nothing is removed
+//! and a later sweep ([`Inner::sweep_locked`]) deletes what the next manifest does not list.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -38,15 +44,27 @@ impl Inner {
             let cur = self.state.read().clone();
             if cur.head.sample_count() > 0 {
                 let next_segment = self.wal.rotate()?;
-                let frozen = Arc::new(Frozen { head: cur.head.clone(), wal_end_segment: next_segment });
-                self.update_state(|s| {
-                    let mut n = s.clone_shallow();
-                    n.head = Arc::new(Head::new());
-                    n.frozen.push(frozen);
-                    n
-                });
+                self.freeze_active(&cur.head, next_segment);
             }
         }
+        self.flush_frozen_all(m)
+    }
+
+    /// Swaps in an empty head and moves `head` (the active one) to the frozen list, recording
+    /// that its records end before WAL segment `wal_end_segment`. The caller holds the
+    /// `appending` write lock, so no append is half-way into `head`.
+    pub(crate) fn freeze_active(&self, head: &Arc<Head>, wal_end_segment: u64) {
+        let frozen = Arc::new(Frozen { head: head.clone(), wal_end_segment });
+        self.update_state(|s| {
+            let mut n = s.clone_shallow();
+            n.head = Arc::new(Head::new());
+            n.frozen.push(frozen);
+            n
+        });
+    }
+
+    /// Writes every frozen head to partition files, oldest first.
+    pub(crate) fn flush_frozen_all(&self, m: &mut Manifest) -> Result<()> {
         loop {
             let Some(frozen) = self.state.read().frozen.first().cloned() else { return Ok(()) };
             self.flush_frozen(m, &frozen)?;
@@ -55,6 +73,65 @@ impl Inner {
 
     fn flush_frozen(&self, m: &mut Manifest, frozen: &Arc<Frozen>) -> Result<()> {
         let started = Instant::now();
+        let mut created = Vec::new();
+        let written = self.write_frozen(m, frozen, &mut created);
+        let (entries, opened, bytes) = match written {
+            Ok(w) => w,
+            Err(e) => {
+                self.remove_attempt(&created);
+                return Err(e);
+            }
+        };
+        let mut next = m.clone();
+        next.files.extend(entries);
+        next.wal_first_segment = frozen.wal_end_segment;
+        if let Err(e) = next.store(&filenames::manifest(&self.dir)) {
+            drop(opened);
+            if e.replaced {
+                self.sweep_pending.store(true, Ordering::Release);
+            } else {
+                self.remove_attempt(&created);
+            }
+            return Err(e.error);
+        }
+        *m = next;
+        self.update_state(|s| {
+            let mut n = s.clone_shallow();
+            for f in &opened {
+                let files = n.partitions.entry(f.entry.partition).or_default();
+                files.push(f.clone());
+                files.sort_by_key(|f| f.entry.seq);
+            }
+            n.frozen.retain(|f| !Arc::ptr_eq(f, frozen));
+            n
+        });
+        crate::failpoint::hit("flush.before_wal_remove");
+        if let Err(e) = self.wal.remove_segments_before(frozen.wal_end_segment) {
+            // Committed: replay starts after them, and a later flush or startup deletes them.
+            tracing::warn!(error = %e, "flush: could not delete flushed WAL segments; will retry");
+        }
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.counters.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.counters.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.counters.flush_duration.observe_duration(started.elapsed());
+        tracing::debug!(
+            files = opened.len(),
+            bytes,
+            ms = started.elapsed().as_millis() as u64,
+            "flushed head"
+        );
+        Ok(())
+    }
+
+    /// Writes one file per partition of a frozen head and opens them; every path it creates
+    /// (or starts to) goes into `created`, for the caller to remove if the flush fails.
+    #[allow(clippy::type_complexity)]
+    fn write_frozen(
+        &self,
+        m: &mut Manifest,
+        frozen: &Arc<Frozen>,
+        created: &mut Vec<PathBuf>,
+    ) -> Result<(Vec<FileEntry>, Vec<Arc<LiveFile>>, u64)> {
         let head = &frozen.head;
         let mut entries = Vec::new();
         let mut bytes = 0;
@@ -63,16 +140,19 @@ impl Inner {
             let ids = self.sorted_by_labels(head.series_ids());
             let pms = self.opts.partition_ms.max(1);
             let mut buf = Vec::new();
+            let mut starts = Vec::new();
             for p in partitions {
                 let pend = p.saturating_add(pms - 1);
                 let id = m.next_file_id;
                 let path = filenames::partition_file(&self.dir, p, id);
+                created.push(path.clone());
                 fsutil::create_dir_durable(&filenames::partition_dir(&self.dir, p))?;
                 let mut w = FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms)?;
                 for (sid, labels) in &ids {
                     buf.clear();
-                    head.read(*sid, p, pend, &mut buf);
-                    if let Err(e) = w.add_series(labels, &buf) {
+                    starts.clear();
+                    head.read_with_starts(*sid, p, pend, &mut buf, &mut starts);
+                    if let Err(e) = w.add_series_with_starts(labels, &buf, &starts) {
                         w.abort();
                         return Err(e);
                     }
@@ -109,34 +189,25 @@ impl Inner {
             let file = PartitionFile::open(&path, |labels, _| self.index.get_or_create(labels).0)?;
             opened.push(Arc::new(LiveFile { entry: e.clone(), file }));
         }
-        let mut next = m.clone();
-        next.files.extend(entries);
-        next.wal_first_segment = frozen.wal_end_segment;
-        next.store(&filenames::manifest(&self.dir))?;
-        *m = next;
-        self.update_state(|s| {
-            let mut n = s.clone_shallow();
-            for f in &opened {
-                let files = n.partitions.entry(f.entry.partition).or_default();
-                files.push(f.clone());
-                files.sort_by_key(|f| f.entry.seq);
+        Ok((entries, opened, bytes))
+    }
+
+    /// Removes the files a failed flush or compaction created (final names and `.tmp`s) and
+    /// the partition directories that are left empty. None is in any manifest. What cannot be
+    /// removed now is left for [`Inner::sweep_locked`].
+    pub(crate) fn remove_attempt(&self, created: &[PathBuf]) {
+        for path in created {
+            for p in [path.clone(), fsutil::tmp_path(path)] {
+                if let Err(e) = fsutil::remove_path(&p) {
+                    tracing::warn!(error = %e, "could not remove a file of a failed write; will retry");
+                    self.sweep_pending.store(true, Ordering::Release);
+                }
             }
-            n.frozen.retain(|f| !Arc::ptr_eq(f, frozen));
-            n
-        });
-        crate::failpoint::hit("flush.before_wal_remove");
-        self.wal.remove_segments_before(frozen.wal_end_segment)?;
-        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        self.counters.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.counters.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        self.counters.flush_duration.observe_duration(started.elapsed());
-        tracing::debug!(
-            files = opened.len(),
-            bytes,
-            ms = started.elapsed().as_millis() as u64,
-            "flushed head"
-        );
-        Ok(())
+            if let Some(dir) = path.parent() {
+                // Fails harmlessly when the directory holds live files.
+                let _ = fsutil::remove_empty_dir(dir);
+            }
+        }
     }
 
     /// Pairs ids with their labels, sorted by labels (the order partition files store series in).

@@ -12,6 +12,10 @@
 //! for every candidate series of a metadata lookup, is two atomic loads in the common case
 //! instead of a shard lock and a hash lookup.
 //!
+//! Start timestamps are kept beside the samples, per shard, only for the series that have any
+//! ([`StRuns`]: one run per stretch of samples sharing one), so a series without them costs
+//! nothing more.
+//!
 //! A head is never emptied in place: a flush freezes it (appends go to a fresh head) and drops it
 //! once its contents are committed to partition files.
 
@@ -22,6 +26,8 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 
 use crate::encoding::XorChunk;
+use crate::query::StartTimestamp;
+use crate::start_ts::StRuns;
 use crate::types::{Sample, SeriesId};
 
 /// In-order samples per chunk before a new chunk is cut.
@@ -101,6 +107,14 @@ impl HeadSeries {
             + self.ooo.capacity() * std::mem::size_of::<Sample>()
             + std::mem::size_of::<Self>()
     }
+}
+
+/// One shard of the head: the series whose id falls in it.
+#[derive(Default)]
+struct Shard {
+    series: HashMap<SeriesId, HeadSeries>,
+    /// Start-timestamp runs of the series that have any; most series have no entry.
+    starts: HashMap<SeriesId, StRuns>,
 }
 
 /// Removes all but the last sample of each run of equal timestamps in `v[start..]` (sorted).
@@ -192,7 +206,7 @@ impl SeriesBounds {
 
 /// The in-memory head of the database.
 pub struct Head {
-    shards: Vec<Mutex<HashMap<SeriesId, HeadSeries>>>,
+    shards: Vec<Mutex<Shard>>,
     bounds: SeriesBounds,
     samples: AtomicU64,
     min_t: AtomicI64,
@@ -210,7 +224,7 @@ impl Head {
     /// An empty head.
     pub fn new() -> Self {
         Head {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             bounds: SeriesBounds::default(),
             samples: AtomicU64::new(0),
             min_t: AtomicI64::new(i64::MAX),
@@ -219,18 +233,38 @@ impl Head {
         }
     }
 
-    fn shard(&self, id: SeriesId) -> &Mutex<HashMap<SeriesId, HeadSeries>> {
+    fn shard(&self, id: SeriesId) -> &Mutex<Shard> {
         &self.shards[id as usize % SHARDS]
     }
 
-    /// Appends samples (sorted by time) of one series.
+    /// Appends samples (sorted by time) of one series, without start timestamps.
     pub fn append(&self, id: SeriesId, samples: &[Sample]) {
+        self.append_with_starts(id, samples, &[]);
+    }
+
+    /// Appends samples (sorted by time) of one series with their start timestamps: `starts`
+    /// is empty (none has one) or holds one entry per sample, 0 for none. Each sample's write
+    /// also replaces the start timestamp recorded for its timestamp (last write wins).
+    pub fn append_with_starts(&self, id: SeriesId, samples: &[Sample], starts: &[i64]) {
         let (Some(first), Some(last)) = (samples.first(), samples.last()) else { return };
         {
-            let mut shard = self.shard(id).lock();
-            let series = shard.entry(id).or_default();
-            for s in samples {
-                series.append(*s);
+            let mut guard = self.shard(id).lock();
+            let shard = &mut *guard;
+            let series = shard.series.entry(id).or_default();
+            if starts.is_empty() && !shard.starts.contains_key(&id) {
+                for s in samples {
+                    series.append(*s);
+                }
+            } else {
+                let runs = shard.starts.entry(id).or_default();
+                for (i, s) in samples.iter().enumerate() {
+                    let prev_newest = series.last().map(|(t, _)| t);
+                    series.append(*s);
+                    runs.record(s.t, starts.get(i).copied().unwrap_or(0), prev_newest);
+                }
+                if runs.is_empty() {
+                    shard.starts.remove(&id);
+                }
             }
         }
         // Samples are sorted by time, but an unsorted slice must not make the bounds lie.
@@ -243,9 +277,34 @@ impl Head {
 
     /// Appends this series' samples in `[mint, maxt]` (sorted, one per timestamp) to `out`.
     pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) {
-        if let Some(s) = self.shard(id).lock().get(&id) {
+        if let Some(s) = self.shard(id).lock().series.get(&id) {
             s.read(mint, maxt, out);
         }
+    }
+
+    /// [`Head::read`], also appending the start timestamps of the samples read to `starts`
+    /// (those that have one, in time order).
+    pub fn read_with_starts(
+        &self,
+        id: SeriesId,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<Sample>,
+        starts: &mut Vec<StartTimestamp>,
+    ) {
+        let shard = self.shard(id).lock();
+        let Some(s) = shard.series.get(&id) else { return };
+        let from = out.len();
+        s.read(mint, maxt, out);
+        if let Some(runs) = shard.starts.get(&id) {
+            runs.resolve(&out[from..], starts);
+        }
+    }
+
+    /// True if some sample of the series here has a start timestamp (or had one that a
+    /// rewrite left in place around it): the cheap test that lets reads skip start timestamps.
+    pub fn has_starts(&self, id: SeriesId) -> bool {
+        self.shard(id).lock().starts.contains_key(&id)
     }
 
     /// True if the series has any sample in `[mint, maxt]` here. Exact: a chunk that only
@@ -262,7 +321,7 @@ impl Head {
             return true;
         }
         let shard = self.shard(id).lock();
-        let Some(s) = shard.get(&id) else { return false };
+        let Some(s) = shard.series.get(&id) else { return false };
         if s.ooo.iter().any(|x| x.t >= mint && x.t <= maxt) {
             return true;
         }
@@ -281,13 +340,16 @@ impl Head {
 
     /// Number of series with data in this head.
     pub fn series_count(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.shards.iter().map(|s| s.lock().series.len()).sum()
     }
 
     /// Number of in-order chunks held (Prometheus' `prometheus_tsdb_head_chunks`, shown by
     /// `/api/v1/status/tsdb`).
     pub fn chunk_count(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().values().map(|series| series.chunks.len()).sum::<usize>()).sum()
+        self.shards
+            .iter()
+            .map(|s| s.lock().series.values().map(|series| series.chunks.len()).sum::<usize>())
+            .sum()
     }
 
     /// Oldest and newest timestamps appended, if any.
@@ -305,7 +367,7 @@ impl Head {
     /// Ids of all series with data here, ascending.
     pub fn series_ids(&self) -> Vec<SeriesId> {
         let mut ids: Vec<SeriesId> =
-            self.shards.iter().flat_map(|s| s.lock().keys().copied().collect::<Vec<_>>()).collect();
+            self.shards.iter().flat_map(|s| s.lock().series.keys().copied().collect::<Vec<_>>()).collect();
         ids.sort_unstable();
         ids
     }
@@ -318,7 +380,7 @@ impl Head {
         let mut buf = Vec::new();
         for shard in &self.shards {
             let shard = shard.lock();
-            for s in shard.values() {
+            for s in shard.series.values() {
                 let Some((lo, hi)) = s.bounds() else { continue };
                 if part(lo) == part(hi) {
                     out.insert(part(lo));
@@ -339,8 +401,11 @@ impl Head {
             .iter()
             .map(|s| {
                 let s = s.lock();
-                s.values().map(HeadSeries::memory_bytes).sum::<usize>()
-                    + s.capacity() * (std::mem::size_of::<SeriesId>() + std::mem::size_of::<HeadSeries>())
+                s.series.values().map(HeadSeries::memory_bytes).sum::<usize>()
+                    + s.series.capacity()
+                        * (std::mem::size_of::<SeriesId>() + std::mem::size_of::<HeadSeries>())
+                    + s.starts.values().map(StRuns::memory_bytes).sum::<usize>()
+                    + s.starts.capacity() * std::mem::size_of::<(SeriesId, StRuns)>()
             })
             .sum::<usize>()
             + self.bounds.memory_bytes()

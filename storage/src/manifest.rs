@@ -195,10 +195,12 @@ impl Manifest {
         }
     }
 
-    /// Atomically replaces the manifest at `path` with this one (the commit point).
-    pub fn store(&self, path: &Path) -> Result<()> {
+    /// Atomically replaces the manifest at `path` with this one (the commit point). On failure
+    /// the error says whether the new manifest is nevertheless in place (its directory could
+    /// not be synced): then the caller must keep the files of both versions.
+    pub fn store(&self, path: &Path) -> std::result::Result<(), crate::fsutil::ReplaceError> {
         crate::failpoint::hit("manifest.before_replace");
-        crate::fsutil::write_atomic(path, self.encode().as_bytes())?;
+        crate::fsutil::replace_atomic(path, self.encode().as_bytes())?;
         crate::failpoint::hit("manifest.after_replace");
         Ok(())
     }

@@ -36,10 +36,15 @@ impl Matcher {
         let name = name.into();
         let value = value.into();
         let regex = match op {
-            MatchOp::Regex | MatchOp::NotRegex => Some(
-                regex::Regex::new(&format!("^(?s:{value})$"))
-                    .map_err(|e| Error::InvalidInput(format!("invalid regex {value:?}: {e}")))?,
-            ),
+            MatchOp::Regex | MatchOp::NotRegex => {
+                let invalid =
+                    |e: &dyn std::fmt::Display| Error::InvalidInput(format!("invalid regex {value:?}: {e}"));
+                // The pattern must be a regex on its own, as Prometheus checks before compiling
+                // it anchored: otherwise `a)|(b` would close the anchoring group early and
+                // match unanchored (found by the remote-read fuzz target's oracle).
+                regex_syntax::Parser::new().parse(&value).map_err(|e| invalid(&e))?;
+                Some(regex::Regex::new(&format!("^(?s:{value})$")).map_err(|e| invalid(&e))?)
+            }
             _ => None,
         };
         Ok(Matcher { name, op, value, regex })
@@ -104,6 +109,16 @@ mod tests {
         let m = Matcher::new(MatchOp::NotEqual, "job", "x").unwrap();
         assert!(m.matches_labels(&Labels::from_pairs(&[("a", "b")])));
         assert!(Matcher::new(MatchOp::Regex, "a", "(").is_err());
+    }
+
+    #[test]
+    fn a_pattern_cannot_escape_its_anchors() {
+        for escape in ["a)|(b", "a)|(?s:b", ")|("] {
+            assert!(Matcher::new(MatchOp::Regex, "a", escape).is_err(), "{escape}");
+            assert!(Matcher::new(MatchOp::NotRegex, "a", escape).is_err(), "{escape}");
+        }
+        let m = Matcher::new(MatchOp::Regex, "a", "(a)|(b)").unwrap();
+        assert!(m.matches("b") && !m.matches("xb"));
     }
 
     #[test]

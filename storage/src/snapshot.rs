@@ -8,14 +8,15 @@ mod window;
 
 use std::sync::Arc;
 
-use crate::compact::read_files;
+use crate::compact::{read_files, read_files_with_starts};
 use crate::db::{Inner, State};
 use crate::error::Result;
 use crate::flush::merge_sources;
 use crate::index::IndexStats;
 use crate::matcher::{Matcher, matches_all};
 use crate::partition::BlockMeta;
-use crate::query::{Querier, SeriesRef, check_selective};
+use crate::query::{Querier, SeriesRef, StartTimestamp, check_selective};
+use crate::start_ts;
 use crate::types::{Labels, Sample, SeriesId};
 use crate::window::{ScanStats, WindowAgg};
 use in_range::InRange;
@@ -77,6 +78,39 @@ impl Snapshot {
             return Ok(());
         }
         merge_sources(runs, out);
+        Ok(())
+    }
+
+    /// The start timestamps of a series' samples in `[mint, maxt]`, merged over files and heads
+    /// as [`Snapshot::read`] merges samples (newest write wins per timestamp, with or without
+    /// a start timestamp). A series no source holds start timestamps for returns at once.
+    fn read_starts(
+        &self,
+        id: SeriesId,
+        labels: &Labels,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<StartTimestamp>,
+    ) -> Result<()> {
+        let s = &self.state;
+        let heads = || std::iter::once(&s.head).chain(s.frozen.iter().map(|f| &f.head));
+        let in_files = self.partitions_in(mint, maxt).flatten().any(|f| f.file.has_starts(id));
+        if !in_files && !heads().any(|h| h.has_starts(id)) {
+            return Ok(());
+        }
+        let mut sources = Vec::new();
+        for files in self.partitions_in(mint, maxt) {
+            let (mut run, mut starts) = (Vec::new(), Vec::new());
+            read_files_with_starts(files, &s.tombstones, id, labels, mint, maxt, &mut run, &mut starts)?;
+            sources.push((run, starts));
+        }
+        // Frozen heads (oldest first), then the active head: newest last.
+        for h in s.frozen.iter().map(|f| &f.head).chain(std::iter::once(&s.head)) {
+            let (mut run, mut starts) = (Vec::new(), Vec::new());
+            h.read_with_starts(id, mint, maxt, &mut run, &mut starts);
+            sources.push((run, starts));
+        }
+        start_ts::merge(&sources, out);
         Ok(())
     }
 
@@ -172,6 +206,16 @@ impl Querier for Snapshot {
 
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
         self.read(series.id, &series.labels, mint, maxt, out)
+    }
+
+    fn start_timestamps(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<StartTimestamp>,
+    ) -> Result<()> {
+        self.read_starts(series.id, &series.labels, mint, maxt, out)
     }
 
     fn window_aggregates(

@@ -5,15 +5,16 @@
 //! `STRATA_CRASH_KILLS=1000 cargo test -p storage --release --test crash` runs 1,000 kills
 //! (default 50).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use storage::{Db, Matcher, Options, Querier};
+use storage::{Db, Options};
 
-const BASE: i64 = 1_700_000_000_000;
+mod common;
+
 const WRITER: &str = env!("CARGO_BIN_EXE_storage-crash-writer");
 
 /// Reads `ack W B` lines until the child's stdout closes.
@@ -32,73 +33,12 @@ fn collect_acks(child: &mut std::process::Child, acked: &mut BTreeSet<(u64, u64)
 /// Returns the highest batch number present.
 fn verify(dir: &Path, acked: &BTreeSet<(u64, u64)>, series: u64) -> u64 {
     let db = Db::open(Options::new(dir)).unwrap_or_else(|e| panic!("reopen failed: {e}"));
-    let snap = db.snapshot();
-    let mut present: BTreeMap<(u64, u64), u64> = BTreeMap::new();
-    for s in snap.select(&[Matcher::equal("__name__", "crash")], i64::MIN, i64::MAX).unwrap() {
-        let w: u64 = s.labels.get("writer").unwrap().parse().unwrap();
-        let mut v = Vec::new();
-        snap.samples(&s, i64::MIN, i64::MAX, &mut v).unwrap();
-        for x in v {
-            let b = ((x.t - BASE) / 1000) as u64;
-            assert_eq!(x.v, (w * 1_000_000_000 + b) as f64, "wrong value for writer {w} batch {b}");
-            *present.entry((w, b)).or_default() += 1;
-        }
-    }
-    for (wb, n) in &present {
-        assert_eq!(*n, series, "batch {wb:?} is partial: {n} of {series} series");
-    }
-    for wb in acked {
-        assert!(present.contains_key(wb), "acknowledged batch {wb:?} lost");
-    }
-    check_no_strays(dir);
+    let present = common::batches_present(&db.snapshot(), "crash", "");
+    common::assert_whole_and_acked(&present, acked, series, "");
+    common::assert_no_strays(dir, "");
     let max = present.keys().map(|(_, b)| *b).max().unwrap_or(0);
     db.close().unwrap();
     max
-}
-
-/// Every partition file on disk is listed in the manifest; no temporary files anywhere.
-fn check_no_strays(dir: &Path) {
-    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap_or_default();
-    let listed: HashSet<String> = manifest
-        .lines()
-        .filter_map(|l| l.strip_prefix("file "))
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            format!("{}/{:08}.spf", f[0], f[1].parse::<u64>().unwrap())
-        })
-        .collect();
-    let pdir = dir.join("partitions");
-    let mut on_disk = HashSet::new();
-    if let Ok(rd) = std::fs::read_dir(&pdir) {
-        for p in rd.flatten() {
-            for f in std::fs::read_dir(p.path()).unwrap().flatten() {
-                on_disk.insert(format!(
-                    "{}/{}",
-                    p.file_name().to_string_lossy(),
-                    f.file_name().to_string_lossy()
-                ));
-            }
-        }
-    }
-    assert_eq!(on_disk, listed, "files on disk differ from the manifest");
-    for entry in walk(dir) {
-        assert!(!entry.ends_with(".tmp"), "stray temporary file {entry}");
-    }
-}
-
-fn walk(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p.to_string_lossy().into_owned());
-            }
-        }
-    }
-    out
 }
 
 /// A small deterministic PRNG (xorshift), so kill times are reproducible from the seed.

@@ -1,6 +1,7 @@
 //! The engine checked against `MemStore`, a plain in-memory model, over random operation
 //! sequences: appends in and out of order, duplicates and rewrites, flushes, compactions,
-//! deletions, retention, clean restarts and crash restarts (drop without close).
+//! deletions, retention, clean restarts and crash restarts (drop without close). Samples carry
+//! random start timestamps (or none), and `start_timestamps` is compared as well as samples.
 //!
 //! `STRATA_SLOW_TESTS=1` runs many more and longer sequences.
 
@@ -8,7 +9,8 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use storage::mem::MemStore;
-use storage::{Batch, Db, Labels, MatchOp, Matcher, Options, Querier, Sample};
+use storage::query::StartTimestamp;
+use storage::{BatchRef, Db, Labels, MatchOp, Matcher, Options, Querier, Sample};
 
 const BASE: i64 = 1_700_000_000_000;
 const HOUR: i64 = 3_600_000;
@@ -18,8 +20,9 @@ const RETENTION: i64 = 24 * HOUR;
 
 #[derive(Debug, Clone)]
 enum Op {
-    /// Append to series `s` samples at (time offset in s from a moving cursor, value).
-    Append(Vec<(u8, i64, i16)>),
+    /// Append to series `s` samples at (time offset in s from a moving cursor, value, start
+    /// timestamp choice: 0 none, otherwise one of a few start timestamps).
+    Append(Vec<(u8, i64, i16, u8)>),
     /// Move time forward by this many minutes.
     Advance(u16),
     Flush,
@@ -37,7 +40,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        8 => proptest::collection::vec((0u8..4, -5400i64..600, any::<i16>()), 1..20).prop_map(Op::Append),
+        8 => proptest::collection::vec((0u8..4, -5400i64..600, any::<i16>(), 0u8..4), 1..20).prop_map(Op::Append),
         3 => (1u16..600).prop_map(Op::Advance),
         2 => Just(Op::Flush),
         2 => Just(Op::Compact),
@@ -55,6 +58,11 @@ fn labels(s: u8) -> Labels {
         ("s", &s.to_string()),
         ("parity", if s.is_multiple_of(2) { "even" } else { "odd" }),
     ])
+}
+
+/// The start timestamp of choice `k` (0: none). Few distinct values, so runs form and break.
+fn start(k: u8) -> i64 {
+    if k == 0 { 0 } else { BASE - i64::from(k) * 60_000 }
 }
 
 fn options(dir: &std::path::Path) -> Options {
@@ -90,6 +98,15 @@ fn check(db: &Db, model: &MemStore) {
         })
         .collect();
     assert_eq!(got, model.dump());
+    // Start timestamps, over everything and over a narrower range.
+    for (lo, hi) in [(i64::MIN, i64::MAX), (BASE + HOUR / 2, BASE + 3 * HOUR)] {
+        for s in snap.select(&all, i64::MIN, i64::MAX).unwrap() {
+            let (mut got, mut want): (Vec<StartTimestamp>, Vec<StartTimestamp>) = (Vec::new(), Vec::new());
+            snap.start_timestamps(&s, lo, hi, &mut got).unwrap();
+            model.start_timestamps(&s, lo, hi, &mut want).unwrap();
+            assert_eq!(got, want, "start timestamps of {} in [{lo}, {hi}]", s.labels);
+        }
+    }
     // A narrower selection and time range agree too.
     let odd = [Matcher::new(MatchOp::Regex, "parity", "od.").unwrap(), Matcher::equal("__name__", "m")];
     let (lo, hi) = (BASE, BASE + 2 * HOUR);
@@ -107,12 +124,18 @@ fn run(ops: Vec<Op>) {
         let d = db.as_ref().unwrap();
         match op {
             Op::Append(samples) => {
-                let mut batch = Batch::new();
-                for (s, dt, v) in &samples {
-                    batch.push(labels(*s), vec![Sample::new(now + dt * 1000, f64::from(*v))]);
+                let all_labels: Vec<Labels> = samples.iter().map(|(s, ..)| labels(*s)).collect();
+                let mut batch = BatchRef::new();
+                for ((_, dt, v, k), l) in samples.iter().zip(&all_labels) {
+                    let mut b = batch.series();
+                    for x in l.iter() {
+                        b.label(&x.name, &x.value);
+                    }
+                    b.sample_with_start(Sample::new(now + dt * 1000, f64::from(*v)), start(*k));
+                    b.finish();
                 }
-                d.append(&batch).unwrap();
-                for (s, dt, v) in samples {
+                d.append_ref(&batch).unwrap();
+                for (s, dt, v, k) in samples {
                     let t = now + dt * 1000;
                     let newest = m.newest.get(&s).copied();
                     if newest.is_some_and(|n| t < n - OOO_WINDOW) {
@@ -120,7 +143,11 @@ fn run(ops: Vec<Op>) {
                     }
                     m.newest.insert(s, newest.map_or(t, |n| n.max(t)));
                     m.newest_ever = m.newest_ever.max(t);
-                    m.store.append(&labels(s), &[Sample::new(t, f64::from(v))]);
+                    m.store.append_with_start_timestamps(
+                        &labels(s),
+                        &[Sample::new(t, f64::from(v))],
+                        &[start(k)],
+                    );
                 }
             }
             Op::Advance(min) => now += i64::from(min) * 60_000,

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)] // Each test binary uses a different subset.
 
+pub mod process;
+
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

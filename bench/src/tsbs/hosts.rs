@@ -97,6 +97,25 @@ impl Host {
     }
 }
 
+/// A TSBS-shaped label set for metric `name` on host `h`, with the ten tags derived from `h`
+/// by fixed arithmetic instead of the seeded generator: for benchmarks that need millions of
+/// distinct, realistic series cheaply and the same on every run.
+pub fn synthetic_host_labels(name: &str, h: usize) -> storage::Labels {
+    storage::Labels::from_pairs(&[
+        ("__name__", name),
+        ("hostname", &format!("host_{h}")),
+        ("region", ["us-east-1", "eu-west-1", "ap-south-1"][h % 3]),
+        ("datacenter", &format!("dc{}", h % 7)),
+        ("rack", &format!("{}", h % 50)),
+        ("os", "Ubuntu16.04LTS"),
+        ("arch", if h.is_multiple_of(2) { "x64" } else { "x86" }),
+        ("team", TEAMS[h % 4]),
+        ("service", &format!("{}", h % 20)),
+        ("service_version", &format!("{}", h % 2)),
+        ("service_environment", ENVIRONMENTS[h % 3]),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ mod functions;
 mod histogram;
 mod info;
 mod labels;
+mod parallel;
 mod pushdown;
 mod range_fn;
 mod rate;

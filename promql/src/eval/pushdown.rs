@@ -25,8 +25,9 @@
 use storage::SeriesRef;
 use storage::window::{ScanStats, WindowAgg};
 
+use super::parallel::SeriesCtx;
 use super::selector::WindowSpec;
-use super::{Evaluator, FPoint, Grid, Series, drop_metric_labels};
+use super::{FPoint, Grid, Series, drop_metric_labels};
 use crate::error::Result;
 
 /// A range function storage can answer with windowed aggregates.
@@ -80,7 +81,7 @@ pub(crate) fn windows(refs: &[i64], spec: WindowSpec) -> Vec<(i64, i64)> {
         .collect()
 }
 
-impl<'a> Evaluator<'a> {
+impl SeriesCtx<'_> {
     /// Evaluates `f(sel[r])` for one selected series from storage's windowed aggregates.
     /// `None`: storage could answer nothing from statistics (windows narrower than its blocks,
     /// or data rewritten), so the caller decodes the series as usual. `Some(None)`: answered,
@@ -109,7 +110,6 @@ impl<'a> Evaluator<'a> {
         if points.is_empty() {
             return Ok(Some(None));
         }
-        self.track(points.len())?;
         let delayed = self.opts.delayed_name_removal;
         let labels = if !f.keeps_name() && !delayed {
             drop_metric_labels(&series.labels)

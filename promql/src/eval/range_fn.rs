@@ -3,6 +3,7 @@
 
 use storage::{Labels, is_stale};
 
+use super::parallel::{SeriesCtx, estimate_points};
 use super::rate::{Bounds, extended_rate, extrapolated_rate, first_index_at_or_before, instant_value};
 use super::selector::WindowSpec;
 use super::series::has_duplicate_labels;
@@ -10,11 +11,23 @@ use super::{
     Evaluator, FPoint, Grid, Series, Val, drop_metric_labels, duplicate_labelset, labels, pushdown,
     start_timestamps,
 };
+use crate::annotations::Annotations;
 use crate::error::{Error, Result};
+use crate::options::EngineOptions;
 use crate::parser::ast::{Call, Expr};
 
 const ANCHORED_SAFE: &[&str] = &["changes", "delta", "increase", "rate", "resets"];
 const SMOOTHED_SAFE: &[&str] = &["delta", "increase", "rate"];
+
+/// Buffers a range function over a selector reuses from one series to the next.
+#[derive(Default)]
+struct RangeScratch {
+    buf: Vec<storage::Sample>,
+    points: Vec<FPoint>,
+    st_buf: Vec<storage::query::StartTimestamp>,
+    sts: Vec<i64>,
+    step_scalars: Vec<f64>,
+}
 
 /// Per-window context handed to a range function.
 struct Window<'w> {
@@ -333,8 +346,6 @@ impl<'a> Evaluator<'a> {
         };
         let keep_name = name == "last_over_time" || name == "first_over_time";
         let delayed = self.opts.delayed_name_removal;
-        let mut out: Vec<Series> = Vec::new();
-        let mut step_scalars = vec![0.0; scalar_args.len()];
         // With `@` (or a pinned subquery) every step sees the same window: compute it once
         // (not for predict_linear, which also depends on the evaluation time).
         let invariant = refs.len() > 1
@@ -344,17 +355,22 @@ impl<'a> Evaluator<'a> {
         // Overlapping start timestamps are worth a warning where Prometheus gives one: for the
         // counters `rate` and `increase` extrapolate.
         let check_overlap = (name == "rate" || name == "increase") && !anchored && !smoothed;
-        let mut run = |ev: &mut Evaluator<'a>,
-                       labels: &Labels,
-                       drop_name: bool,
-                       points: &[FPoint],
-                       sts: &[i64]|
+        let pos = c.args[0].start();
+        // The work on one series: slide the windows over its points. It sees only its context,
+        // so series can be handled by several threads (`parallel.rs`).
+        let run = |ctx: &mut SeriesCtx<'a>,
+                   step_scalars: &mut Vec<f64>,
+                   labels: &Labels,
+                   drop_name: bool,
+                   points: &[FPoint],
+                   sts: &[i64]|
          -> Result<Option<Series>> {
+            step_scalars.resize(scalar_args.len(), 0.0);
             let mut result: Vec<FPoint> = Vec::new();
             let mut overlap_warned = false;
             let (mut lo, mut hi) = (0usize, 0usize);
             for (i, &r) in refs.iter().enumerate() {
-                ev.check_deadline()?;
+                ctx.check_deadline()?;
                 if invariant && i > 0 {
                     if let Some(first) = result.first().copied() {
                         result.push(FPoint { t: g.ts(i), f: first.f });
@@ -381,7 +397,7 @@ impl<'a> Evaluator<'a> {
                     let q = step_scalars.first().copied().unwrap_or(f64::NAN);
                     if q.is_nan() || !(0.0..=1.0).contains(&q) {
                         let msg = format!("quantile value should be between 0 and 1, got {}", fmt_g(q));
-                        ev.annotations.warn(msg, c.args[0].start());
+                        ctx.annotations.warn(msg, pos);
                     }
                 }
                 let window_sts = sts.get(lo..hi).unwrap_or_default();
@@ -394,7 +410,7 @@ impl<'a> Evaluator<'a> {
                         "sample has start time that overlaps with previous sample timestamp for metric {:?}",
                         labels::metric_name(labels)
                     );
-                    ev.annotations.warn(msg, c.args[0].start());
+                    ctx.annotations.warn(msg, pos);
                 }
                 let w = Window {
                     points: &points[lo..hi],
@@ -407,7 +423,7 @@ impl<'a> Evaluator<'a> {
                     },
                     anchored,
                     smoothed,
-                    scalars: &step_scalars,
+                    scalars: step_scalars,
                 };
                 if let Some(v) = apply(name, &w)? {
                     result.push(FPoint { t: g.ts(i), f: v });
@@ -416,46 +432,44 @@ impl<'a> Evaluator<'a> {
             if result.is_empty() {
                 return Ok(None);
             }
-            ev.track(result.len())?;
             if name == "rate" || name == "increase" {
-                ev.note_possible_non_counter(labels, c.args[0].start());
+                note_possible_non_counter(ctx.opts, &mut ctx.annotations, labels, pos);
             }
             let out_labels = if !keep_name && !delayed { drop_metric_labels(labels) } else { labels.clone() };
             // `last_over_time` and `first_over_time` keep the name, unless the series was already
             // due to lose it (a subquery over a name-dropping function).
             Ok(Some(Series::new(out_labels, !keep_name || drop_name, result)))
         };
-        match source {
+        let out = match source {
             Source::Selector(series, mint, maxt) => {
                 let want_sts =
                     self.opts.use_start_timestamps && uses_start_timestamps(name, anchored, smoothed);
-                let mut buf = Vec::new();
-                let mut points = Vec::new();
-                let (mut st_buf, mut sts) = (Vec::new(), Vec::new());
-                for r in &series {
+                let est = estimate_points(g.len(), mint, maxt);
+                self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
                     if let Some((f, windows)) = &pushed
-                        && let Some(answer) = self.pushdown_series(*f, r, windows, g)?
+                        && let Some(answer) = ctx.pushdown_series(*f, r, windows, g)?
                     {
-                        out.extend(answer);
-                        continue;
+                        return Ok(answer);
                     }
-                    self.load(r, mint, maxt, &mut buf)?;
+                    let RangeScratch { buf, points, st_buf, sts, step_scalars } = scratch;
+                    ctx.load(r, mint, maxt, buf)?;
                     points.clear();
                     points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
                     if want_sts {
-                        self.load_start_timestamps(r, mint, maxt, &mut st_buf)?;
-                        start_timestamps::align(&points, &st_buf, &mut sts);
+                        ctx.load_start_timestamps(r, mint, maxt, st_buf)?;
+                        start_timestamps::align(points, st_buf, sts);
                     }
-                    out.extend(run(self, &r.labels, false, &points, &sts)?);
-                }
+                    run(ctx, step_scalars, &r.labels, false, points, sts)
+                })?
             }
             // Subqueries cut the propagation of start timestamps: their points are results.
             Source::Subquery(inner) => {
-                for s in &inner {
-                    out.extend(run(self, &s.labels, s.drop_name, &s.points, &[])?);
-                }
+                let est = inner.iter().map(|s| s.points.len()).max().unwrap_or(0).max(g.len());
+                self.map_series(&inner, est, |ctx, step_scalars: &mut Vec<f64>, s| {
+                    run(ctx, step_scalars, &s.labels, s.drop_name, &s.points, &[])
+                })?
             }
-        }
+        };
         if name == "absent_over_time" {
             return Ok(Val::Vector(absent_over_time(&out, g, arg)));
         }
@@ -464,31 +478,31 @@ impl<'a> Evaluator<'a> {
         }
         Ok(Val::Vector(out))
     }
+}
 
-    /// Info for `rate`/`increase` over a metric whose name does not look like a counter.
-    fn note_possible_non_counter(&mut self, l: &Labels, pos: usize) {
-        let name = labels::metric_name(l);
-        if name.is_empty() {
-            return;
-        }
-        if self.opts.type_and_unit_labels {
-            let t = l.get("__type__").unwrap_or("");
-            if t != "counter" && t != "histogram" {
-                self.annotations.info(
-                    format!(
-                        "metric might not be a counter, __type__ label is not set to \"counter\" or \"histogram\", got {t:?}: {name:?}"
-                    ),
-                    pos,
-                );
-            }
-        } else if !["_total", "_sum", "_count", "_bucket"].iter().any(|s| name.ends_with(s)) {
-            self.annotations.info(
+/// Info for `rate`/`increase` over a metric whose name does not look like a counter.
+fn note_possible_non_counter(opts: &EngineOptions, annotations: &mut Annotations, l: &Labels, pos: usize) {
+    let name = labels::metric_name(l);
+    if name.is_empty() {
+        return;
+    }
+    if opts.type_and_unit_labels {
+        let t = l.get("__type__").unwrap_or("");
+        if t != "counter" && t != "histogram" {
+            annotations.info(
                 format!(
-                    "metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {name:?}"
+                    "metric might not be a counter, __type__ label is not set to \"counter\" or \"histogram\", got {t:?}: {name:?}"
                 ),
                 pos,
             );
         }
+    } else if !["_total", "_sum", "_count", "_bucket"].iter().any(|s| name.ends_with(s)) {
+        annotations.info(
+            format!(
+                "metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {name:?}"
+            ),
+            pos,
+        );
     }
 }
 

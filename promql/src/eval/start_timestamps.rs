@@ -10,10 +10,11 @@
 use storage::SeriesRef;
 use storage::query::StartTimestamp;
 
-use super::{Evaluator, FPoint};
+use super::FPoint;
+use super::parallel::SeriesCtx;
 use crate::error::Result;
 
-impl Evaluator<'_> {
+impl SeriesCtx<'_> {
     /// Reads the known start timestamps of one series in `[mint, maxt]` into `buf` (replacing
     /// its contents).
     pub(crate) fn load_start_timestamps(

@@ -7,7 +7,9 @@
 //! none is skipped. `promql/testdata/passing.txt` lists the evals known to pass: the test fails
 //! if one of them fails; evals not listed may fail without failing the test. `STRATA_BLESS=1` rewrites that list.
 //! `STRATA_PROMQLTEST_VERBOSE=1` prints why each eval failed; `STRATA_PROMQLTEST_FILTER=<text>`
-//! runs only evals whose `file:line` contains the text.
+//! runs only evals whose `file:line` contains the text. `STRATA_PROMQLTEST_PARALLEL=1` evaluates
+//! every selector's series on a pool of worker threads, however few they are (the answers must
+//! not change).
 //!
 //! Like the reference runner, an instant eval is also checked as a range query around its time,
 //! and with every selector pinned by `@` at other evaluation times (FORMAT.md §8.2).
@@ -21,7 +23,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use promql::{Engine, EngineOptions};
+use promql::{Engine, EngineOptions, QueryPool};
 use storage::{HistogramSample, Sample};
 use storage::mem::MemStore;
 
@@ -38,7 +40,11 @@ fn passing_file() -> PathBuf {
 
 /// The engine configuration Prometheus' own runner uses (FORMAT.md §9).
 fn engine() -> Engine {
+    let parallel = std::env::var_os("STRATA_PROMQLTEST_PARALLEL").is_some_and(|v| v == "1");
     Engine::new(EngineOptions {
+        parallel: parallel.then(|| QueryPool::new(3)),
+        parallel_min_series: 0,
+        parallel_min_points: 0,
         lookback_delta_ms: 5 * 60 * 1000,
         max_samples: 10_000,
         timeout: Duration::from_secs(100),

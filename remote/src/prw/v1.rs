@@ -19,7 +19,16 @@ pub(super) fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<DecodedRef<'a
         Scratch { labels: SeriesLabels::default(), samples: Vec::new(), strings: Utf8Span::new() };
     let mut r = Reader::new(buf);
     let (mut n_series, mut n_metadata) = (0usize, 0usize);
-    while let Some((field, value)) = r.next_field().map_err(|e| at("WriteRequest", e))? {
+    loop {
+        // `timeseries` entries as senders write them (`0a`, a length below 16 KiB) are taken
+        // without the general field reader.
+        let (field, value) = match r.len_field_short(0x0a) {
+            Some(b) => (1, Value::Len(b)),
+            None => match r.next_field().map_err(|e| at("WriteRequest", e))? {
+                Some(f) => f,
+                None => break,
+            },
+        };
         match (field, value) {
             (1, Value::Len(b)) => {
                 series(b, n_series, &mut scratch, limits, &mut out)?;
@@ -93,17 +102,19 @@ fn series_fast<'a>(buf: &'a [u8], limits: &Limits, out: &mut DecodedRef<'a>) -> 
     let (mut at, mut count) = (0usize, 0usize);
     let mut prev: &[u8] = &[];
     let mut has_name = false;
+    let (name_max, value_max) = (limits.label_name_bytes_max, limits.label_value_bytes_max);
     while let Some([0x0a, len, label @ ..]) = bytes.get(at..) {
         // Offsets in the stretch: the label message starts at `at + 2`, the name at `at + 4`.
         let end = at + 2 + usize::from(*len);
-        let (name_len, value_len) = match label.get(..usize::from(*len)) {
-            Some([0x0a, n, tail @ ..]) if *n < 0x80 && tail.len() == usize::from(*n) => (usize::from(*n), 0),
-            Some([0x0a, n, tail @ ..]) if *n < 0x80 => match tail.get(usize::from(*n)..) {
-                Some([0x12, m, value @ ..]) if *m < 0x80 && value.len() == usize::from(*m) => {
-                    (usize::from(*n), usize::from(*m))
-                }
-                _ => return false,
-            },
+        // `0a <n> name 12 <m> value` (the usual case: the label's length says where the value
+        // ends, so only the tag and `m` need checking), or `0a <n> name` (empty value).
+        let Some([0x0a, n, tail @ ..]) = label.get(..usize::from(*len)) else { return false };
+        let name_len = usize::from(*n);
+        let value_len = match tail.get(name_len..) {
+            Some([0x12, m, value @ ..]) if *n < 0x80 && usize::from(*m) == value.len() && *m < 0x80 => {
+                value.len()
+            }
+            Some([]) if *n < 0x80 => 0,
             _ => return false,
         };
         let name = bytes.get(at + 4..at + 4 + name_len).unwrap_or_default();
@@ -112,7 +123,7 @@ fn series_fast<'a>(buf: &'a [u8], limits: &Limits, out: &mut DecodedRef<'a>) -> 
             (_, Some(_)) => prev < name,
             (_, None) => false,
         };
-        if !in_order || name_len > limits.label_name_bytes_max || value_len > limits.label_value_bytes_max {
+        if !in_order || name_len > name_max || value_len > value_max {
             return false;
         }
         if value_len > 0 {
@@ -123,7 +134,7 @@ fn series_fast<'a>(buf: &'a [u8], limits: &Limits, out: &mut DecodedRef<'a>) -> 
                 return false;
             };
             has_name |= name == METRIC_NAME;
-            series.label(name, value);
+            series.label_checked(name, value);
         }
         prev = name;
         count += 1;
@@ -261,8 +272,33 @@ pub(super) fn sample(buf: &[u8]) -> Result<Sample, FieldError> {
 #[inline(always)]
 fn usual_sample(buf: &[u8]) -> Option<Sample> {
     let [0x09, b0, b1, b2, b3, b4, b5, b6, b7, 0x10, ts @ ..] = buf else { return None };
-    let t = varint_filling(ts)?;
+    let t = match ts.len() {
+        1..=8 => varint_ending(buf, ts.len())?,
+        _ => varint_filling(ts)?,
+    };
     Some(Sample::new(t as i64, f64::from_bits(u64::from_le_bytes([*b0, *b1, *b2, *b3, *b4, *b5, *b6, *b7]))))
+}
+
+/// The varint that is exactly the last `k` bytes of `buf` (`k` from 1 to 8, `buf` at least 8
+/// bytes long), or `None`: [`varint_filling`] without a loop. A timestamp in milliseconds takes
+/// six bytes; one load of the last eight bytes, a check of every continuation bit at once, and
+/// three steps that close the gaps between the 7-bit groups decode it.
+#[inline(always)]
+fn varint_ending(buf: &[u8], k: usize) -> Option<u64> {
+    const MSB: u64 = 0x8080_8080_8080_8080;
+    if !(1..=8).contains(&k) {
+        return None;
+    }
+    let word = u64::from_le_bytes(*buf.last_chunk::<8>()?) >> (8 * (8 - k));
+    // Every byte but the last has its continuation bit set; the last (and the zeros shifted in
+    // above it) do not.
+    if word & MSB != MSB & ((1u64 << (8 * (k - 1))) - 1) {
+        return None;
+    }
+    let x = word & !MSB;
+    let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+    Some((x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4))
 }
 
 /// The varint that is exactly `b` (1 to 10 bytes, the last one ending it, no overflow), or
@@ -375,6 +411,36 @@ mod tests {
         assert_eq!(varint_filling(&[0x80; 10].iter().copied().chain([0]).collect::<Vec<_>>()), None);
         assert_eq!(varint_filling(&[0x80]), None);
         assert_eq!(varint_filling(&[]), None);
+    }
+
+    proptest::proptest! {
+        /// The loop-free decoder gives what the loop gives, for every tail of up to 8 bytes
+        /// after any prefix, valid varint or not.
+        #[test]
+        fn varint_ending_agrees_with_varint_filling(
+            prefix in proptest::collection::vec(proptest::num::u8::ANY, 8),
+            tail in proptest::collection::vec(
+                proptest::prop_oneof![proptest::num::u8::ANY, 0x80u8..=0xff, 0u8..0x80], 1..=8),
+        ) {
+            let mut buf = prefix;
+            buf.extend_from_slice(&tail);
+            proptest::prop_assert_eq!(varint_ending(&buf, tail.len()), varint_filling(&tail));
+        }
+    }
+
+    #[test]
+    fn varint_ending_decodes_timestamps() {
+        for v in [0u64, 1, 127, 128, 16_383, 16_384, 1_700_000_000_000, (1 << 56) - 1] {
+            let mut b = vec![0x09; 10];
+            let mut x = v;
+            let start = b.len();
+            while x >= 0x80 {
+                b.push((x as u8) | 0x80);
+                x >>= 7;
+            }
+            b.push(x as u8);
+            assert_eq!(varint_ending(&b, b.len() - start), Some(v));
+        }
     }
 
     proptest! {

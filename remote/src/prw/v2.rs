@@ -40,6 +40,7 @@ pub(super) fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<DecodedRef<'a
         labels: SeriesLabels::default(),
         refs: Vec::new(),
         samples: Vec::new(),
+        starts: Vec::new(),
         metadata_seen: hashbrown::HashSet::new(),
     };
     let mut out = DecodedRef::default();
@@ -55,6 +56,8 @@ struct Scratch<'a> {
     labels: SeriesLabels<'a>,
     refs: Vec<u64>,
     samples: Vec<Sample>,
+    /// Start timestamp of each sample in `samples` (0: none).
+    starts: Vec<i64>,
     /// Metric families whose metadata is already in the output (first one wins).
     metadata_seen: hashbrown::HashSet<&'a str>,
 }
@@ -72,7 +75,10 @@ fn series<'a>(
 ) -> Result<()> {
     s.refs.clear();
     s.samples.clear();
-    let mut created = false;
+    s.starts.clear();
+    // The series-level `created_timestamp` of spec drafts before rc.4: it applies to every
+    // sample that has no start timestamp of its own.
+    let mut series_start = 0i64;
     let mut metadata: Option<RawMetadata> = None;
     let mut n_exemplars = 0usize;
     let mut r = Reader::new(buf);
@@ -94,8 +100,8 @@ fn series<'a>(
             (2, Value::Len(b)) => {
                 let (sample, start) = sample(b)
                     .map_err(|e| at(format_args!("timeseries[{i}].samples[{}]", s.samples.len()), e))?;
-                created |= start != 0;
                 s.samples.push(sample);
+                s.starts.push(start);
             }
             (3, Value::Len(_)) => out.histograms += 1,
             (4, Value::Len(b)) => {
@@ -110,7 +116,7 @@ fn series<'a>(
                     merge_metadata(b, base).map_err(|e| at(format_args!("timeseries[{i}].metadata"), e))?,
                 );
             }
-            (6, Value::Varint(t)) => created |= t != 0,
+            (6, Value::Varint(t)) => series_start = t as i64,
             (2..=5, v) => {
                 return Err(at(format_args!("timeseries[{i}]"), wrong_type(field, &v, WireType::Len)));
             }
@@ -129,9 +135,33 @@ fn series<'a>(
             add_metadata(i, md, name, &mut s.table, &mut s.metadata_seen, out)?;
         }
     }
-    out.created_timestamps += u64::from(created);
+    // A start timestamp after its sample's timestamp is dropped (the sample is kept), as
+    // Prometheus' receiver drops a created timestamp newer than the sample.
+    let mut any_start = false;
+    for (st, sample) in s.starts.iter_mut().zip(&s.samples) {
+        if *st == 0 {
+            *st = series_start;
+        }
+        if *st > sample.t {
+            *st = 0;
+        }
+        any_start |= *st != 0;
+    }
+    out.created_timestamps += u64::from(any_start);
     out.samples += s.samples.len() as u64;
-    if !s.samples.is_empty() {
+    if s.samples.is_empty() {
+        return Ok(());
+    }
+    if any_start {
+        let mut series = out.batch.series();
+        for &(name, value) in labels {
+            series.label(name, value);
+        }
+        for (&sample, &st) in s.samples.iter().zip(&s.starts) {
+            series.sample_with_start(sample, st);
+        }
+        series.finish();
+    } else {
         out.batch.push(labels.iter().copied(), s.samples.iter().copied());
     }
     Ok(())

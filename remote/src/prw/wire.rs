@@ -165,6 +165,24 @@ impl<'a> Reader<'a> {
         Reader { buf }
     }
 
+    /// The bytes of a length-delimited field whose one-byte tag is `tag`, if the message goes
+    /// on with that tag and a length of one or two varint bytes that the message holds; else
+    /// `None`, having read nothing. A fast path for the repeated fields senders write most,
+    /// which [`Reader::next_field`] decodes the same way, only slower.
+    #[inline(always)]
+    pub(crate) fn len_field_short(&mut self, tag: u8) -> Option<&'a [u8]> {
+        let (len, rest) = match self.buf {
+            [t, l, rest @ ..] if *t == tag && *l < 0x80 => (usize::from(*l), rest),
+            [t, l0, l1, rest @ ..] if *t == tag && *l1 < 0x80 => {
+                (usize::from(l0 & 0x7f) | usize::from(*l1) << 7, rest)
+            }
+            _ => return None,
+        };
+        let (field, rest) = rest.split_at_checked(len)?;
+        self.buf = rest;
+        Some(field)
+    }
+
     /// The next `(field number, value)`, or `None` at the end of the message.
     #[inline(always)]
     pub(crate) fn next_field(&mut self) -> Result<Option<(u32, Value<'a>)>, WireError> {

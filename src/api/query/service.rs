@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use promql::EngineOptions;
+use promql::{EngineOptions, QueryPool};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::error::ApiError;
@@ -25,11 +25,36 @@ pub struct QueryConfig {
     pub options: EngineOptions,
     /// Most queries evaluating at once; more wait.
     pub max_concurrency: usize,
+    /// Worker threads shared by all queries for the per-series loops of large selectors:
+    /// 0 is one per core, 1 keeps every query on its own thread (`--query.max-parallelism`).
+    pub max_parallelism: usize,
+    /// Largest encoded answer of one query (`--query.max-response-bytes`); 0: unlimited.
+    pub max_response_bytes: usize,
 }
+
+/// `--query.max-response-bytes`' default: 1 GiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1 << 30;
 
 impl Default for QueryConfig {
     fn default() -> Self {
-        QueryConfig { options: EngineOptions::default(), max_concurrency: DEFAULT_MAX_CONCURRENCY }
+        QueryConfig {
+            options: EngineOptions::default(),
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            max_parallelism: 0,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
+}
+
+impl QueryConfig {
+    /// The query worker pool `max_parallelism` asks for, if any. Its threads start with the
+    /// first query large enough to use them.
+    pub fn pool(&self) -> Option<QueryPool> {
+        match self.max_parallelism {
+            0 => Some(QueryPool::per_core()).filter(|p| p.threads() > 1),
+            1 => None,
+            n => Some(QueryPool::new(n)),
+        }
     }
 }
 
@@ -39,6 +64,7 @@ pub struct QueryService {
     options: EngineOptions,
     gate: Semaphore,
     max_concurrency: usize,
+    max_response_bytes: usize,
 }
 
 impl Default for QueryService {
@@ -57,19 +83,30 @@ pub struct Admission<'a> {
 
 impl QueryService {
     /// A service evaluating with `config.options`, at most `config.max_concurrency` queries at
-    /// a time (at least one).
+    /// a time (at least one), with the worker pool of `config.max_parallelism` unless the
+    /// options already name one.
     pub fn new(config: &QueryConfig) -> Self {
         let max_concurrency = config.max_concurrency.max(1);
+        let mut options = config.options.clone();
+        if options.parallel.is_none() {
+            options.parallel = config.pool();
+        }
         QueryService {
-            options: config.options.clone(),
+            options,
             gate: Semaphore::new(max_concurrency),
             max_concurrency,
+            max_response_bytes: config.max_response_bytes,
         }
     }
 
     /// The server's engine options (`--query.*` flags and enabled features).
     pub fn options(&self) -> &EngineOptions {
         &self.options
+    }
+
+    /// Largest encoded answer of one query; 0: unlimited.
+    pub fn max_response_bytes(&self) -> usize {
+        self.max_response_bytes
     }
 
     /// How many queries may evaluate at once.
@@ -108,6 +145,17 @@ mod tests {
         assert_eq!(err.to_string(), "query timed out in query queue");
         drop(first);
         assert!(service.admit(far).await.is_ok());
+    }
+
+    #[test]
+    fn max_parallelism_sizes_the_shared_pool() {
+        let pool = |n| QueryConfig { max_parallelism: n, ..QueryConfig::default() }.pool();
+        assert!(pool(1).is_none());
+        assert_eq!(pool(3).map(|p| p.threads()), Some(3));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(pool(0).map_or(1, |p| p.threads()), cores);
+        let service = QueryService::new(&QueryConfig { max_parallelism: 5, ..QueryConfig::default() });
+        assert_eq!(service.options().parallel.as_ref().map(|p| p.threads()), Some(5));
     }
 
     #[test]

@@ -359,6 +359,31 @@ async fn sample_limit_is_an_execution_error() {
 }
 
 #[tokio::test]
+async fn series_and_response_size_limits_are_execution_errors_naming_their_flag() {
+    // 9 golden series; one selector may match at most 5.
+    let config = QueryConfig {
+        options: promql::EngineOptions { max_series: 5, ..promql::EngineOptions::default() },
+        ..QueryConfig::default()
+    };
+    let f = fixture_with(&config);
+    let answer = get(&f.state, "/api/v1/query?query=golden&time=1030").await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", answer.body);
+    assert!(answer.body.contains("--query.max-series"), "{}", answer.body);
+    let small = get(&f.state, "/api/v1/query?query=golden%7Bkind%3D%22frac%22%7D&time=1030").await;
+    assert_eq!(small.status, StatusCode::OK, "{}", small.body);
+
+    // An answer of 9 series does not fit in 600 bytes; one series does.
+    let config = QueryConfig { max_response_bytes: 600, ..QueryConfig::default() };
+    let f = fixture_with(&config);
+    let answer = get(&f.state, "/api/v1/query_range?query=golden&start=1000&end=1060&step=1").await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", answer.body);
+    assert_eq!(answer.json()["errorType"], "execution");
+    assert!(answer.body.contains("--query.max-response-bytes"), "{}", answer.body);
+    let small = get(&f.state, "/api/v1/query?query=golden%7Bkind%3D%22frac%22%7D&time=1030").await;
+    assert_eq!(small.status, StatusCode::OK, "{}", small.body);
+}
+
+#[tokio::test]
 async fn feature_flags_reach_the_parser() {
     let f = fixture();
     let uri = "/api/v1/query?query=sort_by_label(golden,%22kind%22)&time=1030";
@@ -481,6 +506,7 @@ fn encode_matrix(series: usize, points: usize) -> (std::time::Duration, usize) {
             points: (0..points)
                 .map(|j| promql::Point { t: 1_700_000_000_000 + j as i64 * 15_000, v: (i * j) as f64 * 0.37 })
                 .collect(),
+            histograms: Vec::new(),
         })
         .collect();
     let value = promql::Value::Matrix(matrix);

@@ -22,6 +22,10 @@ pub const VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 12;
 /// Bytes of the footer.
 pub const FOOTER_LEN: usize = 32;
+/// First byte of the optional start-timestamp table, which follows the series table when some
+/// series of the file has start timestamps (`docs/format/start_timestamps.md`). A file without
+/// any ends its index at the series table, as files did before the table existed.
+pub const STARTS_TAG: u8 = b'S';
 
 /// Splits sorted samples into blocks of at most `max` samples that lie inside one grid cell
 /// `(k·grid_ms, (k+1)·grid_ms]`, e.g. one hour. The cells are open on the left like PromQL's

@@ -8,9 +8,11 @@ use memmap2::Mmap;
 use crate::encoding::varint::{get_uvarint, get_varint};
 use crate::encoding::{BlockStats, decode_block};
 use crate::error::{Error, Result};
+use crate::query::StartTimestamp;
+use crate::start_ts::StRuns;
 use crate::types::{Label, Labels, Sample, SeriesId};
 
-use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, VERSION};
+use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, MAGIC, STARTS_TAG, VERSION};
 
 /// Where one block lives and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,6 +33,9 @@ pub struct PartitionFile {
     mmap: Mmap,
     /// (runtime series id, offset of its block list), sorted by id.
     series: Vec<(SeriesId, u32)>,
+    /// (runtime series id, offset of its start-timestamp runs), sorted by id, for the series
+    /// that have start timestamps; empty for most files.
+    starts: Vec<(SeriesId, u32)>,
 }
 
 impl std::fmt::Debug for PartitionFile {
@@ -129,8 +134,38 @@ impl PartitionFile {
             let id = resolve(&Labels::new(labels), max_t);
             series.push((id, list_at as u32));
         }
+        let starts = if pos < index.len() {
+            read_starts_table(index, pos, sym_off as usize, &series)
+                .map_err(|e| corrupt(Some(sym_off + pos as u64), &format!("start timestamp table: {e}")))?
+        } else {
+            Vec::new()
+        };
         series.sort_unstable_by_key(|(id, _)| *id);
-        Ok(PartitionFile { path: path.to_path_buf(), mmap, series })
+        Ok(PartitionFile { path: path.to_path_buf(), mmap, series, starts })
+    }
+
+    /// True if some sample of the series in this file has a start timestamp.
+    pub fn has_starts(&self, id: SeriesId) -> bool {
+        self.starts.binary_search_by_key(&id, |(i, _)| *i).is_ok()
+    }
+
+    /// The start-timestamp runs of a series (empty if it has none here).
+    pub fn start_runs(&self, id: SeriesId) -> Result<StRuns> {
+        let Ok(i) = self.starts.binary_search_by_key(&id, |(i, _)| *i) else { return Ok(StRuns::default()) };
+        let at = self.starts[i].1 as usize;
+        let buf = self.mmap.get(at..).unwrap_or_default();
+        let mut pos = 0;
+        StRuns::decode(buf, &mut pos)
+            .map_err(|e| Error::corruption(&self.path, Some(at as u64), e.to_string()))
+    }
+
+    /// Appends the start timestamps of `samples` (samples of the series read from this file,
+    /// sorted) that have one to `out`.
+    pub fn read_starts(&self, id: SeriesId, samples: &[Sample], out: &mut Vec<StartTimestamp>) -> Result<()> {
+        if self.has_starts(id) {
+            self.start_runs(id)?.resolve(samples, out);
+        }
+        Ok(())
     }
 
     /// The file's path.
@@ -236,6 +271,50 @@ impl PartitionFile {
         }
         Ok(false)
     }
+}
+
+/// Reads the start-timestamp table at `pos` of the index (which starts at file offset `base`):
+/// per series that has start timestamps, its runs' file offset, resolved to the runtime id of
+/// the series at that ordinal in `series` (in file order). The runs are checked when read.
+fn read_starts_table(
+    index: &[u8],
+    mut pos: usize,
+    base: usize,
+    series: &[(SeriesId, u32)],
+) -> Result<Vec<(SeriesId, u32)>> {
+    if index.get(pos) != Some(&STARTS_TAG) {
+        return Err(Error::Decode("unknown section after the series table".into()));
+    }
+    pos += 1;
+    let n = get_uvarint(index, &mut pos)?;
+    if n > series.len() as u64 {
+        return Err(Error::Decode(format!("{n} entries for {} series", series.len())));
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    let mut ordinal = 0u64;
+    for i in 0..n {
+        let delta = get_uvarint(index, &mut pos)?;
+        if i > 0 && delta == 0 {
+            return Err(Error::Decode("series listed twice".into()));
+        }
+        ordinal = ordinal.saturating_add(delta);
+        let len = get_uvarint(index, &mut pos)? as usize;
+        let at = base + pos;
+        if pos.saturating_add(len) > index.len() || at > u32::MAX as usize {
+            return Err(Error::Decode("runs out of range".into()));
+        }
+        let (id, _) = usize::try_from(ordinal)
+            .ok()
+            .and_then(|o| series.get(o))
+            .ok_or_else(|| Error::Decode(format!("series ordinal {ordinal} out of range")))?;
+        out.push((*id, at as u32));
+        pos += len;
+    }
+    if pos != index.len() {
+        return Err(Error::Decode("trailing bytes".into()));
+    }
+    out.sort_unstable_by_key(|(id, _)| *id);
+    Ok(out)
 }
 
 fn read4(buf: &[u8], at: usize) -> Option<[u8; 4]> {

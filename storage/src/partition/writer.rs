@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,9 +10,11 @@ use crate::encoding::varint::put_uvarint;
 use crate::encoding::{BlockStats, encode_block};
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::query::StartTimestamp;
+use crate::start_ts::StRuns;
 use crate::types::{Labels, Sample};
 
-use super::{FOOTER_MAGIC, MAGIC, VERSION, cut_blocks};
+use super::{FOOTER_MAGIC, MAGIC, STARTS_TAG, VERSION, cut_blocks};
 
 /// Streams series into a new partition file. Blocks are written as series are added; the symbol
 /// table and series index follow at [`FileWriter::finish`], which fsyncs and renames the file
@@ -27,6 +29,12 @@ pub struct FileWriter {
     /// Encoded series entries (labels as symbol refs + block list), in order.
     series: Vec<u8>,
     series_count: u64,
+    /// The start-timestamp table's entries (series ordinal delta, length, runs); empty when no
+    /// series has start timestamps, and then the table is not written at all.
+    starts: Vec<u8>,
+    starts_count: u64,
+    /// Ordinal of the last series with start timestamps, for the next entry's delta.
+    starts_prev: u64,
     last_labels: Option<Labels>,
     block_samples_max: usize,
     block_grid_ms: i64,
@@ -42,7 +50,7 @@ impl FileWriter {
     /// Starts writing `path` (as `path.tmp` until finished).
     pub fn create(path: &Path, block_samples_max: usize, block_grid_ms: i64) -> Result<Self> {
         let tmp = fsutil::tmp_path(path);
-        let f = File::create(&tmp).map_err(|e| Error::io(format!("create {}", tmp.display()), e))?;
+        let f = fsutil::create_file(&tmp)?;
         let mut w = FileWriter {
             path: path.to_path_buf(),
             tmp,
@@ -52,6 +60,9 @@ impl FileWriter {
             symbol_list: Vec::new(),
             series: Vec::new(),
             series_count: 0,
+            starts: Vec::new(),
+            starts_count: 0,
+            starts_prev: 0,
             last_labels: None,
             block_samples_max,
             block_grid_ms,
@@ -68,7 +79,7 @@ impl FileWriter {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.out.write_all(bytes).map_err(|e| Error::io(format!("write {}", self.tmp.display()), e))?;
+        fsutil::write_file(&mut self.out, &self.tmp, bytes)?;
         self.offset += bytes.len() as u64;
         Ok(())
     }
@@ -85,6 +96,18 @@ impl FileWriter {
 
     /// Adds one series with its samples (sorted by time, unique timestamps, non-empty).
     pub fn add_series(&mut self, labels: &Labels, samples: &[Sample]) -> Result<()> {
+        self.add_series_with_starts(labels, samples, &[])
+    }
+
+    /// [`FileWriter::add_series`] with the start timestamps of the samples that have one
+    /// (sorted by time, each at a sample's timestamp), stored as runs in the file's
+    /// start-timestamp table.
+    pub fn add_series_with_starts(
+        &mut self,
+        labels: &Labels,
+        samples: &[Sample],
+        starts: &[StartTimestamp],
+    ) -> Result<()> {
         if samples.is_empty() {
             return Ok(());
         }
@@ -128,6 +151,18 @@ impl FileWriter {
         entry.extend_from_slice(&list);
         self.series.extend_from_slice(&entry);
         self.entry_buf = entry;
+        if !starts.is_empty() {
+            let runs = StRuns::from_samples(samples, starts);
+            if !runs.is_empty() {
+                let mut bytes = Vec::new();
+                runs.encode(&mut bytes);
+                put_uvarint(&mut self.starts, self.series_count - self.starts_prev);
+                put_uvarint(&mut self.starts, bytes.len() as u64);
+                self.starts.extend_from_slice(&bytes);
+                self.starts_prev = self.series_count;
+                self.starts_count += 1;
+            }
+        }
         self.series_count += 1;
         self.samples += samples.len() as u64;
         self.time_range = Some(self.time_range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
@@ -141,7 +176,20 @@ impl FileWriter {
 
     /// Writes the index and footer, fsyncs, and renames the file into place (durably). Returns
     /// the file size. Before this returns, a crash leaves only a `.tmp` file that startup removes.
-    pub fn finish(mut self) -> Result<u64> {
+    /// A failure before the rename removes the `.tmp`; after it (syncing the directory failed)
+    /// the file stays under its final name, and the caller, which has not listed it in a
+    /// manifest, removes it.
+    pub fn finish(self) -> Result<u64> {
+        let tmp = self.tmp.clone();
+        let path = self.path.clone();
+        let result = self.finish_inner();
+        if result.is_err() && !path.exists() {
+            let _ = fsutil::remove_path(&tmp);
+        }
+        result
+    }
+
+    fn finish_inner(mut self) -> Result<u64> {
         let symbols_offset = self.offset;
         let mut idx = Vec::new();
         put_uvarint(&mut idx, self.symbol_list.len() as u64);
@@ -152,6 +200,11 @@ impl FileWriter {
         let series_offset = symbols_offset + idx.len() as u64;
         put_uvarint(&mut idx, self.series_count);
         idx.extend_from_slice(&self.series);
+        if self.starts_count > 0 {
+            idx.push(STARTS_TAG);
+            put_uvarint(&mut idx, self.starts_count);
+            idx.extend_from_slice(&self.starts);
+        }
         let mut crc = crc32fast::Hasher::new();
         crc.update(&idx);
         self.write(&idx)?;
@@ -168,7 +221,7 @@ impl FileWriter {
             .out
             .into_inner()
             .map_err(|e| Error::io(format!("flush {}", self.tmp.display()), e.into_error()))?;
-        f.sync_all().map_err(|e| Error::io(format!("fsync {}", self.tmp.display()), e))?;
+        fsutil::sync_file(&f, &self.tmp)?;
         drop(f);
         crate::failpoint::hit("flush.before_rename");
         fsutil::rename_durable(&self.tmp, &self.path)?;

@@ -53,6 +53,9 @@ struct State {
     written: u64,
     /// Every record up to this sequence number is durable.
     synced: u64,
+    /// Records up to this sequence number were in a segment abandoned after poisoning
+    /// ([`Commit::restart`]): an appender still waiting for one of them gets an error.
+    abandoned: u64,
     /// The segment file holding the newest records (older segments are synced on rotation).
     file: Arc<File>,
     /// Appenders that entered `append`, and those that have since written (or failed).
@@ -89,6 +92,7 @@ impl Commit {
             state: Mutex::new(State {
                 written: 0,
                 synced: 0,
+                abandoned: 0,
                 file,
                 entered: 0,
                 left: 0,
@@ -124,10 +128,29 @@ impl Commit {
         self.changed.notify_all();
     }
 
+    /// Starts over on a fresh segment `file` after the WAL was poisoned: every record written
+    /// so far is abandoned, never synced again nor acknowledged. Called under the append lock.
+    pub fn restart(&self, file: Arc<File>) {
+        let mut s = self.state.lock();
+        while s.syncing {
+            self.changed.wait(&mut s);
+        }
+        s.abandoned = s.written;
+        s.synced = s.written;
+        s.file = file;
+        drop(s);
+        self.changed.notify_all();
+    }
+
     /// Blocks until record `seq` is durable, leading group commits as needed.
     pub fn wait_durable(&self, seq: u64, fsync: FsyncFn<'_>, poisoned: PoisonCheck<'_>) -> Result<()> {
         let mut s = self.state.lock();
         loop {
+            if seq <= s.abandoned {
+                return Err(crate::error::Error::Poisoned(
+                    "the record was in a WAL segment abandoned after an I/O failure".into(),
+                ));
+            }
             if s.synced >= seq {
                 return Ok(());
             }

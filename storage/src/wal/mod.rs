@@ -9,9 +9,12 @@
 //! into truncating there ([`WalOptions::truncate_corrupt`]).
 //!
 //! Failure model: after any failed write or fsync the WAL is poisoned and refuses every later
-//! append until the process restarts, because after a failed fsync the kernel may have dropped
-//! the dirty pages and a retry that "succeeds" would acknowledge lost data. Recovery on the next
-//! start sorts out what reached the disk.
+//! append, because after a failed fsync the kernel may have dropped the dirty pages and a retry
+//! that "succeeds" would acknowledge lost data. The poisoned segment is never written or synced
+//! again. Two ways out: a restart (recovery sorts out what reached the disk), or
+//! [`Wal::restart_after_poison`], which starts a fresh segment once the caller has stored every
+//! acknowledged record elsewhere (the database flushes its heads to partition files first, see
+//! `crate::recovery`).
 
 // Recovery reads whatever a crash left on disk: no panicking shortcuts outside tests.
 #![cfg_attr(
@@ -29,7 +32,7 @@ mod tests;
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -38,6 +41,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::failpoint;
+use crate::fault::{self, Op};
 use crate::fsutil;
 use crate::options::WalSync;
 use crate::stats::{FSYNC_NANOS_BUCKETS, Histogram, HistogramSnapshot};
@@ -105,6 +109,10 @@ pub struct WalStats {
     pub current_segment: u64,
 }
 
+/// Told that the WAL was just poisoned. Runs on the thread that saw the failure, possibly with
+/// WAL locks held: it must only signal, never call back into the WAL.
+pub type PoisonHook = Box<dyn Fn() + Send + Sync>;
+
 /// An open write-ahead log. `Send + Sync`: share it by reference (or `Arc`) between any number
 /// of appending threads.
 pub struct Wal {
@@ -120,8 +128,12 @@ struct Inner {
     /// The append lock: held while a record is encoded and written, never during a group fsync.
     writer: Mutex<Writer>,
     commit: Commit,
-    /// Set once, by the first failed write or fsync; never cleared.
-    poison: OnceLock<String>,
+    /// Set by the first failed write or fsync; cleared only by [`Wal::restart_after_poison`].
+    /// `poisoned` is the lock-free fast check on the append path, `poison` the reason.
+    poisoned: AtomicBool,
+    poison: Mutex<Option<String>>,
+    /// Called once each time the WAL becomes poisoned (see [`Wal::set_poison_hook`]).
+    poison_hook: OnceLock<PoisonHook>,
     current_segment: AtomicU64,
     counters: Counters,
     #[cfg(test)]
@@ -194,7 +206,9 @@ impl Wal {
             commit: Commit::new(Arc::clone(&segment.file)),
             current_segment: AtomicU64::new(segment.number),
             writer: Mutex::new(Writer { segment, buf: Vec::new(), seq: 0, closed: false }),
-            poison: OnceLock::new(),
+            poisoned: AtomicBool::new(false),
+            poison: Mutex::new(None),
+            poison_hook: OnceLock::new(),
             counters: Counters::default(),
             #[cfg(test)]
             faults: tests::Faults::default(),
@@ -303,7 +317,57 @@ impl Wal {
     /// Why the WAL refuses writes, if it does (see the module docs on poisoning). A server
     /// reports itself not ready while this is set.
     pub fn poisoned(&self) -> Option<String> {
-        self.inner.poison.get().cloned()
+        if !self.inner.poisoned.load(Ordering::Acquire) {
+            return None;
+        }
+        self.inner.poison.lock().clone()
+    }
+
+    /// Sets the function called each time the WAL becomes poisoned, so the owner can start
+    /// recovering even when no append is there to see the error (the interval syncer's fsync).
+    /// Only the first call has an effect.
+    pub fn set_poison_hook(&self, hook: PoisonHook) {
+        let _ = self.inner.poison_hook.set(hook);
+    }
+
+    /// Leaves the poisoned state: creates segment `number` (or the one after the current
+    /// segment, if higher), sends every later append there, clears the poison, and deletes the
+    /// older segments. The poisoned segment is never written or synced again, and any appender
+    /// still waiting for a record in it gets an error, so nothing in it is acknowledged later.
+    ///
+    /// The caller must first have stored elsewhere, durably, every record whose append returned
+    /// `Ok`, and recorded that replay starts at `number` (the database's manifest): the old
+    /// segments are dropped. Does nothing if the WAL is not poisoned. On failure (the disk is
+    /// still full) the WAL stays poisoned, with no new segment left behind, and it may be
+    /// called again.
+    pub fn restart_after_poison(&self, number: u64) -> Result<()> {
+        let inner = &*self.inner;
+        let number = {
+            let mut w = inner.writer.lock();
+            if w.closed {
+                return Err(Error::Closed);
+            }
+            if !inner.poisoned.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let number = number.max(w.segment.number.saturating_add(1));
+            // A segment file of that number can only be the remains of an earlier failed
+            // attempt (`create` removes its own failures, but a crash point may not).
+            fsutil::remove_path(&inner.dir.join(segment::file_name(number)))?;
+            let next = ActiveSegment::create(&inner.dir, number)?;
+            inner.commit.restart(Arc::clone(&next.file));
+            w.segment = next;
+            inner.current_segment.store(number, Ordering::Release);
+            *inner.poison.lock() = None;
+            inner.poisoned.store(false, Ordering::Release);
+            number
+        };
+        tracing::info!(segment = number, "WAL restarted on a new segment after an I/O failure");
+        if let Err(e) = self.remove_segments_before(number) {
+            // Replay skips them anyway (the caller recorded where it starts) and startup deletes them.
+            tracing::warn!(error = %e, "could not delete WAL segments left by the I/O failure");
+        }
+        Ok(())
     }
 
     /// Syncs the current segment and stops the interval syncer. Later appends and rotations
@@ -380,17 +444,25 @@ impl Drop for Wal {
 
 impl Inner {
     fn check_poison(&self) -> Result<()> {
-        match self.poison.get() {
-            Some(reason) => Err(Error::Poisoned(reason.clone())),
-            None => Ok(()),
+        if !self.poisoned.load(Ordering::Acquire) {
+            return Ok(());
         }
+        let reason = self.poison.lock().clone().unwrap_or_else(|| "an earlier I/O failure".into());
+        Err(Error::Poisoned(reason))
     }
 
     /// Poisons the WAL with `err`'s message (the first poisoning wins) and returns `err`.
     fn poison_with(&self, err: Error) -> Error {
         let reason = err.to_string();
-        if self.poison.set(reason.clone()).is_ok() {
-            tracing::error!(%reason, "WAL poisoned: refusing writes until restart");
+        let mut poison = self.poison.lock();
+        if poison.is_none() {
+            tracing::error!(%reason, "WAL poisoned: refusing writes until storage recovers");
+            *poison = Some(reason);
+            self.poisoned.store(true, Ordering::Release);
+            drop(poison);
+            if let Some(hook) = self.poison_hook.get() {
+                hook();
+            }
         }
         err
     }
@@ -401,7 +473,7 @@ impl Inner {
         let result = if mid_record_failpoint_armed() {
             write_in_halves(&segment.file, header, payload)
         } else {
-            self.fault_before_write(&segment.file, header).and_then(|()| {
+            self.fault_before_write(&segment.file, &segment.path, header).and_then(|()| {
                 segment::write_all_vectored(&segment.file, &mut [IoSlice::new(header), IoSlice::new(payload)])
             })
         };
@@ -413,7 +485,11 @@ impl Inner {
     /// fdatasync with timing and counters. Poisons the WAL on failure.
     fn fsync(&self, file: &File) -> Result<()> {
         let start = Instant::now();
-        let result = self.fault_before_sync().and_then(|()| file.sync_data());
+        let result = self.fault_before_sync().and_then(|()| {
+            crate::powercut::syncing_file(file);
+            file.sync_data()
+        });
+        let result = result.and_then(|()| fault::check(Op::Sync, &self.dir));
         let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let c = &self.counters;
         c.fsyncs.fetch_add(1, Ordering::Relaxed);
@@ -439,13 +515,14 @@ impl Inner {
     }
 
     #[cfg(test)]
-    fn fault_before_write(&self, file: &File, header: &[u8]) -> io::Result<()> {
-        self.faults.before_write(file, header)
+    fn fault_before_write(&self, file: &File, path: &std::path::Path, header: &[u8]) -> io::Result<()> {
+        self.faults.before_write(file, header)?;
+        fault_write(file, path, header)
     }
 
     #[cfg(not(test))]
-    fn fault_before_write(&self, _file: &File, _header: &[u8]) -> io::Result<()> {
-        Ok(())
+    fn fault_before_write(&self, file: &File, path: &std::path::Path, header: &[u8]) -> io::Result<()> {
+        fault_write(file, path, header)
     }
 
     #[cfg(test)]
@@ -460,7 +537,7 @@ impl Inner {
 }
 
 /// The interval-mode background syncer: every `interval`, fsync whatever was written since the
-/// last fsync. Exits when the WAL closes or is poisoned.
+/// last fsync. Exits when the WAL closes; while it is poisoned, every attempt fails at once.
 fn run_interval_syncer(inner: &Inner, interval: Duration) {
     let mut deadline = Instant::now() + interval;
     while inner.commit.sleep_until(deadline) {
@@ -470,10 +547,20 @@ fn run_interval_syncer(inner: &Inner, interval: Duration) {
             // We fell behind (a slow fsync); don't sync back-to-back to catch up.
             deadline = now + interval;
         }
-        if inner.commit.sync_if_dirty(&|f| inner.fsync(f), &|| inner.check_poison()).is_err() {
-            return;
-        }
+        // A failure poisons the WAL; keep running, as it may be restarted on a new segment.
+        let _ = inner.commit.sync_if_dirty(&|f| inner.fsync(f), &|| inner.check_poison());
     }
+}
+
+/// An injected write fault ([`crate::fault`]) on a WAL segment: like a disk filling up in the
+/// middle of a record, part of the frame reaches the file before the error.
+fn fault_write(mut file: &File, path: &std::path::Path, header: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    if let Err(e) = fault::check(Op::Write, path) {
+        file.write_all(header.get(..header.len() / 2).unwrap_or_default())?;
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// True when the process was started with the `wal.mid_record` crash point armed; only then

@@ -181,7 +181,10 @@ fn cut(opts: &WalOptions, path: &Path, offset: u64) -> Result<()> {
         .open(path)
         .map_err(|e| Error::io(format!("open {} to truncate", path.display()), e))?;
     file.set_len(offset)
-        .and_then(|()| file.sync_all())
+        .and_then(|()| {
+            crate::powercut::syncing_file(&file);
+            file.sync_all()
+        })
         .map_err(|e| Error::io(format!("truncate {} to {offset} bytes", path.display()), e))
 }
 

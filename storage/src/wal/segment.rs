@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::failpoint;
+use crate::fault::{self, Op};
 use crate::fsutil;
 
 use super::format::{SEGMENT_HEADER_LEN, SegmentHeader};
@@ -63,18 +64,27 @@ impl ActiveSegment {
     /// always has a complete header unless the crash hit this very function.
     pub fn create(dir: &Path, number: u64) -> Result<ActiveSegment> {
         let path = dir.join(file_name(number));
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&path)
+        let file = fault::check(Op::Create, &path)
+            .and_then(|()| OpenOptions::new().append(true).create_new(true).open(&path))
             .map_err(|e| Error::io(format!("create WAL segment {}", path.display()), e))?;
         failpoint::hit("wal.segment_rotate.after_create");
         let header = SegmentHeader::new(number);
-        (&file)
-            .write_all(&header.encode())
-            .and_then(|()| file.sync_data())
-            .map_err(|e| Error::io(format!("write header of WAL segment {}", path.display()), e))?;
-        fsutil::sync_dir(dir)?;
+        let written = fault::check(Op::Write, &path)
+            .and_then(|()| (&file).write_all(&header.encode()))
+            .and_then(|()| fault::check(Op::Sync, &path))
+            .and_then(|()| {
+                crate::powercut::syncing_file(&file);
+                file.sync_data()
+            })
+            .map_err(|e| Error::io(format!("write header of WAL segment {}", path.display()), e))
+            .and_then(|()| fsutil::sync_dir(dir));
+        if let Err(e) = written {
+            // Never leave a headerless segment behind: it would be the newest one at the next
+            // start, and a retry creates the same number again.
+            drop(file);
+            let _ = fsutil::remove_path(&path);
+            return Err(e);
+        }
         Ok(ActiveSegment {
             number,
             salt: header.salt,

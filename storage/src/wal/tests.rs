@@ -650,6 +650,53 @@ fn failed_background_sync_poisons_interval_mode() {
     assert!(matches!(wal.close(), Err(Error::Poisoned(_))));
 }
 
+#[test]
+fn restart_after_poison_abandons_the_segment_and_takes_appends_again() {
+    let d = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    append_all(&wal, &[payload(1, 100), payload(2, 100)]);
+    let poisoned_segment = wal.current_segment();
+    wal.inner.faults.fail_write.store(true, Ordering::SeqCst);
+    assert!(wal.append(|_, b| b.extend_from_slice(&payload(3, 100))).is_err());
+    // Still failing: the restart fails, leaves no new segment, and the WAL stays poisoned.
+    let full = crate::fault::inject(d.path(), crate::fault::Fault::new(&[crate::fault::Op::Sync]));
+    assert!(wal.restart_after_poison(poisoned_segment + 1).is_err());
+    assert_eq!(segment_files(d.path()), vec![poisoned_segment]);
+    assert!(wal.poisoned().is_some());
+    full.clear();
+    wal.inner.faults.fail_write.store(false, Ordering::SeqCst);
+    // The caller has stored records 1 and 2 elsewhere; the WAL starts over after them.
+    wal.restart_after_poison(poisoned_segment + 1).unwrap();
+    assert_eq!(wal.poisoned(), None);
+    assert_eq!(wal.current_segment(), poisoned_segment + 1);
+    assert_eq!(segment_files(d.path()), vec![poisoned_segment + 1]);
+    append_all(&wal, &[payload(4, 100), payload(5, 100)]);
+    wal.close().unwrap();
+    drop(wal);
+    let (_, got, stats) = open_collect(opts(d.path(), u64::MAX), poisoned_segment + 1).unwrap();
+    assert_eq!(
+        got.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>(),
+        vec![payload(4, 100), payload(5, 100)]
+    );
+    assert_eq!(stats.truncated_bytes, 0);
+}
+
+#[test]
+fn a_waiter_on_an_abandoned_segment_is_never_acknowledged() {
+    let d = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    append_all(&wal, &[payload(1, 10)]);
+    // Record 2 is written but never synced: the poisoned WAL is restarted before its appender
+    // waits for it, which must then fail rather than see the new segment's syncs cover it.
+    let file = wal.inner.writer.lock().segment.file.clone();
+    wal.inner.commit.written(2);
+    wal.inner.poison_with(Error::Poisoned("test".into()));
+    wal.restart_after_poison(0).unwrap();
+    let r = wal.inner.commit.wait_durable(2, &|f| wal.inner.fsync(f), &|| wal.inner.check_poison());
+    assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
+    drop(file);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Real crashes at the WAL's crash points
 

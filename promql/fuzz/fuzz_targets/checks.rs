@@ -1,0 +1,179 @@
+//! The oracles of the PromQL fuzz targets, shared with `promql/tests/fuzz_corpus.rs`, which
+//! replays the committed corpora through them in every `cargo test`. Each input starts with a
+//! mode byte (feature flags, grid), then the query text.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use promql::parser::{self, ParseOptions};
+use promql::{Engine, EngineOptions, Error, Value};
+use storage::mem::MemStore;
+use storage::{Labels, Sample};
+
+/// `promql_parse`: the parser as the query API feeds it (`query`, `match[]`) must never
+/// panic, and whatever it accepts must print back as text that parses to a tree printing the
+/// same way (the printer's promise, which `@`-pinning and `format_query` rely on).
+pub fn parse(data: &[u8]) {
+    // The first byte switches the optional language features on or off, one bit each.
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let Ok(query) = std::str::from_utf8(rest) else { return };
+    let opts = ParseOptions {
+        experimental_functions: mode & 1 != 0,
+        duration_expressions: mode & 2 != 0,
+        extended_range_selectors: mode & 4 != 0,
+        binop_fill_modifiers: mode & 8 != 0,
+        ..ParseOptions::default()
+    };
+    // Run on a thread with the engine's stack, as the API does: the depth guard is sized for it.
+    let query = query.to_owned();
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || parse_and_print(&query, &opts))
+        .expect("spawn")
+        .join()
+        .expect("no panic");
+}
+
+fn parse_and_print(query: &str, opts: &ParseOptions) {
+    if let Err(e) = parser::parse_metric_selector(query) {
+        let _ = e.render(query);
+    }
+    let _ = parser::parse_metric(query);
+    let expr = match parser::parse(query, opts) {
+        Ok(expr) => expr,
+        Err(e) => {
+            let _ = e.render(query);
+            return;
+        }
+    };
+    let printed = expr.to_string();
+    let again = match parser::parse(&printed, opts) {
+        Ok(again) => again,
+        Err(e) => panic!("{query:?} printed as {printed:?}, which does not parse: {}", e.render(&printed)),
+    };
+    assert_eq!(again.value_type(), expr.value_type(), "{query:?} printed as {printed:?}");
+    assert_eq!(
+        collapse_plus(&again.to_string()),
+        collapse_plus(&printed),
+        "{query:?} printed as {printed:?}"
+    );
+}
+
+/// Collapses runs of `+`. Prometheus prints an infinite literal as `+Inf`, and so does strata
+/// (`format_query` must match), but `+Inf ^ x` parses back as `+(Inf ^ x)`: each round trip
+/// can add a unary plus, which changes nothing but the text (found by this target, the first
+/// input was `+Inf ^ste % 3`).
+fn collapse_plus(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if !(c == '+' && out.ends_with('+')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A few series: two of one metric, a counter with a reset and a stale marker, histogram
+/// buckets, all at a 15 s interval from t = 0.
+fn store() -> &'static MemStore {
+    static STORE: OnceLock<MemStore> = OnceLock::new();
+    STORE.get_or_init(|| {
+        let mut s = MemStore::new();
+        for (name, job, le) in [
+            ("x", "a", ""),
+            ("x", "b", ""),
+            ("y_total", "a", ""),
+            ("h_bucket", "a", "1"),
+            ("h_bucket", "a", "+Inf"),
+        ] {
+            let mut pairs = vec![("__name__", name), ("job", job)];
+            if !le.is_empty() {
+                pairs.push(("le", le));
+            }
+            let samples: Vec<Sample> = (0..40i64)
+                .map(|i| {
+                    let v = match name {
+                        "y_total" if i == 20 => storage::stale_nan(),
+                        "y_total" => ((i % 25) * 10) as f64,
+                        "h_bucket" if le == "1" => i as f64,
+                        "h_bucket" => (2 * i) as f64,
+                        _ => ((i * 3) % 7) as f64 - 2.0,
+                    };
+                    Sample::new(i * 15_000, v)
+                })
+                .collect();
+            s.append(&Labels::from_pairs(&pairs), &samples);
+        }
+        s
+    })
+}
+
+/// (start, end, step) of the grids; step 0 means an instant query at `start`.
+const GRIDS: [(i64, i64, i64); 8] = [
+    (300_000, 300_000, 0),
+    (0, 600_000, 30_000),
+    (-100_000, 100_000, 7_000),
+    (585_000, 585_000, 0),
+    (0, 5_000, 1),
+    (i64::MAX - 1, i64::MAX - 1, 0),
+    (i64::MIN + 1, i64::MIN + 1, 0),
+    (i64::MAX - 100_000, i64::MAX - 1, 50_000),
+];
+
+/// `promql_eval`: any query text, with the feature flags and the time grid picked by the
+/// first byte, over a small in-memory store. Evaluation must never panic (the engine turns a
+/// panic on its thread into an error, which counts as a crash here); results must be
+/// well-formed. Limits are small (10,000 samples, 250 ms) so the fuzzer explores the language
+/// instead of finding slow queries.
+pub fn eval(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let Ok(query) = std::str::from_utf8(rest) else { return };
+    let all = mode & 0x80 != 0;
+    let engine = Engine::new(EngineOptions {
+        experimental_functions: all,
+        duration_expressions: all,
+        extended_range_selectors: all,
+        binop_fill_modifiers: all,
+        delayed_name_removal: mode & 0x40 != 0,
+        pushdown: mode & 0x20 == 0,
+        max_samples: 10_000,
+        timeout: Duration::from_millis(250),
+        ..EngineOptions::default()
+    });
+    let (start, end, step) = GRIDS[usize::from(mode & 7)];
+    let result = if step == 0 {
+        engine.instant(store(), query, start)
+    } else {
+        engine.range(store(), query, start, end, step)
+    };
+    let result = match result {
+        Ok(r) => r,
+        Err(Error::Execution(msg)) if msg.contains("panicked") => panic!("{query:?}: {msg}"),
+        Err(_) => return,
+    };
+    match result.value {
+        Value::Matrix(series) if step > 0 => {
+            assert!(
+                series.windows(2).all(|w| w[0].labels < w[1].labels),
+                "{query:?}: unsorted or duplicate series"
+            );
+            for s in &series {
+                assert!(!s.points.is_empty());
+                for p in &s.points {
+                    assert!(
+                        p.t >= start && p.t <= end && (p.t - start) % step == 0,
+                        "{query:?}: point off the grid at {}",
+                        p.t
+                    );
+                }
+                assert!(s.points.windows(2).all(|w| w[0].t < w[1].t), "{query:?}: points out of order");
+            }
+        }
+        Value::Vector(samples) => {
+            assert!(step == 0);
+            assert!(samples.iter().all(|s| s.t == start));
+        }
+        Value::Scalar { t, .. } | Value::String { t, .. } => assert_eq!(t, start),
+        Value::Matrix(_) => {}
+    }
+}

@@ -1,0 +1,8 @@
+//! Fuzzes the PromQL parser (see `checks::parse` for the oracle).
+
+#![no_main]
+
+#[path = "checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::parse(data));

@@ -1,0 +1,247 @@
+//! Per-series loops, sequential or split across the query pool, with the same result.
+//!
+//! Selectors and range functions over selectors do one independent piece of work per series:
+//! read its samples, compute its points. [`Evaluator::map_series`] runs such a loop. The work
+//! of one series sees only a [`SeriesCtx`]: the querier, the options, the deadline, and its own
+//! counters and annotations, never the evaluator. When the loop is large enough (see
+//! `EngineOptions::parallel_min_series`) and the pool is not already taken by other queries'
+//! loops (`QueryPool::enter`), contiguous chunks of series go to the pool's threads,
+//! each with its own context; the evaluator then takes the chunks back in series order, adds
+//! their counters, merges their annotations, and counts each series' points against
+//! `max_samples` in series order.
+//!
+//! What stays the same as the sequential loop, bit for bit:
+//! - the series and their order, and every point (the per-series code is the same function);
+//! - the annotations (merged in series order: the same messages, the same positions);
+//! - the statistics (`samples_read`, blocks and samples decoded: sums; `peak_samples`: points
+//!   are counted in series order at the same moments relative to each other);
+//! - the error: the first error in series order wins, and `max_samples` trips at the same
+//!   series as sequentially, since points are counted in that order.
+//!
+//! What can differ: work done before an error is noticed. Chunks of one round are computed
+//! before they are counted, so a query over the sample limit may hold up to one round of
+//! results beyond it for a moment before failing (a round is sized from the limit's headroom so
+//! this stays small: see [`round_len`]), and a failing series does not stop other chunks of its
+//! round. The deadline is checked by every worker, each on its own count of calls.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+use storage::window::ScanStats;
+use storage::{Querier, Sample, SeriesRef};
+
+use super::{Evaluator, Series};
+use crate::annotations::Annotations;
+use crate::error::{Error, Result};
+use crate::options::EngineOptions;
+use crate::pool::Entered;
+
+/// Most series in one round of parallel work: bounds what is computed before being counted
+/// against the sample limit, and the chunks' result buffers.
+const MAX_ROUND: usize = 4096;
+
+/// Chunks per worker thread in one round, so a slow chunk (series with more data) does not
+/// leave the other threads idle at the end of the round.
+const CHUNKS_PER_THREAD: usize = 4;
+
+/// Read access and per-worker bookkeeping for the work on one series.
+pub(crate) struct SeriesCtx<'a> {
+    pub querier: &'a dyn Querier,
+    pub opts: &'a EngineOptions,
+    deadline: Instant,
+    ticks: u32,
+    /// Samples read from storage (the query's `samples_read`).
+    pub samples_read: u64,
+    /// What push-down cost.
+    pub scan: ScanStats,
+    /// Annotations raised, in series order.
+    pub annotations: Annotations,
+}
+
+impl<'a> SeriesCtx<'a> {
+    fn new(querier: &'a dyn Querier, opts: &'a EngineOptions, deadline: Instant) -> Self {
+        SeriesCtx {
+            querier,
+            opts,
+            deadline,
+            ticks: 0,
+            samples_read: 0,
+            scan: ScanStats::default(),
+            annotations: Annotations::default(),
+        }
+    }
+
+    /// Returns an error once the query's time is up; reads the clock every 64 calls.
+    pub fn check_deadline(&mut self) -> Result<()> {
+        self.ticks = self.ticks.wrapping_add(1);
+        if self.ticks.is_multiple_of(64) && Instant::now() > self.deadline {
+            return Err(Error::Timeout("expression evaluation"));
+        }
+        Ok(())
+    }
+
+    /// Reads the samples of one series in `[mint, maxt]` into `buf` (replacing its contents).
+    pub fn load(&mut self, r: &SeriesRef, mint: i64, maxt: i64, buf: &mut Vec<Sample>) -> Result<()> {
+        self.check_deadline()?;
+        buf.clear();
+        self.querier.samples(r, mint, maxt, buf)?;
+        self.samples_read += buf.len() as u64;
+        Ok(())
+    }
+}
+
+/// What one chunk of series produced.
+struct Part {
+    samples_read: u64,
+    scan: ScanStats,
+    annotations: Annotations,
+    /// Per series of the chunk up to the first error: its result, if it has points.
+    results: Vec<Option<Series>>,
+    error: Option<Error>,
+}
+
+/// Series in the next round: as many as the sample limit's headroom allows at `est` points
+/// each, plus one so that a query over the limit trips in this round, but at least one per
+/// thread and at most [`MAX_ROUND`].
+fn round_len(headroom: usize, est: usize, threads: usize) -> usize {
+    (headroom / est.max(1)).saturating_add(1).clamp(threads, MAX_ROUND.max(threads))
+}
+
+impl<'a> Evaluator<'a> {
+    /// A fresh context for per-series work of this query.
+    pub(crate) fn series_ctx(&self) -> SeriesCtx<'a> {
+        SeriesCtx::new(self.querier, self.opts, self.deadline)
+    }
+
+    fn absorb(&mut self, samples_read: u64, scan: &ScanStats, annotations: Annotations) {
+        self.samples_read += samples_read;
+        self.scan.add(scan);
+        self.annotations.merge(annotations);
+    }
+
+    /// Whether a loop over `n` series of about `est` points each is worth the pool and the
+    /// pool has room for it: then the pool, and the admission to hold while using it.
+    fn pool_for(&self, n: usize, est: usize) -> Option<(&'a rayon::ThreadPool, Entered<'a>)> {
+        let opts: &'a EngineOptions = self.opts;
+        let pool = opts.parallel.as_ref()?;
+        if n < 2 || pool.threads() < 2 {
+            return None;
+        }
+        if n < opts.parallel_min_series && n.saturating_mul(est) < opts.parallel_min_points {
+            return None;
+        }
+        let entered = pool.enter()?;
+        Some((pool.get()?, entered))
+    }
+
+    /// Runs `f` for every item (a series) and returns the series it produced, in item order,
+    /// each counted against the sample limit. `est` estimates the points per series, for the
+    /// decision to go parallel and the size of a round. `S` is scratch space (buffers) that
+    /// one thread reuses across the series it handles.
+    pub(crate) fn map_series<I, S, F>(&mut self, items: &[I], est: usize, f: F) -> Result<Vec<Series>>
+    where
+        I: Sync,
+        S: Default,
+        F: Fn(&mut SeriesCtx<'a>, &mut S, &I) -> Result<Option<Series>> + Sync,
+    {
+        let mut out = Vec::new();
+        let Some((pool, _entered)) = self.pool_for(items.len(), est) else {
+            let mut ctx = self.series_ctx();
+            let mut scratch = S::default();
+            let mut result = Ok(());
+            for item in items {
+                match f(&mut ctx, &mut scratch, item) {
+                    Ok(Some(s)) => {
+                        if let Err(e) = self.track(s.points.len() + s.hpoints.len()) {
+                            result = Err(e);
+                            break;
+                        }
+                        out.push(s);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            self.absorb(ctx.samples_read, &ctx.scan, ctx.annotations);
+            return result.map(|()| out);
+        };
+        let threads = pool.current_num_threads();
+        let (querier, opts, deadline) = (self.querier, self.opts, self.deadline);
+        let mut start = 0;
+        while start < items.len() {
+            let headroom = self.samples.max.saturating_sub(self.samples.current);
+            let end = start.saturating_add(round_len(headroom, est, threads)).min(items.len());
+            let round = &items[start..end];
+            let chunk = round.len().div_ceil(threads * CHUNKS_PER_THREAD).max(1);
+            let parts: Vec<Part> = pool.install(|| {
+                round
+                    .par_chunks(chunk)
+                    .map(|chunk| {
+                        let mut ctx = SeriesCtx::new(querier, opts, deadline);
+                        let mut scratch = S::default();
+                        let mut results = Vec::with_capacity(chunk.len());
+                        let mut error = None;
+                        for item in chunk {
+                            match f(&mut ctx, &mut scratch, item) {
+                                Ok(s) => results.push(s),
+                                Err(e) => {
+                                    error = Some(e);
+                                    break;
+                                }
+                            }
+                        }
+                        Part {
+                            samples_read: ctx.samples_read,
+                            scan: ctx.scan,
+                            annotations: ctx.annotations,
+                            results,
+                            error,
+                        }
+                    })
+                    .collect()
+            });
+            for part in parts {
+                self.absorb(part.samples_read, &part.scan, part.annotations);
+                for s in part.results.into_iter().flatten() {
+                    self.track(s.points.len() + s.hpoints.len())?;
+                    out.push(s);
+                }
+                if let Some(e) = part.error {
+                    return Err(e);
+                }
+            }
+            start = end;
+        }
+        Ok(out)
+    }
+}
+
+/// Points per series to expect from reading `[mint, maxt]` and evaluating `steps` steps: the
+/// steps plus one sample per 15 s (a common scrape interval) of the range. Only a heuristic
+/// for when to go parallel and how much to compute per round.
+pub(crate) fn estimate_points(steps: usize, mint: i64, maxt: i64) -> usize {
+    let span = maxt.saturating_sub(mint).max(0) as u64;
+    steps.saturating_add((span / 15_000).min(usize::MAX as u64) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_follow_the_limit_headroom() {
+        assert_eq!(round_len(1000, 100, 2), 11);
+        assert_eq!(round_len(0, 100, 4), 4);
+        assert_eq!(round_len(usize::MAX, 1, 2), MAX_ROUND);
+        assert_eq!(round_len(usize::MAX, 0, 2), MAX_ROUND);
+    }
+
+    #[test]
+    fn estimates_count_steps_and_samples() {
+        assert_eq!(estimate_points(60, 0, 3_600_000), 60 + 240);
+        assert_eq!(estimate_points(1, 10, 0), 1);
+    }
+}

@@ -1,0 +1,102 @@
+//! The worker threads that evaluate the per-series loops of large queries in parallel.
+//!
+//! A query is evaluated on its own thread (`engine.rs`); when a selector matches many series,
+//! the per-series work under it (reading samples, sliding range functions across the steps)
+//! is split into chunks that the threads of one [`QueryPool`] take. The pool is shared by every
+//! query of the server, so however many queries run at once, at most `threads` of them compute
+//! in parallel on top of their own evaluation threads: the rest of the machine stays free for
+//! ingest. Results are merged in series order, so they are the same bits as the sequential loop's
+//! (see `eval/parallel.rs`).
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Stack size of a worker thread. Workers run per-series loops only, never the recursion over
+/// the syntax tree, so the default of a few MiB would do; this leaves headroom for storage's
+/// decoders in unoptimised builds.
+const WORKER_STACK_BYTES: usize = 8 * 1024 * 1024;
+
+/// A pool of query worker threads, shared by all queries that hold a clone of it.
+///
+/// The threads are started on first use, so an engine configured with a pool costs nothing
+/// until a query is large enough to use it. If they cannot be started, queries run
+/// sequentially, which gives the same answers.
+#[derive(Clone)]
+pub struct QueryPool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    threads: usize,
+    pool: OnceLock<Option<rayon::ThreadPool>>,
+    /// Parallel loops running now, over all queries.
+    active: AtomicUsize,
+}
+
+/// A parallel loop admitted by [`QueryPool::enter`]; leaving it frees its place.
+pub(crate) struct Entered<'p>(&'p QueryPool);
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.inner.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl QueryPool {
+    /// A pool of `threads` workers (at least one).
+    pub fn new(threads: usize) -> Self {
+        QueryPool {
+            inner: Arc::new(Inner {
+                threads: threads.max(1),
+                pool: OnceLock::new(),
+                active: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// A pool with one worker per core (`std::thread::available_parallelism`).
+    pub fn per_core() -> Self {
+        QueryPool::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// The number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.inner.threads
+    }
+
+    /// Most parallel loops at once: half the threads (at least one), so each gets about two.
+    fn max_active(&self) -> usize {
+        (self.inner.threads / 2).max(1)
+    }
+
+    /// Admits one more parallel loop unless [`QueryPool::max_active`] are running. A loop
+    /// refused runs on its query's own thread: when the pool is taken, the cores are busy with
+    /// other queries, and splitting more work would only add hand-offs, not speed.
+    pub(crate) fn enter(&self) -> Option<Entered<'_>> {
+        let before = self.inner.active.fetch_add(1, Ordering::AcqRel);
+        let entered = Entered(self);
+        (before < self.max_active()).then_some(entered)
+    }
+
+    /// The started pool, or `None` if its threads could not be started.
+    pub(crate) fn get(&self) -> Option<&rayon::ThreadPool> {
+        self.inner
+            .pool
+            .get_or_init(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(self.inner.threads)
+                    .stack_size(WORKER_STACK_BYTES)
+                    .thread_name(|i| format!("promql-worker-{i}"))
+                    .build()
+                    .ok()
+            })
+            .as_ref()
+    }
+}
+
+impl fmt::Debug for QueryPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueryPool").field("threads", &self.inner.threads).finish()
+    }
+}

@@ -1,0 +1,32 @@
+//! Replays the PromQL fuzz corpora (`fuzz/corpus/<target>/`) through the fuzz targets' own
+//! oracles (`fuzz/fuzz_targets/checks.rs`) in a plain `cargo test`, so every input the
+//! fuzzers found interesting stays a regression test without nightly or libFuzzer.
+
+#[path = "../fuzz/fuzz_targets/checks.rs"]
+mod checks;
+
+use std::path::PathBuf;
+
+fn corpus(target: &str) -> Vec<Vec<u8>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default();
+    files.sort();
+    let inputs: Vec<Vec<u8>> = files.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    assert!(!inputs.is_empty(), "the {target} corpus is missing");
+    inputs
+}
+
+#[test]
+fn parse_corpus() {
+    for data in corpus("promql_parse") {
+        checks::parse(&data);
+    }
+}
+
+#[test]
+fn eval_corpus() {
+    for data in corpus("promql_eval") {
+        checks::eval(&data);
+    }
+}

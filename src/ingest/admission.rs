@@ -1,0 +1,94 @@
+//! Admission of write requests: at most `--write.max-concurrency` write requests are read,
+//! decoded and stored at once; the others wait for a slot, in arrival order, for at most
+//! `--write.max-queue-duration`, and are then answered 503 with `Retry-After`.
+//!
+//! This bounds ingest memory when writers outrun the disk: a request's body is read only once
+//! it holds a slot (the middleware runs before the handler extracts the body), so at most
+//! `max_concurrency` bodies, compressed and decompressed, are in memory, whatever the number of
+//! senders. Waiting requests cost a task and a socket. A 503 is what a remote-write sender
+//! retries with backoff (a 429 would make Prometheus drop the batch), and what the Influx
+//! clients retry too. VictoriaMetrics has the same two knobs (`-maxConcurrentInserts`,
+//! `-insert.maxQueueDuration`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
+
+use crate::error::ApiError;
+use crate::metrics::Protocol;
+use crate::state::AppState;
+
+/// The write slots and how long a request may wait for one.
+#[derive(Debug, Clone)]
+pub struct WriteAdmission {
+    slots: Arc<Semaphore>,
+    max_concurrency: usize,
+    max_queue: Duration,
+}
+
+impl WriteAdmission {
+    /// `max_concurrency` slots (at least 1); a request waits at most `max_queue` for one.
+    pub fn new(max_concurrency: usize, max_queue: Duration) -> Self {
+        let max_concurrency = max_concurrency.max(1);
+        WriteAdmission { slots: Arc::new(Semaphore::new(max_concurrency)), max_concurrency, max_queue }
+    }
+
+    /// The default slot count: two per core, as decoding and storing a request is CPU work
+    /// with short waits for the WAL's group commit in between.
+    pub fn default_concurrency() -> usize {
+        2 * std::thread::available_parallelism().map_or(1, usize::from)
+    }
+
+    /// Slots in use now (for `/metrics`).
+    pub fn in_flight(&self) -> usize {
+        self.max_concurrency - self.slots.available_permits()
+    }
+
+    /// Most requests processed at once.
+    pub fn max_concurrency(&self) -> usize {
+        self.max_concurrency
+    }
+}
+
+impl Default for WriteAdmission {
+    fn default() -> Self {
+        WriteAdmission::new(Self::default_concurrency(), Duration::from_secs(60))
+    }
+}
+
+/// Middleware on the write routes: runs the request once it holds a slot, or answers 503.
+pub async fn admit(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let admission = state.write_admission();
+    let slot = tokio::time::timeout(admission.max_queue, Arc::clone(&admission.slots).acquire_owned()).await;
+    match slot {
+        Ok(Ok(_slot)) => next.run(request).await,
+        // The semaphore is never closed; should it be, refusing is the safe answer.
+        Ok(Err(_)) | Err(_) => refuse(&state, &request, admission),
+    }
+}
+
+fn refuse(state: &AppState, request: &Request, admission: &WriteAdmission) -> Response {
+    let err = ApiError::Unavailable(format!(
+        "strata is busy: {} write requests are being processed and this one waited {:?} for a slot; retry later",
+        admission.max_concurrency, admission.max_queue
+    ));
+    let path = request.uri().path();
+    if path == "/api/v1/write" {
+        let v2 = request
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("io.prometheus.write.v2"));
+        let protocol = if v2 { Protocol::RemoteWriteV2 } else { Protocol::RemoteWriteV1 };
+        super::count_rejection(state, protocol, err).into_response()
+    } else {
+        let mut response = super::count_rejection(state, Protocol::Influx, err).into_influx_response();
+        response.headers_mut().extend(crate::influx::version_headers());
+        response
+    }
+}

@@ -1,0 +1,97 @@
+//! The crash oracle shared by the SIGKILL (`crash.rs`), power-cut (`power_loss.rs`) and
+//! disk-full (`disk_full.rs`) tests: which batches a reopened database holds, and whether any
+//! file on disk is one the manifest does not account for.
+//!
+//! The writers of those tests write batches `b` of writer `w` as one sample per series at
+//! `BASE + b s` with value `w * 1e9 + b`, the same for every series of the batch, so a batch
+//! is identified by the samples alone and a partial batch shows as a count below the series
+//! count.
+
+#![allow(dead_code)] // Each test binary uses part of it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use storage::manifest::Manifest;
+use storage::{Matcher, Querier};
+
+/// Timestamp of batch 0.
+pub const BASE: i64 = 1_700_000_000_000;
+
+/// The value every sample of batch `b` of writer `w` carries.
+pub fn batch_value(w: u64, b: u64) -> f64 {
+    (w * 1_000_000_000 + b) as f64
+}
+
+/// How many series hold each `(writer, batch)` among the series of `metric` (each labelled
+/// `writer`), panicking on a sample whose value is not its batch's. `context` starts every
+/// message (e.g. which cut is being checked).
+pub fn batches_present(q: &impl Querier, metric: &str, context: &str) -> BTreeMap<(u64, u64), u64> {
+    let mut present = BTreeMap::new();
+    for s in q.select(&[Matcher::equal("__name__", metric)], i64::MIN, i64::MAX).unwrap() {
+        let w: u64 = s.labels.get("writer").unwrap().parse().unwrap();
+        let mut v = Vec::new();
+        q.samples(&s, i64::MIN, i64::MAX, &mut v).unwrap();
+        for x in v {
+            let b = ((x.t - BASE) / 1000) as u64;
+            assert_eq!(x.v, batch_value(w, b), "{context}wrong value for writer {w} batch {b}");
+            *present.entry((w, b)).or_default() += 1;
+        }
+    }
+    present
+}
+
+/// Checks that no batch is partial (every present batch is in all `series` series) and that
+/// every batch in `acked` is present.
+pub fn assert_whole_and_acked<'a>(
+    present: &BTreeMap<(u64, u64), u64>,
+    acked: impl IntoIterator<Item = &'a (u64, u64)>,
+    series: u64,
+    context: &str,
+) {
+    for (wb, n) in present {
+        assert_eq!(*n, series, "{context}batch {wb:?} is partial: {n} of {series} series");
+    }
+    for wb in acked {
+        assert!(present.contains_key(wb), "{context}acknowledged batch {wb:?} lost");
+    }
+}
+
+/// Every file under `dir` that the manifest does not account for: `.tmp` leftovers and
+/// partition files it does not list (WAL segments, MANIFEST and LOCK are expected); and every
+/// file it lists that is missing, so the caller sees both kinds of damage in one list.
+pub fn strays(dir: &Path) -> Vec<PathBuf> {
+    let m = Manifest::load(&dir.join("MANIFEST")).unwrap().unwrap_or_default();
+    let listed: BTreeSet<PathBuf> =
+        m.files.iter().map(|f| storage::filenames::partition_file(dir, f.partition, f.id)).collect();
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let ok = if name.ends_with(".tmp") {
+                false
+            } else if name.ends_with(".spf") {
+                listed.contains(&p)
+            } else {
+                true
+            };
+            if !ok {
+                out.push(p);
+            }
+        }
+    }
+    out.extend(listed.into_iter().filter(|p| !p.exists()));
+    out
+}
+
+/// Panics, naming them, if [`strays`] finds any.
+pub fn assert_no_strays(dir: &Path, context: &str) {
+    let s = strays(dir);
+    assert!(s.is_empty(), "{context}files the manifest does not account for (or lists but lacks): {s:?}");
+}
