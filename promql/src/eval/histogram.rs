@@ -222,7 +222,8 @@ impl<'a> Evaluator<'a> {
             }
             cursor.at(&m, ts, &mut step);
             groups.iter_mut().for_each(|g| g.buckets.clear());
-            for s in &step {
+            // Native histograms are handled below, from their own points.
+            for s in step.iter().filter(|s| s.h.is_none()) {
                 let le = s.labels.get("le").unwrap_or("");
                 let Some(upper) = parse_go_float(le) else {
                     let metric = if delayed { labels::metric_name(s.labels) } else { "" };

@@ -64,17 +64,24 @@ pub(crate) struct StepSample<'a> {
     pub idx: usize,
     pub labels: &'a Labels,
     pub drop_name: bool,
+    /// The float value; 0 for a histogram sample.
     pub f: f64,
+    /// The native histogram, for a histogram sample.
+    pub h: Option<&'a Arc<FloatHistogram>>,
 }
 
 /// Walks a matrix of step-aligned series one grid step at a time.
 pub(crate) struct StepCursor {
     pos: Vec<usize>,
+    /// Per series, the position in its histogram points (empty if no series has any, so
+    /// float-only inputs pay nothing).
+    hpos: Vec<usize>,
 }
 
 impl StepCursor {
     pub fn new(m: &[Series]) -> Self {
-        StepCursor { pos: vec![0; m.len()] }
+        let any_histograms = m.iter().any(|s| !s.hpoints.is_empty());
+        StepCursor { pos: vec![0; m.len()], hpos: if any_histograms { vec![0; m.len()] } else { Vec::new() } }
     }
 
     /// The samples of `m` at timestamp `t`; must be called with increasing `t`.
@@ -88,8 +95,20 @@ impl StepCursor {
             if let Some(pt) = s.points.get(*p)
                 && pt.t == t
             {
-                out.push(StepSample { idx, labels: &s.labels, drop_name: s.drop_name, f: pt.f });
+                out.push(StepSample { idx, labels: &s.labels, drop_name: s.drop_name, f: pt.f, h: None });
                 *p += 1;
+                continue;
+            }
+            if let Some(hp) = self.hpos.get_mut(idx) {
+                while *hp < s.hpoints.len() && s.hpoints[*hp].t < t {
+                    *hp += 1;
+                }
+                if let Some(pt) = s.hpoints.get(*hp)
+                    && pt.t == t
+                {
+                    out.push(StepSample { idx, labels: &s.labels, drop_name: s.drop_name, f: 0.0, h: Some(&pt.h) });
+                    *hp += 1;
+                }
             }
         }
     }
@@ -109,6 +128,36 @@ impl OutputBuilder {
         OutputBuilder { instant: g.is_instant(), series: Vec::new(), index: HashMap::new() }
     }
 
+    /// Adds a float or (with `h`) a histogram result.
+    pub fn push_value(
+        &mut self,
+        labels: Labels,
+        drop_name: bool,
+        t: i64,
+        f: f64,
+        h: Option<Arc<FloatHistogram>>,
+    ) -> Result<()> {
+        let Some(h) = h else { return self.push(labels, drop_name, t, f) };
+        if self.instant {
+            self.series.push(Series::with_histograms(labels, drop_name, Vec::new(), vec![HPoint { t, h }]));
+            return Ok(());
+        }
+        match self.index.get(&labels) {
+            Some(&i) => {
+                let s = &mut self.series[i];
+                if s.points.last().is_some_and(|p| p.t == t) || s.hpoints.last().is_some_and(|p| p.t == t) {
+                    return Err(duplicate_labelset());
+                }
+                s.hpoints.push(HPoint { t, h });
+            }
+            None => {
+                self.index.insert(labels.clone(), self.series.len());
+                self.series.push(Series::with_histograms(labels, drop_name, Vec::new(), vec![HPoint { t, h }]));
+            }
+        }
+        Ok(())
+    }
+
     pub fn push(&mut self, labels: Labels, drop_name: bool, t: i64, f: f64) -> Result<()> {
         if self.instant {
             self.series.push(Series::new(labels, drop_name, vec![FPoint { t, f }]));
@@ -117,7 +166,7 @@ impl OutputBuilder {
         match self.index.get(&labels) {
             Some(&i) => {
                 let s = &mut self.series[i];
-                if s.points.last().is_some_and(|p| p.t == t) {
+                if s.points.last().is_some_and(|p| p.t == t) || s.hpoints.last().is_some_and(|p| p.t == t) {
                     return Err(duplicate_labelset());
                 }
                 s.points.push(FPoint { t, f });
