@@ -447,7 +447,11 @@ impl<'a> Evaluator<'a> {
             for s in &step {
                 let mut l: Vec<Label> =
                     s.labels.iter().filter(|x| x.name.as_ref() != label.value).cloned().collect();
-                l.push(Label::new(label.value.as_str(), format_value(s.f).as_str()));
+                let value = match s.h {
+                    Some(h) => fh::to_string(h),
+                    None => format_value(s.f),
+                };
+                l.push(Label::new(label.value.as_str(), value.as_str()));
                 let with_value = Labels::new(l);
                 let key = group_labels(&with_value, &grouping, a.without);
                 match index.get(&key) {

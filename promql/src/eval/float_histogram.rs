@@ -88,6 +88,44 @@ pub(crate) fn all_buckets(h: &FloatHistogram) -> Vec<Bucket> {
     out
 }
 
+/// The histogram as Prometheus' `FloatHistogram.String()` writes it (`count_values` uses it as a
+/// label value): `{count:N, sum:S, [lo,up):c, ..., [-z,z]:c, (lo,up]:c}`, populated buckets only,
+/// in value order, numbers in Go's `%g`.
+pub(crate) fn to_string(h: &FloatHistogram) -> String {
+    use super::range_fn::fmt_g;
+    let mut out = format!("{{count:{}, sum:{}", fmt_g(h.count), fmt_g(h.sum));
+    for &(idx, c) in h.negative.iter().rev().filter(|b| b.1 != 0.0) {
+        let (lo, up) = positive_bounds(h, idx);
+        out.push_str(&format!(", [{},{}):{}", fmt_g(-up), fmt_g(-lo), fmt_g(c)));
+    }
+    if h.zero_count != 0.0 {
+        let z = h.zero_threshold;
+        out.push_str(&format!(", [{},{}]:{}", fmt_g(-z), fmt_g(z), fmt_g(h.zero_count)));
+    }
+    for &(idx, c) in h.positive.iter().filter(|b| b.1 != 0.0) {
+        let (lo, up) = positive_bounds(h, idx);
+        out.push_str(&format!(", ({},{}]:{}", fmt_g(lo), fmt_g(up), fmt_g(c)));
+    }
+    out.push('}');
+    out
+}
+
+/// Prometheus' `FloatHistogram.Equals` on compacted histograms: the same layout and the same
+/// numbers (NaN sums equal by bits), the counter-reset hint aside.
+pub(crate) fn same(a: &FloatHistogram, b: &FloatHistogram) -> bool {
+    let nonzero = |v: &[(i32, f64)]| -> Vec<(i32, u64)> {
+        v.iter().filter(|x| x.1 != 0.0).map(|x| (x.0, x.1.to_bits())).collect()
+    };
+    a.schema == b.schema
+        && a.zero_threshold == b.zero_threshold
+        && a.zero_count.to_bits() == b.zero_count.to_bits()
+        && a.count.to_bits() == b.count.to_bits()
+        && a.sum.to_bits() == b.sum.to_bits()
+        && a.custom_values == b.custom_values
+        && nonzero(&a.positive) == nonzero(&b.positive)
+        && nonzero(&a.negative) == nonzero(&b.negative)
+}
+
 /// Removes buckets with a count of exactly zero (Prometheus' `Compact(0)` on sparse buckets).
 pub(crate) fn compact(h: &mut FloatHistogram) {
     h.positive.retain(|b| b.1 != 0.0);

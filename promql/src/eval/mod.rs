@@ -19,6 +19,7 @@ mod labels;
 mod parallel;
 mod pushdown;
 mod range_fn;
+mod range_hist;
 mod rate;
 mod selector;
 mod series;
