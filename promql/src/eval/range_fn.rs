@@ -484,8 +484,21 @@ impl<'a> Evaluator<'a> {
                     }
                     continue;
                 }
-                if anchored || smoothed {
-                    // Not implemented for histograms yet.
+                let (mut fw, mut hw) = (fw, hw);
+                if anchored && (name == "changes" || name == "resets") {
+                    // From the last sample at or before the range start, of either kind.
+                    let rs = bounds.range_start;
+                    let newest = fw.last().map_or(i64::MIN, |p| p.t).max(hw.last().map_or(i64::MIN, |p| p.t));
+                    if newest <= rs {
+                        continue;
+                    }
+                    let from = fw.iter().map(|p| p.t).chain(hw.iter().map(|p| p.t)).filter(|t| *t <= rs).max();
+                    if let Some(from) = from {
+                        fw = &fw[fw.partition_point(|p| p.t < from)..];
+                        hw = &hw[hw.partition_point(|p| p.t < from)..];
+                    }
+                } else if anchored || smoothed {
+                    // Anchored and smoothed rates of histograms are not implemented yet.
                     continue;
                 }
                 let w = HWindow { floats: fw, hists: hw, bounds, labels, pos };
