@@ -69,6 +69,10 @@ fn histogram_op(
                     if info.reconciled_custom_buckets {
                         annotations.info(format!("mismatched custom buckets were reconciled during {verb}"), pos);
                     }
+                    if op == BinOp::Sub {
+                        // A difference is no counter, even where it is not negative.
+                        h.counter_reset_hint = storage::CounterResetHint::Gauge;
+                    }
                     fh::compact(&mut h);
                     Some((Some(Arc::new(h)), true))
                 }

@@ -153,7 +153,8 @@ fn reduce_buckets(buckets: &[(i32, f64)], from: i32, to: i32) -> Vec<(i32, f64)>
 /// h.schema`).
 pub(crate) fn reduce_resolution(h: &FloatHistogram, schema: i32) -> FloatHistogram {
     let mut r = h.clone();
-    if schema < h.schema && !h.uses_custom_buckets() {
+    // Only between exponential schemas (-4..=8); anything else would shift out of range.
+    if schema < h.schema && schema >= -4 && !h.uses_custom_buckets() {
         r.positive = reduce_buckets(&h.positive, h.schema, schema);
         r.negative = reduce_buckets(&h.negative, h.schema, schema);
         r.schema = schema;

@@ -223,7 +223,10 @@ impl<'a> Evaluator<'a> {
                             s.drop_metric_name(self.opts.delayed_name_removal);
                             s.points.iter_mut().for_each(|p| p.f = -p.f);
                             for p in &mut s.hpoints {
-                                float_histogram::scale(std::sync::Arc::make_mut(&mut p.h), -1.0);
+                                let h = std::sync::Arc::make_mut(&mut p.h);
+                                float_histogram::scale(h, -1.0);
+                                // A negated counter is no counter: Prometheus marks it a gauge.
+                                h.counter_reset_hint = storage::CounterResetHint::Gauge;
                             }
                         }
                         if !self.opts.delayed_name_removal {

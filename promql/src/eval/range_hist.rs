@@ -151,9 +151,10 @@ fn rate(hs: &[HPoint], w: &HWindow<'_>, is_counter: bool, is_rate: bool, a: &mut
         w.mixed_schemas(a);
         return None;
     }
-    let min_schema = if is_counter { hs.iter().map(|p| p.h.schema).min() } else { None }
-        .unwrap_or(last.h.schema.min(prev.schema))
-        .min(prev.schema);
+    // The coarsest schema among the samples that take part (the first one only if no reset
+    // follows it).
+    let middle = if is_counter { &hs[1..hs.len() - 1] } else { &[] };
+    let min_schema = middle.iter().map(|p| p.h.schema).fold(last.h.schema.min(prev.schema), i32::min);
     let start = if custom { (*last.h).clone() } else { fh::reduce_resolution(&last.h, min_schema) };
     let (mut h, info) = match fh::sub(&start, &prev) {
         Ok(x) => x,
@@ -166,9 +167,12 @@ fn rate(hs: &[HPoint], w: &HWindow<'_>, is_counter: bool, is_rate: bool, a: &mut
         a.info("mismatched custom buckets were reconciled during subtraction", w.pos);
     }
     if is_counter {
-        for pair in hs.windows(2) {
-            if fh::detect_reset(&pair[1].h, &pair[0].h) {
-                match fh::add(&h, &pair[0].h) {
+        // `prev` starts as the first sample, or the empty one if a reset follows it (which then
+        // adds nothing).
+        let mut prev = &prev;
+        for p in &hs[1..] {
+            if fh::detect_reset(&p.h, prev) {
+                match fh::add(&h, prev) {
                     Ok((sum, info)) => {
                         if info.reconciled_custom_buckets {
                             a.info("mismatched custom buckets were reconciled during addition", w.pos);
@@ -181,6 +185,7 @@ fn rate(hs: &[HPoint], w: &HWindow<'_>, is_counter: bool, is_rate: bool, a: &mut
                     }
                 }
             }
+            prev = &p.h;
         }
     } else if first.h.counter_reset_hint != CounterResetHint::Gauge
         || last.h.counter_reset_hint != CounterResetHint::Gauge
