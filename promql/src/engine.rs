@@ -158,10 +158,15 @@ fn finalize(val: Val, g: Grid, is_range: bool, delayed: bool) -> Result<Value> {
             Value::Vector(
                 m.into_iter()
                     .filter_map(|s| match (s.points.first(), s.hpoints.first()) {
-                        (Some(p), _) => Some(Sample { labels: s.labels.clone(), t: g.start, v: p.f, h: None }),
-                        (None, Some(p)) => {
-                            Some(Sample { labels: s.labels.clone(), t: g.start, v: 0.0, h: Some((*p.h).clone()) })
+                        (Some(p), _) => {
+                            Some(Sample { labels: s.labels.clone(), t: g.start, v: p.f, h: None })
                         }
+                        (None, Some(p)) => Some(Sample {
+                            labels: s.labels.clone(),
+                            t: g.start,
+                            v: 0.0,
+                            h: Some((*p.h).clone()),
+                        }),
                         (None, None) => None,
                     })
                     .collect(),
@@ -169,8 +174,11 @@ fn finalize(val: Val, g: Grid, is_range: bool, delayed: bool) -> Result<Value> {
         }
         Val::Vector(m) | Val::Range(m) => {
             let m = if delayed { crate::eval::merge_same_labelsets(clean(m)?)? } else { m };
-            let mut out: Vec<crate::value::Series> =
-                m.into_iter().filter(|s| !s.points.is_empty() || !s.hpoints.is_empty()).map(to_public).collect();
+            let mut out: Vec<crate::value::Series> = m
+                .into_iter()
+                .filter(|s| !s.points.is_empty() || !s.hpoints.is_empty())
+                .map(to_public)
+                .collect();
             out.sort_by(|a, b| a.labels.cmp(&b.labels));
             Value::Matrix(out)
         }

@@ -118,7 +118,9 @@ impl Querier for MemStore {
 
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
         if let Some(s) = self.series.get(&series.labels) {
-            out.extend(in_range(s, mint, maxt).filter(|(_, p)| p.h.is_none()).map(|(t, p)| Sample::new(*t, p.v)));
+            out.extend(
+                in_range(s, mint, maxt).filter(|(_, p)| p.h.is_none()).map(|(t, p)| Sample::new(*t, p.v)),
+            );
         }
         Ok(())
     }

@@ -258,7 +258,8 @@ impl<'a> Evaluator<'a> {
                 }
                 if matches!(a.op, AggOp::Sum | AggOp::Avg) && acc.has_hist {
                     if acc.has_float {
-                        self.annotations.warn("encountered a mix of histograms and floats for aggregation", expr_pos);
+                        self.annotations
+                            .warn("encountered a mix of histograms and floats for aggregation", expr_pos);
                         continue;
                     }
                     if acc.incompatible {
@@ -395,21 +396,26 @@ impl<'a> Evaluator<'a> {
                     fh::divide(&mut right, acc.count);
                     fh::sub(&left, &right).and_then(|(d, i1)| {
                         fh::add(cur, &d).map(|(r, i2)| {
-                            (r, Combined {
-                                reconciled_custom_buckets: i1.reconciled_custom_buckets
-                                    || i2.reconciled_custom_buckets,
-                                counter_reset_collision: i2.counter_reset_collision,
-                            })
+                            (
+                                r,
+                                Combined {
+                                    reconciled_custom_buckets: i1.reconciled_custom_buckets
+                                        || i2.reconciled_custom_buckets,
+                                    counter_reset_collision: i2.counter_reset_collision,
+                                },
+                            )
                         })
                     })
                 };
                 match next {
                     Ok((r, info)) => {
                         if info.reconciled_custom_buckets {
-                            self.annotations.info("mismatched custom buckets were reconciled during aggregation", pos);
+                            self.annotations
+                                .info("mismatched custom buckets were reconciled during aggregation", pos);
                         }
                         if info.counter_reset_collision {
-                            self.annotations.warn("conflicting counter resets during histogram aggregation", pos);
+                            self.annotations
+                                .warn("conflicting counter resets during histogram aggregation", pos);
                         }
                         acc.hist = Some(r);
                     }

@@ -8,8 +8,8 @@ use storage::{FloatHistogram, Labels};
 
 use super::float_histogram as fh;
 use super::series::{OutputBuilder, StepCursor, StepSample, merge_same_labelsets};
-use crate::annotations::Annotations;
 use super::{Evaluator, Grid, Val, drop_metric_labels, labels};
+use crate::annotations::Annotations;
 use crate::error::{Error, Result};
 use crate::parser::ast::{BinOp, BinaryExpr, Cardinality, VectorMatching};
 use crate::parser::strings::go_quote;
@@ -50,7 +50,11 @@ fn histogram_op(
 ) -> Option<(Option<Arc<FloatHistogram>>, bool)> {
     let scaled = |h: &FloatHistogram, f: f64, div: bool| {
         let mut h = h.clone();
-        if div { fh::divide(&mut h, f) } else { fh::scale(&mut h, f) }
+        if div {
+            fh::divide(&mut h, f)
+        } else {
+            fh::scale(&mut h, f)
+        }
         fh::compact(&mut h);
         Some((Some(Arc::new(h)), true))
     };
@@ -67,7 +71,8 @@ fn histogram_op(
                         annotations.warn(format!("conflicting counter resets during histogram {verb}"), pos);
                     }
                     if info.reconciled_custom_buckets {
-                        annotations.info(format!("mismatched custom buckets were reconciled during {verb}"), pos);
+                        annotations
+                            .info(format!("mismatched custom buckets were reconciled during {verb}"), pos);
                     }
                     if op == BinOp::Sub {
                         // A difference is no counter, even where it is not negative.
@@ -176,7 +181,11 @@ impl<'a> Evaluator<'a> {
                         let pos = b.lhs.start();
                         series.hpoints.retain_mut(|p| {
                             let sv = s.get(g.index(p.t)).copied().unwrap_or(f64::NAN);
-                            let (l, r) = if scalar_left { ((sv, None), (0.0, Some(&p.h))) } else { ((0.0, Some(&p.h)), (sv, None)) };
+                            let (l, r) = if scalar_left {
+                                ((sv, None), (0.0, Some(&p.h)))
+                            } else {
+                                ((0.0, Some(&p.h)), (sv, None))
+                            };
                             match histogram_op(b.op, l, r, annotations, pos) {
                                 Some((Some(h), keep)) => {
                                     p.h = h;
@@ -392,7 +401,9 @@ impl<'a> Evaluator<'a> {
         for s in many {
             let sig = many_sig[s.idx];
             match one_by_sig.get(&sig) {
-                Some(&j) => do_op(&mut matched, s.labels, (s.f, s.h), one[j].labels, (one[j].f, one[j].h), sig, out)?,
+                Some(&j) => {
+                    do_op(&mut matched, s.labels, (s.f, s.h), one[j].labels, (one[j].f, one[j].h), sig, out)?
+                }
                 None => {
                     if let Some(fill) = fill_one {
                         let filled = match_labels(s.labels);

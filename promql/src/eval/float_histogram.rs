@@ -283,7 +283,11 @@ fn combine_hints(a: CounterResetHint, b: CounterResetHint) -> (CounterResetHint,
 }
 
 /// `a + sign·b` with both brought to a common layout.
-fn combine(a: &FloatHistogram, b: &FloatHistogram, sign: f64) -> Result<(FloatHistogram, Combined), Incompatible> {
+fn combine(
+    a: &FloatHistogram,
+    b: &FloatHistogram,
+    sign: f64,
+) -> Result<(FloatHistogram, Combined), Incompatible> {
     if a.uses_custom_buckets() != b.uses_custom_buckets() {
         return Err(Incompatible::MixedSchemas);
     }
@@ -307,8 +311,11 @@ fn combine(a: &FloatHistogram, b: &FloatHistogram, sign: f64) -> Result<(FloatHi
         y = reduce_resolution(b, schema);
         reconcile_zero_buckets(&mut x, &mut y);
     }
-    let (hint, collision) =
-        if sign > 0.0 { combine_hints(a.counter_reset_hint, b.counter_reset_hint) } else { (a.counter_reset_hint, false) };
+    let (hint, collision) = if sign > 0.0 {
+        combine_hints(a.counter_reset_hint, b.counter_reset_hint)
+    } else {
+        (a.counter_reset_hint, false)
+    };
     info.counter_reset_collision = collision;
     x.counter_reset_hint = hint;
     x.count += sign * y.count;
@@ -321,12 +328,18 @@ fn combine(a: &FloatHistogram, b: &FloatHistogram, sign: f64) -> Result<(FloatHi
 
 /// `a + b` (Prometheus' `Add`): the result has the lower of the two schemas and the wider zero
 /// bucket; custom buckets with different bounds are reconciled to the bounds both have.
-pub(crate) fn add(a: &FloatHistogram, b: &FloatHistogram) -> Result<(FloatHistogram, Combined), Incompatible> {
+pub(crate) fn add(
+    a: &FloatHistogram,
+    b: &FloatHistogram,
+) -> Result<(FloatHistogram, Combined), Incompatible> {
     combine(a, b, 1.0)
 }
 
 /// `a - b` (Prometheus' `Sub`), laid out like [`add`]; the hint is `a`'s.
-pub(crate) fn sub(a: &FloatHistogram, b: &FloatHistogram) -> Result<(FloatHistogram, Combined), Incompatible> {
+pub(crate) fn sub(
+    a: &FloatHistogram,
+    b: &FloatHistogram,
+) -> Result<(FloatHistogram, Combined), Incompatible> {
     combine(a, b, -1.0)
 }
 
@@ -435,7 +448,8 @@ mod tests {
             count: 4.0,
             ..Default::default()
         };
-        let b = FloatHistogram { custom_values: vec![2.0], positive: vec![(0, 1.0)], count: 1.0, ..a.clone() };
+        let b =
+            FloatHistogram { custom_values: vec![2.0], positive: vec![(0, 1.0)], count: 1.0, ..a.clone() };
         let (s, info) = add(&a, &b).unwrap();
         assert!(info.reconciled_custom_buckets);
         assert_eq!(s.custom_values, vec![2.0]);

@@ -11,9 +11,9 @@
 mod aggregate;
 mod binary;
 mod float_histogram;
-mod histogram_fns;
 mod functions;
 mod histogram;
+mod histogram_fns;
 mod info;
 mod labels;
 mod parallel;

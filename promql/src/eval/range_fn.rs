@@ -4,10 +4,10 @@
 use storage::{Labels, is_stale};
 
 use super::parallel::{SeriesCtx, estimate_points};
+use super::range_hist::{self, HWindow, Out};
 use super::rate::{Bounds, extended_rate, extrapolated_rate, first_index_at_or_before, instant_value};
 use super::selector::WindowSpec;
 use super::series::has_duplicate_labels;
-use super::range_hist::{self, HWindow, Out};
 use super::{
     Evaluator, FPoint, Grid, HPoint, Series, Val, drop_metric_labels, duplicate_labelset, labels, pushdown,
     start_timestamps,
@@ -456,9 +456,10 @@ impl<'a> Evaluator<'a> {
             for (i, &r) in refs.iter().enumerate() {
                 ctx.check_deadline()?;
                 let (lower, upper) = (r.saturating_sub(spec.before), r.saturating_add(spec.after));
-                let fw = &points[points.partition_point(|p| p.t <= lower)..points.partition_point(|p| p.t <= upper)];
-                let hw =
-                    &hpoints[hpoints.partition_point(|p| p.t <= lower)..hpoints.partition_point(|p| p.t <= upper)];
+                let fw = &points
+                    [points.partition_point(|p| p.t <= lower)..points.partition_point(|p| p.t <= upper)];
+                let hw = &hpoints
+                    [hpoints.partition_point(|p| p.t <= lower)..hpoints.partition_point(|p| p.t <= upper)];
                 if fw.is_empty() && hw.is_empty() {
                     continue;
                 }
@@ -478,7 +479,15 @@ impl<'a> Evaluator<'a> {
                     if !hw.is_empty() {
                         range_hist::note_ignored(&mut ctx.annotations, labels, pos);
                     }
-                    let w = Window { points: fw, sts: &[], ts: t, bounds, anchored, smoothed, scalars: step_scalars };
+                    let w = Window {
+                        points: fw,
+                        sts: &[],
+                        ts: t,
+                        bounds,
+                        anchored,
+                        smoothed,
+                        scalars: step_scalars,
+                    };
                     if let Some(v) = apply(name, &w)? {
                         fout.push(FPoint { t, f: v });
                     }
@@ -492,7 +501,8 @@ impl<'a> Evaluator<'a> {
                     if newest <= rs {
                         continue;
                     }
-                    let from = fw.iter().map(|p| p.t).chain(hw.iter().map(|p| p.t)).filter(|t| *t <= rs).max();
+                    let from =
+                        fw.iter().map(|p| p.t).chain(hw.iter().map(|p| p.t)).filter(|t| *t <= rs).max();
                     if let Some(from) = from {
                         fw = &fw[fw.partition_point(|p| p.t < from)..];
                         hw = &hw[hw.partition_point(|p| p.t < from)..];

@@ -34,7 +34,10 @@ impl HWindow<'_> {
     }
 
     fn mixed(&self, a: &mut Annotations) {
-        a.warn(format!("encountered a mix of histograms and floats for metric name {:?}", self.metric()), self.pos);
+        a.warn(
+            format!("encountered a mix of histograms and floats for metric name {:?}", self.metric()),
+            self.pos,
+        );
     }
 
     fn mixed_schemas(&self, a: &mut Annotations) {
@@ -126,15 +129,19 @@ pub(crate) fn apply(name: &str, w: &HWindow<'_>, a: &mut Annotations) -> Option<
 
 /// Histogram `rate`/`increase`/`delta` (Prometheus' `histogramRate` plus the extrapolation of
 /// `extrapolatedRate`).
-fn rate(hs: &[HPoint], w: &HWindow<'_>, is_counter: bool, is_rate: bool, a: &mut Annotations) -> Option<FloatHistogram> {
+fn rate(
+    hs: &[HPoint],
+    w: &HWindow<'_>,
+    is_counter: bool,
+    is_rate: bool,
+    a: &mut Annotations,
+) -> Option<FloatHistogram> {
     if hs.len() < 2 {
         return None;
     }
     let (first, last) = (&hs[0], &hs[hs.len() - 1]);
     let metric = w.metric();
-    if is_counter
-        && hs.iter().any(|p| p.h.counter_reset_hint == CounterResetHint::Gauge)
-    {
+    if is_counter && hs.iter().any(|p| p.h.counter_reset_hint == CounterResetHint::Gauge) {
         a.warn(format!("this native histogram metric is not a counter: {metric:?}"), w.pos);
     }
     // A reset between the first two samples: the first one's layout does not matter.
@@ -297,7 +304,14 @@ fn sum_or_avg(hs: &[HPoint], avg: bool, w: &HWindow<'_>, a: &mut Annotations) ->
             fh::divide(&mut right, n);
             fh::sub(&left, &right).and_then(|(d, i1)| {
                 fh::add(&acc, &d).map(|(r, i2)| {
-                    (r, Combined { reconciled_custom_buckets: i1.reconciled_custom_buckets || i2.reconciled_custom_buckets, ..i2 })
+                    (
+                        r,
+                        Combined {
+                            reconciled_custom_buckets: i1.reconciled_custom_buckets
+                                || i2.reconciled_custom_buckets,
+                            ..i2
+                        },
+                    )
                 })
             })
         } else {

@@ -45,7 +45,13 @@ impl SeriesCtx<'_> {
     /// Reads the native histogram samples of one series in `[mint, maxt]` as shared points
     /// (replacing the contents of `out`). Storages without histograms answer with nothing, so
     /// a float-only series costs one empty call.
-    pub fn load_histograms(&mut self, r: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<HPoint>) -> Result<()> {
+    pub fn load_histograms(
+        &mut self,
+        r: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<HPoint>,
+    ) -> Result<()> {
         out.clear();
         let mut raw: Vec<HistogramSample> = Vec::new();
         self.querier.histograms(r, mint, maxt, &mut raw)?;
@@ -112,7 +118,9 @@ impl<'a> Evaluator<'a> {
             if !hbuf.is_empty() && !vs.smoothed {
                 let (points, hpoints) = latest_mixed_points(buf, hbuf, &refs, g, lb, pick);
                 let empty = points.is_empty() && hpoints.is_empty();
-                return Ok((!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints)));
+                return Ok(
+                    (!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints))
+                );
             }
             let points = if vs.smoothed {
                 smoothed_points(buf, &refs, g, lb)
@@ -306,23 +314,26 @@ fn latest_mixed_points(
         let f = fj.checked_sub(1).map(|k| buf[k]);
         let h = hj.checked_sub(1).map(|k| &hbuf[k]);
         let t = g.ts(i);
-        match (f, h) {
-            (Some(f), h) if h.is_none_or(|h| h.t < f.t) => {
-                if f.t > r - lb && !is_stale(f.v) {
-                    let v = match pick {
-                        Pick::Value => f.v,
-                        Pick::Timestamp => f.t as f64 / 1000.0,
-                        Pick::StartTimestamp => 0.0,
-                    };
-                    points.push(FPoint { t, f: v });
-                }
+        // The float is the latest sample unless a histogram came after it; a stale float
+        // hides any older histogram.
+        let float_latest = f.is_some_and(|f| h.is_none_or(|h| h.t < f.t));
+        if let (true, Some(f)) = (float_latest, f) {
+            if f.t > r - lb && !is_stale(f.v) {
+                let v = match pick {
+                    Pick::Value => f.v,
+                    Pick::Timestamp => f.t as f64 / 1000.0,
+                    Pick::StartTimestamp => 0.0,
+                };
+                points.push(FPoint { t, f: v });
             }
-            (_, Some(h)) if h.t > r - lb => match pick {
+            continue;
+        }
+        if let Some(h) = h.filter(|h| h.t > r - lb) {
+            match pick {
                 Pick::Value => hpoints.push(HPoint { t, h: h.h.clone() }),
                 Pick::Timestamp => points.push(FPoint { t, f: h.t as f64 / 1000.0 }),
                 Pick::StartTimestamp => points.push(FPoint { t, f: 0.0 }),
-            },
-            _ => {}
+            }
         }
     }
     (points, hpoints)

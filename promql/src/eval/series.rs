@@ -39,7 +39,12 @@ impl Series {
     }
 
     /// A series with float and histogram points.
-    pub fn with_histograms(labels: Labels, drop_name: bool, points: Vec<FPoint>, hpoints: Vec<HPoint>) -> Self {
+    pub fn with_histograms(
+        labels: Labels,
+        drop_name: bool,
+        points: Vec<FPoint>,
+        hpoints: Vec<HPoint>,
+    ) -> Self {
         Series { labels, drop_name, points, hpoints }
     }
 
@@ -106,7 +111,13 @@ impl StepCursor {
                 if let Some(pt) = s.hpoints.get(*hp)
                     && pt.t == t
                 {
-                    out.push(StepSample { idx, labels: &s.labels, drop_name: s.drop_name, f: 0.0, h: Some(&pt.h) });
+                    out.push(StepSample {
+                        idx,
+                        labels: &s.labels,
+                        drop_name: s.drop_name,
+                        f: 0.0,
+                        h: Some(&pt.h),
+                    });
                     *hp += 1;
                 }
             }
@@ -152,7 +163,12 @@ impl OutputBuilder {
             }
             None => {
                 self.index.insert(labels.clone(), self.series.len());
-                self.series.push(Series::with_histograms(labels, drop_name, Vec::new(), vec![HPoint { t, h }]));
+                self.series.push(Series::with_histograms(
+                    labels,
+                    drop_name,
+                    Vec::new(),
+                    vec![HPoint { t, h }],
+                ));
             }
         }
         Ok(())

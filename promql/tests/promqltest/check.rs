@@ -3,8 +3,8 @@
 use promql::parser::ast::{AtModifier, Expr};
 use promql::parser::{ParseOptions, parse};
 use promql::{Engine, QueryResult, Value};
-use storage::{FloatHistogram, Labels};
 use storage::mem::MemStore;
+use storage::{FloatHistogram, Labels};
 
 use crate::script::{AnnotationCheck, Eval, When};
 use crate::values::{HistogramLiteral, Slot};
@@ -67,7 +67,8 @@ pub enum Got {
 /// the hint only if the literal spelled it out (FORMAT.md §7.4).
 fn histogram_matches(want: &HistogramLiteral, got: &FloatHistogram) -> bool {
     let e = &want.h;
-    let nonzero = |v: &[(i32, f64)]| -> Vec<(i32, f64)> { v.iter().copied().filter(|b| b.1 != 0.0).collect() };
+    let nonzero =
+        |v: &[(i32, f64)]| -> Vec<(i32, f64)> { v.iter().copied().filter(|b| b.1 != 0.0).collect() };
     let buckets_match = |a: &[(i32, f64)], b: &[(i32, f64)]| {
         let (a, b) = (nonzero(a), nonzero(b));
         a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.0 == y.0 && almost_equal(x.1, y.1))
@@ -185,10 +186,8 @@ fn compare(e: &Eval, value: &Value) -> Result<(), String> {
             if e.range_vector.is_some() {
                 return Err("expected a range vector, got an instant vector".into());
             }
-            let got: Vec<(Labels, Got)> = samples
-                .iter()
-                .map(|s| (s.labels.clone(), s.h.clone().map_or(Got::F(s.v), Got::H)))
-                .collect();
+            let got: Vec<(Labels, Got)> =
+                samples.iter().map(|s| (s.labels.clone(), s.h.clone().map_or(Got::F(s.v), Got::H))).collect();
             compare_vector(e, &got)
         }
         Value::Matrix(m) => match (e.when, e.range_vector) {

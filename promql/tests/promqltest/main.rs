@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use promql::{Engine, EngineOptions, QueryPool};
-use storage::{HistogramSample, Sample};
 use storage::mem::MemStore;
+use storage::{HistogramSample, Sample};
 
 use script::Command;
 use values::Slot;
@@ -78,7 +78,12 @@ fn classification(dir: &Path) -> Result<HashMap<String, bool>, String> {
 /// gives one) at that time plus the offset; a start timestamp of 0 means unknown, as in
 /// Prometheus. Histogram literals are stored as native histogram samples; with `nhcb`
 /// (`load_with_nhcb`) classic histograms are also stored as custom-bucket histograms.
-fn load(store: &mut MemStore, interval_ms: i64, nhcb: bool, series: &[script::LoadSeries]) -> Result<(), String> {
+fn load(
+    store: &mut MemStore,
+    interval_ms: i64,
+    nhcb: bool,
+    series: &[script::LoadSeries],
+) -> Result<(), String> {
     for s in series {
         let mut samples = Vec::new();
         let mut start_timestamps = Vec::new();

@@ -18,7 +18,10 @@ struct Parts {
 }
 
 /// The NHCB series (labels and samples) for the classic histograms among `series`.
-pub fn convert(interval_ms: i64, series: &[LoadSeries]) -> Result<Vec<(Labels, Vec<HistogramSample>)>, String> {
+pub fn convert(
+    interval_ms: i64,
+    series: &[LoadSeries],
+) -> Result<Vec<(Labels, Vec<HistogramSample>)>, String> {
     let mut groups: BTreeMap<Labels, Parts> = BTreeMap::new();
     for s in series {
         let Some(name) = s.labels.metric_name() else { continue };
@@ -35,8 +38,12 @@ pub fn convert(interval_ms: i64, series: &[LoadSeries]) -> Result<Vec<(Labels, V
         if kind == 0 && !matches!(le, Some(Some(v)) if !v.is_nan()) {
             continue;
         }
-        let mut labels: Vec<Label> =
-            s.labels.iter().filter(|l| l.name.as_ref() != "le" && l.name.as_ref() != METRIC_NAME).cloned().collect();
+        let mut labels: Vec<Label> = s
+            .labels
+            .iter()
+            .filter(|l| l.name.as_ref() != "le" && l.name.as_ref() != METRIC_NAME)
+            .cloned()
+            .collect();
         labels.push(Label::new(METRIC_NAME, base));
         let parts = groups.entry(Labels::new(labels)).or_default();
         for (k, slot) in s.slots.iter().enumerate() {

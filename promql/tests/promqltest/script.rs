@@ -74,7 +74,11 @@ pub struct LoadSeries {
 pub enum Command {
     Clear,
     /// `nhcb`: `load_with_nhcb`, which also stores classic histograms as custom-bucket ones.
-    Load { interval_ms: i64, nhcb: bool, series: Vec<LoadSeries> },
+    Load {
+        interval_ms: i64,
+        nhcb: bool,
+        series: Vec<LoadSeries>,
+    },
     Eval(Box<Eval>),
 }
 

@@ -81,7 +81,9 @@ fn add_literal(a: &FloatHistogram, b: &FloatHistogram, sign: f64) -> Result<Floa
     }
     let shift = b.schema - a.schema;
     let reduce = |v: &[(i32, f64)]| -> Vec<(i32, f64)> {
-        v.iter().map(|&(i, c)| if a.uses_custom_buckets() { (i, c) } else { (((i - 1) >> shift) + 1, c) }).collect()
+        v.iter()
+            .map(|&(i, c)| if a.uses_custom_buckets() { (i, c) } else { (((i - 1) >> shift) + 1, c) })
+            .collect()
     };
     let mut out = a.clone();
     let merge = |dst: &mut Vec<(i32, f64)>, src: Vec<(i32, f64)>| {
