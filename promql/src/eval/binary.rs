@@ -7,6 +7,7 @@ use std::sync::Arc;
 use storage::{FloatHistogram, Labels};
 
 use super::float_histogram as fh;
+use super::histogram_trim;
 use super::series::{OutputBuilder, StepCursor, StepSample, merge_same_labelsets};
 use super::{Evaluator, Grid, Val, drop_metric_labels, labels};
 use crate::annotations::Annotations;
@@ -31,6 +32,8 @@ pub(crate) fn apply(op: BinOp, l: f64, r: f64) -> (f64, bool) {
         BinOp::Gte => (l, l >= r),
         BinOp::Lte => (l, l <= r),
         BinOp::And | BinOp::Or | BinOp::Unless => (l, true),
+        // Trimming is defined for histograms only: float elements are dropped.
+        BinOp::TrimUpper | BinOp::TrimLower => (l, false),
     }
 }
 
@@ -62,6 +65,9 @@ fn histogram_op(
         (None, Some(h), BinOp::Mul) => scaled(h, l.0, false),
         (Some(h), None, BinOp::Mul) => scaled(h, r.0, false),
         (Some(h), None, BinOp::Div) => scaled(h, r.0, true),
+        (Some(h), None, BinOp::TrimUpper | BinOp::TrimLower) => {
+            Some((Some(Arc::new(histogram_trim::trim(h, r.0, op == BinOp::TrimUpper))), true))
+        }
         (Some(a), Some(b), BinOp::Add | BinOp::Sub) => {
             let (res, verb) =
                 if op == BinOp::Add { (fh::add(a, b), "addition") } else { (fh::sub(a, b), "subtraction") };
