@@ -158,3 +158,52 @@ fn custom_bucket(a: f64, b: f64, x: f64, upper: bool) -> Kept {
         (false, false) => linear_bucket(a, b, x, upper),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cbh() -> FloatHistogram {
+        FloatHistogram {
+            schema: FloatHistogram::CUSTOM_BUCKETS_SCHEMA,
+            count: 15.0,
+            sum: 172.5,
+            custom_values: vec![5.0, 10.0, 15.0, 20.0],
+            positive: vec![(0, 1.0), (1, 6.0), (2, 4.0), (3, 3.0), (4, 1.0)],
+            ..FloatHistogram::default()
+        }
+    }
+
+    #[test]
+    fn custom_buckets_interpolate_linearly_and_reestimate_the_sum() {
+        let t = trim(&cbh(), 13.0, true);
+        assert!((t.count - 9.4).abs() < 1e-12);
+        // 1 at 2.5, 6 at 7.5, 2.4 at 11.5.
+        assert!((t.sum - 75.1).abs() < 1e-9);
+        let t = trim(&cbh(), 15.0, false);
+        assert_eq!(t.positive, vec![(3, 3.0), (4, 1.0)]);
+        assert!((t.sum - 72.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_trim_that_cuts_nothing_keeps_the_exact_sum() {
+        assert_eq!(trim(&cbh(), f64::INFINITY, true), cbh());
+        assert_eq!(trim(&cbh(), 0.0, false), cbh());
+        assert_eq!(trim(&cbh(), 0.0, true).count, 0.0);
+    }
+
+    #[test]
+    fn exponential_buckets_interpolate_exponentially() {
+        // Two observations in (1, 2]; cutting at sqrt(2) keeps half of them.
+        let h = FloatHistogram {
+            schema: 0,
+            count: 2.0,
+            sum: 3.0,
+            positive: vec![(1, 2.0)],
+            ..Default::default()
+        };
+        let t = trim(&h, 2f64.sqrt(), true);
+        assert!((t.count - 1.0).abs() < 1e-12);
+        assert!((t.sum - 2f64.sqrt().sqrt()).abs() < 1e-12);
+    }
+}
