@@ -23,6 +23,7 @@ pub mod value;
 pub use annotations::{Annotation, Level};
 pub use engine::Engine;
 pub use error::{Error, Result};
+pub use eval::detect_histogram_reset;
 pub use options::EngineOptions;
 pub use pool::QueryPool;
 pub use value::{HistogramPoint, Point, QueryResult, QueryStats, Sample, Series, Value};

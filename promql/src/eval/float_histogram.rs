@@ -364,7 +364,7 @@ pub(crate) fn divide(h: &mut FloatHistogram, divisor: f64) {
 /// True if `h` follows `prev` only after a counter reset (Prometheus' `DetectReset`): the hint
 /// decides if it is `reset` or `not_reset`; otherwise any count that went down, a bucket that lost
 /// its observations, a finer schema or a narrower zero bucket is a reset.
-pub(crate) fn detect_reset(h: &FloatHistogram, prev: &FloatHistogram) -> bool {
+pub fn detect_reset(h: &FloatHistogram, prev: &FloatHistogram) -> bool {
     match h.counter_reset_hint {
         CounterResetHint::Reset => return true,
         CounterResetHint::NotReset => return false,

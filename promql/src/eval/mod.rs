@@ -10,7 +10,7 @@
 
 mod aggregate;
 mod binary;
-mod float_histogram;
+pub(crate) mod float_histogram;
 mod functions;
 mod histogram;
 mod histogram_fns;
@@ -35,6 +35,10 @@ use crate::error::{Error, Result};
 use crate::options::EngineOptions;
 use crate::parser::ast::{AtModifier, DurationExpr, DurationOp, Expr, Subquery};
 
+/// Whether native histogram `h` follows `prev` only after a counter reset (Prometheus'
+/// `DetectReset`), for storages that assign counter-reset hints on append as Prometheus' TSDB
+/// does.
+pub use float_histogram::detect_reset as detect_histogram_reset;
 pub(crate) use series::{FPoint, HPoint, Series, has_duplicate_labels, merge_same_labelsets};
 
 /// The evaluation timestamps: `start, start+step, ..., <= end` (ms). `step >= 1`.
@@ -371,7 +375,19 @@ impl<'a> Evaluator<'a> {
         let start = lowest.div_euclid(step).saturating_mul(step).saturating_add(step);
         let inner_grid = Grid { start, end: first.max(last), step };
         self.check_grid(inner_grid)?;
-        let inner = if inner_grid.len() == 0 { Vec::new() } else { self.eval_vector(&sq.expr, inner_grid)? };
+        let mut inner =
+            if inner_grid.len() == 0 { Vec::new() } else { self.eval_vector(&sq.expr, inner_grid)? };
+        // A subquery's points are samples of a result, not consecutive stored samples: the
+        // counter-reset hints of the storage do not hold between them, so resets must be
+        // detected from the buckets (as Prometheus does).
+        for p in inner.iter_mut().flat_map(|s| s.hpoints.iter_mut()) {
+            if matches!(
+                p.h.counter_reset_hint,
+                storage::CounterResetHint::NotReset | storage::CounterResetHint::Reset
+            ) {
+                std::sync::Arc::make_mut(&mut p.h).counter_reset_hint = storage::CounterResetHint::Unknown;
+            }
+        }
         Ok((inner, range, refs))
     }
 }

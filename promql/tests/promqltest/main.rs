@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use promql::{Engine, EngineOptions, QueryPool};
 use storage::mem::MemStore;
-use storage::{HistogramSample, Sample};
+use storage::{CounterResetHint, FloatHistogram, HistogramSample, Sample};
 
 use script::Command;
 use values::Slot;
@@ -87,15 +87,25 @@ fn load(
     for s in series {
         let mut samples = Vec::new();
         let mut start_timestamps = Vec::new();
-        let mut histograms = Vec::new();
+        let mut histograms: Vec<HistogramSample> = Vec::new();
+        // The previous sample, if it was a histogram (for the counter-reset hint).
+        let mut prev: Option<usize> = None;
         for (k, slot) in s.slots.iter().enumerate() {
             let t = k as i64 * interval_ms;
             match slot {
                 Slot::Float(v) => {
                     samples.push(Sample::new(t, *v));
                     start_timestamps.push(s.start_offsets.get(k).copied().flatten().map_or(0, |o| t + o));
+                    prev = None;
                 }
-                Slot::Histogram(lit) => histograms.push(HistogramSample { t, h: lit.h.clone() }),
+                Slot::Histogram(lit) => {
+                    let mut h = lit.h.clone();
+                    if !lit.check_hint {
+                        h.counter_reset_hint = tsdb_hint(&h, prev.map(|i| &histograms[i].h));
+                    }
+                    prev = Some(histograms.len());
+                    histograms.push(HistogramSample { t, h });
+                }
                 Slot::Omitted => {}
             }
         }
@@ -112,6 +122,28 @@ fn load(
         }
     }
     Ok(())
+}
+
+/// The counter-reset hint Prometheus' TSDB gives a histogram sample on the way in and out: a
+/// gauge stays a gauge; a counter sample that continues the previous one (a histogram counter
+/// with the same layout and no reset) is `not_reset`; any other (the first, one after a reset,
+/// a float or a gauge, or a layout change, which all start a new chunk) is `unknown`.
+fn tsdb_hint(h: &FloatHistogram, prev: Option<&FloatHistogram>) -> CounterResetHint {
+    if h.counter_reset_hint == CounterResetHint::Gauge {
+        return CounterResetHint::Gauge;
+    }
+    match prev {
+        Some(p)
+            if p.counter_reset_hint != CounterResetHint::Gauge
+                && p.schema == h.schema
+                && p.zero_threshold == h.zero_threshold
+                && p.custom_values == h.custom_values
+                && !promql::detect_histogram_reset(h, p) =>
+        {
+            CounterResetHint::NotReset
+        }
+        _ => CounterResetHint::Unknown,
+    }
 }
 
 #[derive(Default)]
