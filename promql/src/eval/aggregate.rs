@@ -9,6 +9,7 @@ use storage::{FloatHistogram, Label, Labels};
 
 use super::float_histogram::{self as fh, Combined};
 use super::functions::{go_max, go_min};
+use super::histogram_sum;
 use super::range_fn::{fmt_g, kahan_inc, quantile};
 use super::series::{OutputBuilder, StepCursor};
 use super::{Evaluator, Grid, Val, labels};
@@ -26,8 +27,10 @@ struct Acc {
     incremental_mean: bool,
     drop_name: bool,
     values: Vec<f64>,
-    /// `sum`/`avg` of native histograms: the running sum or mean.
+    /// `sum`/`avg` of native histograms: the running sum or mean (for the layout and the
+    /// annotations), and the histograms, summed precisely at the end (`histogram_sum`).
     hist: Option<FloatHistogram>,
+    hists: Vec<Arc<FloatHistogram>>,
     has_float: bool,
     has_hist: bool,
     /// Histograms that cannot be combined (exponential with custom buckets) were met.
@@ -194,6 +197,9 @@ impl<'a> Evaluator<'a> {
                 let f = s.f;
                 if let Some(h) = s.h {
                     self.aggregate_histogram(a.op, acc, h, s.labels, s.drop_name, expr_pos);
+                    if matches!(a.op, AggOp::Sum | AggOp::Avg) && !acc.has_float && !acc.incompatible {
+                        acc.hists.push(h.clone());
+                    }
                     continue;
                 }
                 if !acc.seen {
@@ -265,9 +271,17 @@ impl<'a> Evaluator<'a> {
                     if acc.incompatible {
                         continue;
                     }
-                    if let Some(mut h) = acc.hist.take() {
-                        fh::compact(&mut h);
-                        out.push_value(group_names[gi].clone(), acc.drop_name, ts, 0.0, Some(Arc::new(h)))?;
+                    if acc.hist.is_some() {
+                        let hs: Vec<&FloatHistogram> = acc.hists.iter().map(|h| &**h).collect();
+                        if let Ok((h, _)) = histogram_sum::sum_or_mean(&hs, a.op == AggOp::Avg) {
+                            out.push_value(
+                                group_names[gi].clone(),
+                                acc.drop_name,
+                                ts,
+                                0.0,
+                                Some(Arc::new(h)),
+                            )?;
+                        }
                     }
                     continue;
                 }

@@ -241,6 +241,24 @@ fn remap_custom(h: &FloatHistogram, bounds: &[f64]) -> Vec<(i32, f64)> {
     out
 }
 
+/// `h` in the layout of `like` (a sum `h` took part in): `like`'s schema, zero threshold and
+/// custom bounds, which are never finer than `h`'s.
+pub(crate) fn to_layout(h: &FloatHistogram, like: &FloatHistogram) -> FloatHistogram {
+    if h.uses_custom_buckets() {
+        let mut r = h.clone();
+        if h.custom_values != like.custom_values {
+            r.positive = remap_custom(h, &like.custom_values);
+            r.custom_values = like.custom_values.clone();
+        }
+        return r;
+    }
+    let mut r = reduce_resolution(h, like.schema);
+    if r.zero_threshold < like.zero_threshold {
+        grow_zero_bucket(&mut r, like.zero_threshold);
+    }
+    r
+}
+
 /// Merges two sorted sparse bucket lists, combining counts of equal indexes with `op`.
 fn merge_buckets(a: &[(i32, f64)], b: &[(i32, f64)], sign: f64) -> Vec<(i32, f64)> {
     let mut out = Vec::with_capacity(a.len() + b.len());

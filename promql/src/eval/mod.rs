@@ -14,6 +14,7 @@ pub(crate) mod float_histogram;
 mod functions;
 mod histogram;
 mod histogram_fns;
+mod histogram_sum;
 mod histogram_trim;
 mod info;
 mod labels;

@@ -115,7 +115,7 @@ pub(crate) fn linear_regression(w: &[FPoint], intercept_t: i64) -> (f64, f64) {
     (slope, sy / n - slope * sx / n)
 }
 
-fn avg(w: &[FPoint]) -> f64 {
+pub(crate) fn avg(w: &[FPoint]) -> f64 {
     let (mut sum, mut count) = (w[0].f, 1.0);
     let (mut mean, mut c) = (0.0, 0.0);
     let mut incremental = false;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use storage::{CounterResetHint, FloatHistogram, Labels};
 
-use super::float_histogram::{self as fh, Combined};
+use super::float_histogram as fh;
+use super::histogram_sum;
 use super::rate::Bounds;
 use super::{FPoint, HPoint, labels};
 use crate::annotations::Annotations;
@@ -291,48 +292,24 @@ fn instant(w: &HWindow<'_>, is_rate: bool, a: &mut Annotations) -> Option<Out> {
     }
 }
 
-/// `sum_over_time` or `avg_over_time` of histograms (incremental mean for `avg`, like
-/// Prometheus, which keeps large counts in range).
+/// `sum_over_time` or `avg_over_time` of histograms (`histogram_sum`).
 fn sum_or_avg(hs: &[HPoint], avg: bool, w: &HWindow<'_>, a: &mut Annotations) -> Option<FloatHistogram> {
-    let mut acc: FloatHistogram = (*hs.first()?.h).clone();
-    let mut reconciled = false;
-    for (i, p) in hs.iter().enumerate().skip(1) {
-        let step = if avg {
-            let n = (i + 1) as f64;
-            let (mut left, mut right) = ((*p.h).clone(), acc.clone());
-            fh::divide(&mut left, n);
-            fh::divide(&mut right, n);
-            fh::sub(&left, &right).and_then(|(d, i1)| {
-                fh::add(&acc, &d).map(|(r, i2)| {
-                    (
-                        r,
-                        Combined {
-                            reconciled_custom_buckets: i1.reconciled_custom_buckets
-                                || i2.reconciled_custom_buckets,
-                            ..i2
-                        },
-                    )
-                })
-            })
-        } else {
-            fh::add(&acc, &p.h)
-        };
-        match step {
-            Ok((r, info)) => {
-                reconciled |= info.reconciled_custom_buckets;
-                acc = r;
+    let refs: Vec<&FloatHistogram> = hs.iter().map(|p| &*p.h).collect();
+    match histogram_sum::sum_or_mean(&refs, avg) {
+        Ok((h, info)) => {
+            if info.reconciled_custom_buckets {
+                a.info("mismatched custom buckets were reconciled during aggregation", w.pos);
             }
-            Err(_) => {
-                w.mixed_schemas(a);
-                return None;
+            if info.counter_reset_collision {
+                a.warn("conflicting counter resets during histogram aggregation", w.pos);
             }
+            Some(h)
+        }
+        Err(_) => {
+            w.mixed_schemas(a);
+            None
         }
     }
-    if reconciled {
-        a.info("mismatched custom buckets were reconciled during aggregation", w.pos);
-    }
-    fh::compact(&mut acc);
-    Some(acc)
 }
 
 /// `changes` (a different value, or a switch between float and histogram) or `resets` (a lower
