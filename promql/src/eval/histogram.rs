@@ -273,12 +273,31 @@ impl<'a> Evaluator<'a> {
             }
             for (i, h) in natives {
                 let s = &m[i];
+                // Observations of NaN are counted but in no bucket (and make the sum NaN).
+                let nan_observations = h.sum.is_nan() && h.count > histogram_fns::bucket_total(&h);
                 for &q in &quantiles {
                     let v = if name == "histogram_fraction" {
                         histogram_fns::fraction(qs[0], qs[1], &h)
                     } else {
                         histogram_fns::quantile(q, &h)
                     };
+                    if nan_observations {
+                        let metric = labels::metric_name(&s.labels);
+                        let msg = if name == "histogram_fraction" {
+                            format!(
+                                "input to histogram_fraction has NaN observations, which are excluded from all fractions for metric name {metric:?}"
+                            )
+                        } else if v.is_nan() {
+                            format!(
+                                "input to histogram_quantile has NaN observations, result is NaN for metric name {metric:?}"
+                            )
+                        } else {
+                            format!(
+                                "input to histogram_quantile has NaN observations, result is skewed higher for metric name {metric:?}"
+                            )
+                        };
+                        self.annotations.info(msg, arg_pos);
+                    }
                     let mut l = if delayed { s.labels.clone() } else { drop_metric_labels(&s.labels) };
                     if let Some(label) = &quantile_label {
                         l = labels::set(&l, label, &format_openmetrics_float(q));

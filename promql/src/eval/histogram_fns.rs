@@ -58,9 +58,10 @@ pub(crate) fn quantile(q: f64, h: &FloatHistogram) -> f64 {
     if count > h.count {
         count = h.count;
     }
-    // The rank was not reached (NaN observations): the upper bound of the last bucket.
+    // The rank was not reached: it lies among the NaN observations (NaN), or float
+    // inaccuracies left it just above the total (the upper bound of the last bucket).
     if count < rank {
-        return b.upper;
+        return if h.sum.is_nan() { f64::NAN } else { b.upper };
     }
     if forward {
         rank -= count - b.count;
@@ -77,6 +78,12 @@ pub(crate) fn quantile(q: f64, h: &FloatHistogram) -> f64 {
     } else {
         -(log_upper + (log_lower - log_upper) * (1.0 - fraction)).exp2()
     }
+}
+
+/// The observations in buckets (the zero bucket included); less than the count when some
+/// observations were NaN.
+pub(crate) fn bucket_total(h: &FloatHistogram) -> f64 {
+    h.zero_count + h.positive.iter().chain(&h.negative).map(|b| b.1).sum::<f64>()
 }
 
 /// Interpolates the rank at `v` inside bucket `b` (`rank` is the count below the bucket):
@@ -146,11 +153,13 @@ pub(crate) fn fraction(lower: f64, upper: f64, h: &FloatHistogram) -> f64 {
         }
         rank += b.count;
     }
-    if !lower_set || lower_rank > h.count {
-        lower_rank = h.count;
+    // Beyond the last bucket: all observations in buckets, which leaves out NaN observations.
+    let total = if h.sum.is_nan() { bucket_total(h).min(h.count) } else { h.count };
+    if !lower_set || lower_rank > total {
+        lower_rank = total;
     }
-    if !upper_set || upper_rank > h.count {
-        upper_rank = h.count;
+    if !upper_set || upper_rank > total {
+        upper_rank = total;
     }
     (upper_rank - lower_rank) / h.count
 }
