@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Grid, QueryParams, Series, Val, drop_metric_labels};
 use crate::options::EngineOptions;
 use crate::parser::{self, ast::Expr, ast::ValueType};
-use crate::value::{Point, QueryResult, QueryStats, Sample, Value};
+use crate::value::{HistogramPoint, Point, QueryResult, QueryStats, Sample, Value};
 
 /// Stack size of the thread a query is evaluated on. Parsing, checking and evaluating recurse
 /// once per level of the syntax tree, whose depth the parser limits; this leaves ample room even
@@ -124,6 +124,7 @@ fn to_public(s: Series) -> crate::value::Series {
     crate::value::Series {
         labels: s.labels,
         points: s.points.into_iter().map(|p| Point { t: p.t, v: p.f }).collect(),
+        histograms: s.hpoints.into_iter().map(|p| HistogramPoint { t: p.t, h: (*p.h).clone() }).collect(),
     }
 }
 
@@ -147,6 +148,7 @@ fn finalize(val: Val, g: Grid, is_range: bool, delayed: bool) -> Result<Value> {
         Val::Scalar(v) => Value::Matrix(vec![crate::value::Series {
             labels: storage::Labels::default(),
             points: g.timestamps().zip(v).map(|(t, v)| Point { t, v }).collect(),
+            histograms: Vec::new(),
         }]),
         Val::Vector(m) if !is_range => {
             let m = clean(m)?;
@@ -155,16 +157,28 @@ fn finalize(val: Val, g: Grid, is_range: bool, delayed: bool) -> Result<Value> {
             }
             Value::Vector(
                 m.into_iter()
-                    .filter_map(|s| {
-                        s.points.first().map(|p| Sample { labels: s.labels.clone(), t: g.start, v: p.f })
+                    .filter_map(|s| match (s.points.first(), s.hpoints.first()) {
+                        (Some(p), _) => {
+                            Some(Sample { labels: s.labels.clone(), t: g.start, v: p.f, h: None })
+                        }
+                        (None, Some(p)) => Some(Sample {
+                            labels: s.labels.clone(),
+                            t: g.start,
+                            v: 0.0,
+                            h: Some((*p.h).clone()),
+                        }),
+                        (None, None) => None,
                     })
                     .collect(),
             )
         }
         Val::Vector(m) | Val::Range(m) => {
             let m = if delayed { crate::eval::merge_same_labelsets(clean(m)?)? } else { m };
-            let mut out: Vec<crate::value::Series> =
-                m.into_iter().filter(|s| !s.points.is_empty()).map(to_public).collect();
+            let mut out: Vec<crate::value::Series> = m
+                .into_iter()
+                .filter(|s| !s.points.is_empty() || !s.hpoints.is_empty())
+                .map(to_public)
+                .collect();
             out.sort_by(|a, b| a.labels.cmp(&b.labels));
             Value::Matrix(out)
         }

@@ -8,7 +8,8 @@
 //! with the [`Value`], warnings/infos and statistics, or an [`Error`] whose
 //! [`Error::error_type`] is the Prometheus API `errorType`.
 //!
-//! Native histograms are not supported yet: series hold float samples only.
+//! Series carry float and native histogram samples (Prometheus' float histograms, exponential
+//! and custom-bucket schemas).
 
 pub mod annotations;
 mod engine;
@@ -22,6 +23,7 @@ pub mod value;
 pub use annotations::{Annotation, Level};
 pub use engine::Engine;
 pub use error::{Error, Result};
+pub use eval::detect_histogram_reset;
 pub use options::EngineOptions;
 pub use pool::QueryPool;
-pub use value::{Point, QueryResult, QueryStats, Sample, Series, Value};
+pub use value::{HistogramPoint, Point, QueryResult, QueryStats, Sample, Series, Value};

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use storage::Labels;
+use storage::{FloatHistogram, Labels};
 
 use crate::annotations::Annotation;
 
@@ -22,8 +22,19 @@ pub struct Sample {
     pub labels: Labels,
     /// The evaluation timestamp (ms).
     pub t: i64,
-    /// Value.
+    /// Value (0 for a histogram sample).
     pub v: f64,
+    /// The native histogram, for a histogram sample.
+    pub h: Option<FloatHistogram>,
+}
+
+/// A native histogram point of a series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramPoint {
+    /// Timestamp in milliseconds.
+    pub t: i64,
+    /// The histogram.
+    pub h: FloatHistogram,
 }
 
 /// A series of a matrix (range query result or range vector).
@@ -31,8 +42,10 @@ pub struct Sample {
 pub struct Series {
     /// Labels of the series.
     pub labels: Labels,
-    /// Points in time order.
+    /// Float points in time order.
     pub points: Vec<Point>,
+    /// Histogram points in time order (a timestamp has a float or a histogram, not both).
+    pub histograms: Vec<HistogramPoint>,
 }
 
 /// The value of a query, shaped like Prometheus' `resultType`s.

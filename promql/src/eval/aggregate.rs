@@ -3,9 +3,13 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use storage::{Label, Labels};
+use std::sync::Arc;
 
+use storage::{FloatHistogram, Label, Labels};
+
+use super::float_histogram::{self as fh, Combined};
 use super::functions::{go_max, go_min};
+use super::histogram_sum;
 use super::range_fn::{fmt_g, kahan_inc, quantile};
 use super::series::{OutputBuilder, StepCursor};
 use super::{Evaluator, Grid, Val, labels};
@@ -23,6 +27,23 @@ struct Acc {
     incremental_mean: bool,
     drop_name: bool,
     values: Vec<f64>,
+    /// `sum`/`avg` of native histograms: the running sum or mean (for the layout and the
+    /// annotations), and the histograms, summed precisely at the end (`histogram_sum`).
+    hist: Option<FloatHistogram>,
+    hists: Vec<Arc<FloatHistogram>>,
+    has_float: bool,
+    has_hist: bool,
+    /// Histograms that cannot be combined (exponential with custom buckets) were met.
+    incompatible: bool,
+}
+
+/// Why a histogram could not join an aggregation, as a warning (Prometheus'
+/// `handleAggregationError`).
+fn incompatible_warning(l: &Labels) -> String {
+    format!(
+        "vector contains a mix of histograms with exponential and custom buckets schemas for metric name {:?}",
+        labels::metric_name(l)
+    )
 }
 
 /// Labels identifying an input series' group.
@@ -157,6 +178,7 @@ impl<'a> Evaluator<'a> {
             });
             group_of.push(idx);
         }
+        let expr_pos = a.expr.start();
         let k_style = matches!(a.op, AggOp::Topk | AggOp::Bottomk | AggOp::Limitk | AggOp::LimitRatio);
         let mut out = OutputBuilder::new(g);
         let mut cursor = StepCursor::new(&input);
@@ -166,13 +188,20 @@ impl<'a> Evaluator<'a> {
             cursor.at(&input, ts, &mut step);
             let param = params.as_ref().and_then(|p| p.values.get(si)).copied().unwrap_or(f64::NAN);
             if k_style {
-                self.aggregate_k(a.op, param, &step, &group_of, group_names.len(), ts, &mut out)?;
+                self.aggregate_k(a.op, param, &step, &group_of, group_names.len(), ts, a.start, &mut out)?;
                 continue;
             }
             let mut accs = vec![Acc::default(); group_names.len()];
             for s in &step {
                 let acc = &mut accs[group_of[s.idx]];
                 let f = s.f;
+                if let Some(h) = s.h {
+                    self.aggregate_histogram(a.op, acc, h, s.labels, s.drop_name, expr_pos);
+                    if matches!(a.op, AggOp::Sum | AggOp::Avg) && !acc.has_float && !acc.incompatible {
+                        acc.hists.push(h.clone());
+                    }
+                    continue;
+                }
                 if !acc.seen {
                     *acc = Acc {
                         seen: true,
@@ -180,6 +209,7 @@ impl<'a> Evaluator<'a> {
                         mean: f,
                         count: 1.0,
                         drop_name: s.drop_name,
+                        has_float: true,
                         ..Acc::default()
                     };
                     match a.op {
@@ -193,10 +223,14 @@ impl<'a> Evaluator<'a> {
                     continue;
                 }
                 acc.drop_name |= s.drop_name;
+                acc.has_float = true;
                 match a.op {
                     AggOp::Sum => (acc.value, acc.kahan_c) = kahan_inc(f, acc.value, acc.kahan_c),
                     AggOp::Avg => {
                         acc.count += 1.0;
+                        if acc.has_hist {
+                            continue;
+                        }
                         if !acc.incremental_mean {
                             let (v, c) = kahan_inc(f, acc.value, acc.kahan_c);
                             if !v.is_infinite() {
@@ -228,6 +262,29 @@ impl<'a> Evaluator<'a> {
                 if !acc.seen {
                     continue;
                 }
+                if matches!(a.op, AggOp::Sum | AggOp::Avg) && acc.has_hist {
+                    if acc.has_float {
+                        self.annotations
+                            .warn("encountered a mix of histograms and floats for aggregation", expr_pos);
+                        continue;
+                    }
+                    if acc.incompatible {
+                        continue;
+                    }
+                    if acc.hist.is_some() {
+                        let hs: Vec<&FloatHistogram> = acc.hists.iter().map(|h| &**h).collect();
+                        if let Ok((h, _)) = histogram_sum::sum_or_mean(&hs, a.op == AggOp::Avg) {
+                            out.push_value(
+                                group_names[gi].clone(),
+                                acc.drop_name,
+                                ts,
+                                0.0,
+                                Some(Arc::new(h)),
+                            )?;
+                        }
+                    }
+                    continue;
+                }
                 let v = match a.op {
                     AggOp::Sum => acc.value + acc.kahan_c,
                     AggOp::Avg if acc.incremental_mean => acc.mean + acc.kahan_c,
@@ -255,6 +312,7 @@ impl<'a> Evaluator<'a> {
         group_of: &[usize],
         groups: usize,
         ts: i64,
+        pos: usize,
         out: &mut OutputBuilder,
     ) -> Result<()> {
         let mut chosen: Vec<Vec<usize>> = vec![Vec::new(); groups];
@@ -276,6 +334,11 @@ impl<'a> Evaluator<'a> {
                     return Ok(());
                 }
                 for (i, s) in step.iter().enumerate() {
+                    if s.h.is_some() && matches!(op, AggOp::Topk | AggOp::Bottomk) {
+                        let name = if op == AggOp::Topk { "topk" } else { "bottomk" };
+                        self.annotations.info(format!("ignored histogram in {name} aggregation"), pos);
+                        continue;
+                    }
                     chosen[group_of[s.idx]].push(i);
                 }
                 for c in &mut chosen {
@@ -291,10 +354,93 @@ impl<'a> Evaluator<'a> {
         for c in chosen {
             for i in c {
                 let s = &step[i];
-                out.push(s.labels.clone(), s.drop_name, ts, s.f)?;
+                out.push_value(s.labels.clone(), s.drop_name, ts, s.f, s.h.cloned())?;
             }
         }
         Ok(())
+    }
+
+    /// Adds one histogram sample to a group of `sum`, `avg`, `count` or `group`; the other
+    /// aggregations ignore histograms with an info (Prometheus' `aggregation`).
+    fn aggregate_histogram(
+        &mut self,
+        op: AggOp,
+        acc: &mut Acc,
+        h: &FloatHistogram,
+        l: &Labels,
+        drop_name: bool,
+        pos: usize,
+    ) {
+        let ignored = match op {
+            AggOp::Min => Some("min"),
+            AggOp::Max => Some("max"),
+            AggOp::Stddev => Some("stddev"),
+            AggOp::Stdvar => Some("stdvar"),
+            AggOp::Quantile => Some("quantile"),
+            _ => None,
+        };
+        if let Some(name) = ignored {
+            self.annotations.info(format!("ignored histogram in {name} aggregation"), pos);
+            return;
+        }
+        if !acc.seen {
+            *acc = Acc { seen: true, count: 1.0, value: 1.0, drop_name, has_hist: true, ..Acc::default() };
+            if matches!(op, AggOp::Sum | AggOp::Avg) {
+                acc.hist = Some(h.clone());
+            }
+            return;
+        }
+        acc.drop_name |= drop_name;
+        match op {
+            AggOp::Count => acc.count += 1.0,
+            AggOp::Sum | AggOp::Avg => {
+                acc.count += 1.0;
+                acc.has_hist = true;
+                if acc.incompatible {
+                    return;
+                }
+                // A group that had floats is invalid anyway: no need to sum.
+                let Some(cur) = acc.hist.as_ref() else { return };
+                let next = if op == AggOp::Sum {
+                    fh::add(cur, h)
+                } else {
+                    // mean += h/n - mean/n, like Prometheus, to stay within range.
+                    let (mut left, mut right) = (h.clone(), cur.clone());
+                    fh::divide(&mut left, acc.count);
+                    fh::divide(&mut right, acc.count);
+                    fh::sub(&left, &right).and_then(|(d, i1)| {
+                        fh::add(cur, &d).map(|(r, i2)| {
+                            (
+                                r,
+                                Combined {
+                                    reconciled_custom_buckets: i1.reconciled_custom_buckets
+                                        || i2.reconciled_custom_buckets,
+                                    counter_reset_collision: i2.counter_reset_collision,
+                                },
+                            )
+                        })
+                    })
+                };
+                match next {
+                    Ok((r, info)) => {
+                        if info.reconciled_custom_buckets {
+                            self.annotations
+                                .info("mismatched custom buckets were reconciled during aggregation", pos);
+                        }
+                        if info.counter_reset_collision {
+                            self.annotations
+                                .warn("conflicting counter resets during histogram aggregation", pos);
+                        }
+                        acc.hist = Some(r);
+                    }
+                    Err(_) => {
+                        self.annotations.warn(incompatible_warning(l), pos);
+                        acc.incompatible = true;
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     fn eval_count_values(&mut self, a: &AggregateExpr, g: Grid) -> Result<Val> {
@@ -321,7 +467,11 @@ impl<'a> Evaluator<'a> {
             for s in &step {
                 let mut l: Vec<Label> =
                     s.labels.iter().filter(|x| x.name.as_ref() != label.value).cloned().collect();
-                l.push(Label::new(label.value.as_str(), format_value(s.f).as_str()));
+                let value = match s.h {
+                    Some(h) => fh::to_string(h),
+                    None => format_value(s.f),
+                };
+                l.push(Label::new(label.value.as_str(), value.as_str()));
                 let with_value = Labels::new(l);
                 let key = group_labels(&with_value, &grouping, a.without);
                 match index.get(&key) {

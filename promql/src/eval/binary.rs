@@ -2,11 +2,15 @@
 //! (`on`, `ignoring`, `group_left`, `group_right`, `fill*`) and the set operators.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use storage::Labels;
+use storage::{FloatHistogram, Labels};
 
+use super::float_histogram as fh;
+use super::histogram_trim;
 use super::series::{OutputBuilder, StepCursor, StepSample, merge_same_labelsets};
 use super::{Evaluator, Grid, Val, drop_metric_labels, labels};
+use crate::annotations::Annotations;
 use crate::error::{Error, Result};
 use crate::parser::ast::{BinOp, BinaryExpr, Cardinality, VectorMatching};
 use crate::parser::strings::go_quote;
@@ -28,6 +32,88 @@ pub(crate) fn apply(op: BinOp, l: f64, r: f64) -> (f64, bool) {
         BinOp::Gte => (l, l >= r),
         BinOp::Lte => (l, l <= r),
         BinOp::And | BinOp::Or | BinOp::Unless => (l, true),
+        // Trimming is defined for histograms only: float elements are dropped.
+        BinOp::TrimUpper | BinOp::TrimLower => (l, false),
+    }
+}
+
+/// An operand: a float, or a native histogram.
+type Operand<'h> = (f64, Option<&'h Arc<FloatHistogram>>);
+
+/// `op` where at least one side is a histogram (Prometheus' `vectorElemBinop`): the value (a
+/// histogram, or for `==`/`!=` the left one) and whether the element is kept, or `None` to drop
+/// it. Only `h*f`, `f*h`, `h/f`, `h+h`, `h-h`, `h==h` and `h!=h` are defined; the rest drop the
+/// element with an info.
+fn histogram_op(
+    op: BinOp,
+    l: Operand<'_>,
+    r: Operand<'_>,
+    annotations: &mut Annotations,
+    pos: usize,
+) -> Option<(Option<Arc<FloatHistogram>>, bool)> {
+    let scaled = |h: &FloatHistogram, f: f64, div: bool| {
+        let mut h = h.clone();
+        if div {
+            fh::divide(&mut h, f)
+        } else {
+            fh::scale(&mut h, f)
+        }
+        fh::compact(&mut h);
+        Some((Some(Arc::new(h)), true))
+    };
+    match (l.1, r.1, op) {
+        (None, Some(h), BinOp::Mul) => scaled(h, l.0, false),
+        (Some(h), None, BinOp::Mul) => scaled(h, r.0, false),
+        (Some(h), None, BinOp::Div) => scaled(h, r.0, true),
+        (Some(h), None, BinOp::TrimUpper | BinOp::TrimLower) => {
+            Some((Some(Arc::new(histogram_trim::trim(h, r.0, op == BinOp::TrimUpper))), true))
+        }
+        (Some(a), Some(b), BinOp::Add | BinOp::Sub) => {
+            let (res, verb) =
+                if op == BinOp::Add { (fh::add(a, b), "addition") } else { (fh::sub(a, b), "subtraction") };
+            match res {
+                Ok((mut h, info)) => {
+                    if info.counter_reset_collision {
+                        annotations.warn(format!("conflicting counter resets during histogram {verb}"), pos);
+                    }
+                    if info.reconciled_custom_buckets {
+                        annotations
+                            .info(format!("mismatched custom buckets were reconciled during {verb}"), pos);
+                    }
+                    if op == BinOp::Sub {
+                        // A difference is no counter, even where it is not negative.
+                        h.counter_reset_hint = storage::CounterResetHint::Gauge;
+                    }
+                    fh::compact(&mut h);
+                    Some((Some(Arc::new(h)), true))
+                }
+                Err(_) => {
+                    annotations.warn(
+                        "vector contains a mix of histograms with exponential and custom buckets schemas",
+                        pos,
+                    );
+                    None
+                }
+            }
+        }
+        (Some(a), Some(b), BinOp::Eql | BinOp::Neq) => {
+            let eq = fh::same(a, b);
+            Some((Some(a.clone()), if op == BinOp::Eql { eq } else { !eq }))
+        }
+        _ => {
+            let kind = |h: Option<&Arc<FloatHistogram>>| if h.is_some() { "histogram" } else { "float" };
+            annotations.info(
+                format!(
+                    "incompatible sample types encountered for binary operator {:?}: {} {} {}",
+                    op.as_str(),
+                    kind(l.1),
+                    op.as_str(),
+                    kind(r.1)
+                ),
+                pos,
+            );
+            None
+        }
     }
 }
 
@@ -96,7 +182,26 @@ impl<'a> Evaluator<'a> {
                         p.f = v;
                         keep
                     });
-                    if series.points.is_empty() {
+                    if !series.hpoints.is_empty() {
+                        let annotations = &mut self.annotations;
+                        let pos = b.lhs.start();
+                        series.hpoints.retain_mut(|p| {
+                            let sv = s.get(g.index(p.t)).copied().unwrap_or(f64::NAN);
+                            let (l, r) = if scalar_left {
+                                ((sv, None), (0.0, Some(&p.h)))
+                            } else {
+                                ((0.0, Some(&p.h)), (sv, None))
+                            };
+                            match histogram_op(b.op, l, r, annotations, pos) {
+                                Some((Some(h), keep)) => {
+                                    p.h = h;
+                                    keep
+                                }
+                                _ => false,
+                            }
+                        });
+                    }
+                    if series.is_empty() {
                         continue;
                     }
                     if b.op.changes_metric_schema() || b.return_bool {
@@ -167,7 +272,7 @@ impl<'a> Evaluator<'a> {
                     }
                     for s in &lstep {
                         if present[lsig[s.idx]] == want {
-                            out.push(s.labels.clone(), s.drop_name, ts, s.f)?;
+                            out.push_value(s.labels.clone(), s.drop_name, ts, s.f, s.h.cloned())?;
                         }
                     }
                 }
@@ -175,11 +280,11 @@ impl<'a> Evaluator<'a> {
                     present.iter_mut().for_each(|p| *p = false);
                     for s in &lstep {
                         present[lsig[s.idx]] = true;
-                        out.push(s.labels.clone(), s.drop_name, ts, s.f)?;
+                        out.push_value(s.labels.clone(), s.drop_name, ts, s.f, s.h.cloned())?;
                     }
                     for s in &rstep {
                         if !present[rsig[s.idx]] {
-                            out.push(s.labels.clone(), s.drop_name, ts, s.f)?;
+                            out.push_value(s.labels.clone(), s.drop_name, ts, s.f, s.h.cloned())?;
                         }
                     }
                 }
@@ -248,18 +353,29 @@ impl<'a> Evaluator<'a> {
                 labels::without(l, &names)
             }
         };
-        let do_op = |matched: &mut HashMap<usize, Vec<Labels>>,
-                     ll: &Labels,
-                     lf: f64,
-                     rl: &Labels,
-                     rf: f64,
-                     sig: usize,
-                     out: &mut OutputBuilder|
+        let pos = b.lhs.start();
+        let annotations = &mut self.annotations;
+        let mut do_op = |matched: &mut HashMap<usize, Vec<Labels>>,
+                         ll: &Labels,
+                         lf: Operand<'_>,
+                         rl: &Labels,
+                         rf: Operand<'_>,
+                         sig: usize,
+                         out: &mut OutputBuilder|
          -> Result<()> {
             let (fl, fr) = if swapped { (rf, lf) } else { (lf, rf) };
-            let (mut v, keep) = apply(b.op, fl, fr);
+            let (mut v, mut h, keep) = if fl.1.is_none() && fr.1.is_none() {
+                let (v, keep) = apply(b.op, fl.0, fr.0);
+                (v, None, keep)
+            } else {
+                match histogram_op(b.op, fl, fr, annotations, pos) {
+                    Some((h, keep)) => (0.0, h, keep),
+                    None => return Ok(()),
+                }
+            };
             if b.return_bool {
                 v = if keep { 1.0 } else { 0.0 };
+                h = None;
             }
             let mut metric = result_labels(ll, rl, b.op, m);
             if !delayed && b.return_bool {
@@ -285,17 +401,19 @@ impl<'a> Evaluator<'a> {
             if !keep && !b.return_bool {
                 return Ok(());
             }
-            out.push(metric, b.return_bool, ts, v)
+            out.push_value(metric, b.return_bool, ts, v, h)
         };
         let (fill_many, fill_one) = (m.fill_lhs, m.fill_rhs);
         for s in many {
             let sig = many_sig[s.idx];
             match one_by_sig.get(&sig) {
-                Some(&j) => do_op(&mut matched, s.labels, s.f, one[j].labels, one[j].f, sig, out)?,
+                Some(&j) => {
+                    do_op(&mut matched, s.labels, (s.f, s.h), one[j].labels, (one[j].f, one[j].h), sig, out)?
+                }
                 None => {
                     if let Some(fill) = fill_one {
                         let filled = match_labels(s.labels);
-                        do_op(&mut matched, s.labels, s.f, &filled, fill, sig, out)?;
+                        do_op(&mut matched, s.labels, (s.f, s.h), &filled, (fill, None), sig, out)?;
                     }
                 }
             }
@@ -307,7 +425,7 @@ impl<'a> Evaluator<'a> {
                     continue;
                 }
                 let filled = match_labels(s.labels);
-                do_op(&mut matched, &filled, fill, s.labels, s.f, sig, out)?;
+                do_op(&mut matched, &filled, (fill, None), s.labels, (s.f, s.h), sig, out)?;
             }
         }
         Ok(())

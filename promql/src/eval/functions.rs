@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use storage::Labels;
 
 use super::selector::Pick;
-use super::{Evaluator, FPoint, Grid, Series, Val, duplicate_labelset, labels, series};
+use super::{Evaluator, FPoint, Grid, Series, Val, duplicate_labelset, histogram_fns, labels, series};
 use crate::error::{Error, Result};
 use crate::parser::ast::{Call, Expr, ValueType};
 
@@ -308,6 +308,8 @@ impl<'a> Evaluator<'a> {
                     }
                 }
                 "timestamp" => {
+                    s.points.extend(s.hpoints.iter().map(|p| FPoint { t: p.t, f: 0.0 }));
+                    s.points.sort_by_key(|p| p.t);
                     for p in &mut s.points {
                         p.f = p.t as f64 / 1000.0;
                     }
@@ -320,9 +322,22 @@ impl<'a> Evaluator<'a> {
                 }
                 "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev"
                 | "histogram_stdvar" => {
-                    // These read native histograms, which this storage does not hold: float
-                    // samples are skipped, as in Prometheus.
-                    s.points.clear();
+                    // These read native histograms only: float samples are skipped.
+                    s.points = s
+                        .hpoints
+                        .iter()
+                        .map(|p| {
+                            let h = &p.h;
+                            let f = match name {
+                                "histogram_count" => h.count,
+                                "histogram_sum" => h.sum,
+                                "histogram_avg" => h.sum / h.count,
+                                "histogram_stddev" => histogram_fns::variance(h).sqrt(),
+                                _ => histogram_fns::variance(h),
+                            };
+                            FPoint { t: p.t, f }
+                        })
+                        .collect();
                 }
                 "start_timestamp" => {
                     // Not a selector's samples (or start timestamps are off): none known, so no
@@ -338,6 +353,9 @@ impl<'a> Evaluator<'a> {
                     }
                 }
             }
+            // Element-wise functions yield floats; the histogram samples they do not read are
+            // dropped, as in Prometheus.
+            s.hpoints.clear();
             s.drop_metric_name(delayed);
         }
         m.retain(|s| !s.points.is_empty());

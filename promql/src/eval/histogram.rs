@@ -1,5 +1,5 @@
-//! Classic (`le`-bucket) histograms: `histogram_quantile`, `histogram_quantiles` and
-//! `histogram_fraction`.
+//! `histogram_quantile`, `histogram_quantiles` and `histogram_fraction` over classic
+//! (`le`-bucket) histograms and native histograms.
 
 use std::collections::HashMap;
 
@@ -7,7 +7,7 @@ use storage::Labels;
 
 use super::range_fn::fmt_g;
 use super::series::{OutputBuilder, StepCursor};
-use super::{Evaluator, Grid, Val, drop_metric_labels, labels};
+use super::{Evaluator, Grid, Val, drop_metric_labels, histogram_fns, labels};
 use crate::error::{Error, Result};
 use crate::parser::ast::{Call, Expr};
 
@@ -177,7 +177,7 @@ struct Group {
 
 impl<'a> Evaluator<'a> {
     /// Evaluates `histogram_quantile`, `histogram_quantiles` or `histogram_fraction` over
-    /// classic histograms.
+    /// classic and native histograms.
     pub(crate) fn eval_classic_histogram(&mut self, c: &Call, g: Grid) -> Result<Val> {
         let name = c.func.name;
         let (vec_idx, scalar_idx): (usize, Vec<usize>) = match name {
@@ -205,6 +205,7 @@ impl<'a> Evaluator<'a> {
         let mut step = Vec::new();
         let mut groups: Vec<Group> = Vec::new();
         let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut hpos = vec![0usize; m.len()];
         for (si, ts) in g.timestamps().enumerate() {
             self.check_deadline()?;
             let qs: Vec<f64> = scalars.iter().map(|s| s.get(si).copied().unwrap_or(f64::NAN)).collect();
@@ -221,7 +222,8 @@ impl<'a> Evaluator<'a> {
             }
             cursor.at(&m, ts, &mut step);
             groups.iter_mut().for_each(|g| g.buckets.clear());
-            for s in &step {
+            // Native histograms are handled below, from their own points.
+            for s in step.iter().filter(|s| s.h.is_none()) {
                 let le = s.labels.get("le").unwrap_or("");
                 let Some(upper) = parse_go_float(le) else {
                     let metric = if delayed { labels::metric_name(s.labels) } else { "" };
@@ -245,6 +247,64 @@ impl<'a> Evaluator<'a> {
                 groups[gi].buckets.push(Bucket { upper, count: s.f });
             }
             let quantiles: Vec<f64> = if name == "histogram_fraction" { vec![0.0] } else { qs.clone() };
+            // Native histograms at this step; a native histogram with the labels of a classic
+            // one's buckets makes both unusable.
+            let mut natives = Vec::new();
+            for (i, s) in m.iter().enumerate() {
+                let p = &mut hpos[i];
+                while *p < s.hpoints.len() && s.hpoints[*p].t < ts {
+                    *p += 1;
+                }
+                if let Some(hp) = s.hpoints.get(*p).filter(|hp| hp.t == ts) {
+                    let key = labels::without(&s.labels, &["le"]);
+                    if let Some(&gi) = index.get(&key)
+                        && !groups[gi].buckets.is_empty()
+                    {
+                        let msg = format!(
+                            "vector contains a mix of classic and native histograms for metric name {:?}",
+                            labels::metric_name(&s.labels)
+                        );
+                        self.annotations.warn(msg, arg_pos);
+                        groups[gi].buckets.clear();
+                        continue;
+                    }
+                    natives.push((i, hp.h.clone()));
+                }
+            }
+            for (i, h) in natives {
+                let s = &m[i];
+                // Observations of NaN are counted but in no bucket (and make the sum NaN).
+                let nan_observations = h.sum.is_nan() && h.count > histogram_fns::bucket_total(&h);
+                for &q in &quantiles {
+                    let v = if name == "histogram_fraction" {
+                        histogram_fns::fraction(qs[0], qs[1], &h)
+                    } else {
+                        histogram_fns::quantile(q, &h)
+                    };
+                    if nan_observations {
+                        let metric = labels::metric_name(&s.labels);
+                        let msg = if name == "histogram_fraction" {
+                            format!(
+                                "input to histogram_fraction has NaN observations, which are excluded from all fractions for metric name {metric:?}"
+                            )
+                        } else if v.is_nan() {
+                            format!(
+                                "input to histogram_quantile has NaN observations, result is NaN for metric name {metric:?}"
+                            )
+                        } else {
+                            format!(
+                                "input to histogram_quantile has NaN observations, result is skewed higher for metric name {metric:?}"
+                            )
+                        };
+                        self.annotations.info(msg, arg_pos);
+                    }
+                    let mut l = if delayed { s.labels.clone() } else { drop_metric_labels(&s.labels) };
+                    if let Some(label) = &quantile_label {
+                        l = labels::set(&l, label, &format_openmetrics_float(q));
+                    }
+                    out.push(l, true, ts, v)?;
+                }
+            }
             for q in quantiles {
                 for grp in groups.iter().filter(|g| !g.buckets.is_empty()) {
                     let v = if name == "histogram_fraction" {

@@ -189,7 +189,7 @@ impl<'a> Evaluator<'a> {
             }
             for s in &step {
                 if ignored[s.idx] {
-                    out.push(s.labels.clone(), s.drop_name, ts, s.f)?;
+                    out.push_value(s.labels.clone(), s.drop_name, ts, s.f, s.h.cloned())?;
                     continue;
                 }
                 let mut added: BTreeMap<String, String> = BTreeMap::new();
@@ -223,7 +223,7 @@ impl<'a> Evaluator<'a> {
                 }
                 let mut v: Vec<Label> = s.labels.iter().cloned().collect();
                 v.extend(added.iter().map(|(n, val)| Label::new(n.as_str(), val.as_str())));
-                out.push(Labels::new(v), s.drop_name, ts, s.f)?;
+                out.push_value(Labels::new(v), s.drop_name, ts, s.f, s.h.cloned())?;
             }
         }
         Ok(Val::Vector(out.finish(self.opts.delayed_name_removal)?))

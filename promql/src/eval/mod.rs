@@ -10,13 +10,18 @@
 
 mod aggregate;
 mod binary;
+pub(crate) mod float_histogram;
 mod functions;
 mod histogram;
+mod histogram_fns;
+mod histogram_sum;
+mod histogram_trim;
 mod info;
 mod labels;
 mod parallel;
 mod pushdown;
 mod range_fn;
+mod range_hist;
 mod rate;
 mod selector;
 mod series;
@@ -31,7 +36,11 @@ use crate::error::{Error, Result};
 use crate::options::EngineOptions;
 use crate::parser::ast::{AtModifier, DurationExpr, DurationOp, Expr, Subquery};
 
-pub(crate) use series::{FPoint, Series, has_duplicate_labels, merge_same_labelsets};
+/// Whether native histogram `h` follows `prev` only after a counter reset (Prometheus'
+/// `DetectReset`), for storages that assign counter-reset hints on append as Prometheus' TSDB
+/// does.
+pub use float_histogram::detect_reset as detect_histogram_reset;
+pub(crate) use series::{FPoint, HPoint, Series, has_duplicate_labels, merge_same_labelsets};
 
 /// The evaluation timestamps: `start, start+step, ..., <= end` (ms). `step >= 1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +95,7 @@ impl Val {
     fn sample_count(&self) -> usize {
         match self {
             Val::Scalar(v) => v.len(),
-            Val::Vector(m) | Val::Range(m) => m.iter().map(|s| s.points.len()).sum(),
+            Val::Vector(m) | Val::Range(m) => m.iter().map(|s| s.points.len() + s.hpoints.len()).sum(),
             Val::Str(_) => 0,
         }
     }
@@ -219,6 +228,12 @@ impl<'a> Evaluator<'a> {
                         for s in &mut m {
                             s.drop_metric_name(self.opts.delayed_name_removal);
                             s.points.iter_mut().for_each(|p| p.f = -p.f);
+                            for p in &mut s.hpoints {
+                                let h = std::sync::Arc::make_mut(&mut p.h);
+                                float_histogram::scale(h, -1.0);
+                                // A negated counter is no counter: Prometheus marks it a gauge.
+                                h.counter_reset_hint = storage::CounterResetHint::Gauge;
+                            }
                         }
                         if !self.opts.delayed_name_removal {
                             m = series::merge_same_labelsets(m)?;
@@ -330,7 +345,8 @@ impl<'a> Evaluator<'a> {
         let mut out = Vec::with_capacity(inner.len());
         for mut s in inner {
             s.points.retain(|p| p.t > ref_t - range && p.t <= ref_t);
-            if !s.points.is_empty() {
+            s.hpoints.retain(|p| p.t > ref_t - range && p.t <= ref_t);
+            if !s.is_empty() {
                 out.push(s);
             }
         }
@@ -360,7 +376,19 @@ impl<'a> Evaluator<'a> {
         let start = lowest.div_euclid(step).saturating_mul(step).saturating_add(step);
         let inner_grid = Grid { start, end: first.max(last), step };
         self.check_grid(inner_grid)?;
-        let inner = if inner_grid.len() == 0 { Vec::new() } else { self.eval_vector(&sq.expr, inner_grid)? };
+        let mut inner =
+            if inner_grid.len() == 0 { Vec::new() } else { self.eval_vector(&sq.expr, inner_grid)? };
+        // A subquery's points are samples of a result, not consecutive stored samples: the
+        // counter-reset hints of the storage do not hold between them, so resets must be
+        // detected from the buckets (as Prometheus does).
+        for p in inner.iter_mut().flat_map(|s| s.hpoints.iter_mut()) {
+            if matches!(
+                p.h.counter_reset_hint,
+                storage::CounterResetHint::NotReset | storage::CounterResetHint::Reset
+            ) {
+                std::sync::Arc::make_mut(&mut p.h).counter_reset_hint = storage::CounterResetHint::Unknown;
+            }
+        }
         Ok((inner, range, refs))
     }
 }

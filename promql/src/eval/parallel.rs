@@ -152,7 +152,7 @@ impl<'a> Evaluator<'a> {
             for item in items {
                 match f(&mut ctx, &mut scratch, item) {
                     Ok(Some(s)) => {
-                        if let Err(e) = self.track(s.points.len()) {
+                        if let Err(e) = self.track(s.points.len() + s.hpoints.len()) {
                             result = Err(e);
                             break;
                         }
@@ -206,7 +206,7 @@ impl<'a> Evaluator<'a> {
             for part in parts {
                 self.absorb(part.samples_read, &part.scan, part.annotations);
                 for s in part.results.into_iter().flatten() {
-                    self.track(s.points.len())?;
+                    self.track(s.points.len() + s.hpoints.len())?;
                     out.push(s);
                 }
                 if let Some(e) = part.error {

@@ -4,11 +4,12 @@
 use storage::{Labels, is_stale};
 
 use super::parallel::{SeriesCtx, estimate_points};
+use super::range_hist::{self, HWindow, Out};
 use super::rate::{Bounds, extended_rate, extrapolated_rate, first_index_at_or_before, instant_value};
 use super::selector::WindowSpec;
 use super::series::has_duplicate_labels;
 use super::{
-    Evaluator, FPoint, Grid, Series, Val, drop_metric_labels, duplicate_labelset, labels, pushdown,
+    Evaluator, FPoint, Grid, HPoint, Series, Val, drop_metric_labels, duplicate_labelset, labels, pushdown,
     start_timestamps,
 };
 use crate::annotations::Annotations;
@@ -27,6 +28,7 @@ struct RangeScratch {
     st_buf: Vec<storage::query::StartTimestamp>,
     sts: Vec<i64>,
     step_scalars: Vec<f64>,
+    hbuf: Vec<HPoint>,
 }
 
 /// Per-window context handed to a range function.
@@ -113,7 +115,7 @@ pub(crate) fn linear_regression(w: &[FPoint], intercept_t: i64) -> (f64, f64) {
     (slope, sy / n - slope * sx / n)
 }
 
-fn avg(w: &[FPoint]) -> f64 {
+pub(crate) fn avg(w: &[FPoint]) -> f64 {
     let (mut sum, mut count) = (w[0].f, 1.0);
     let (mut mean, mut c) = (0.0, 0.0);
     let mut incremental = false;
@@ -440,6 +442,91 @@ impl<'a> Evaluator<'a> {
             // due to lose it (a subquery over a name-dropping function).
             Ok(Some(Series::new(out_labels, !keep_name || drop_name, result)))
         };
+        // The same for a series with histogram samples: every step's window is split into its
+        // floats and its histograms (`range_hist`).
+        let run_hist = |ctx: &mut SeriesCtx<'a>,
+                        step_scalars: &mut Vec<f64>,
+                        labels: &Labels,
+                        drop_name: bool,
+                        points: &[FPoint],
+                        hpoints: &[HPoint]|
+         -> Result<Option<Series>> {
+            step_scalars.resize(scalar_args.len(), 0.0);
+            let (mut fout, mut hout): (Vec<FPoint>, Vec<HPoint>) = (Vec::new(), Vec::new());
+            for (i, &r) in refs.iter().enumerate() {
+                ctx.check_deadline()?;
+                let (lower, upper) = (r.saturating_sub(spec.before), r.saturating_add(spec.after));
+                let fw = &points
+                    [points.partition_point(|p| p.t <= lower)..points.partition_point(|p| p.t <= upper)];
+                let hw = &hpoints
+                    [hpoints.partition_point(|p| p.t <= lower)..hpoints.partition_point(|p| p.t <= upper)];
+                if fw.is_empty() && hw.is_empty() {
+                    continue;
+                }
+                for (k, s) in scalar_args.iter().enumerate() {
+                    step_scalars[k] = s.get(i).copied().unwrap_or(f64::NAN);
+                }
+                let bounds = Bounds {
+                    range_start: r.saturating_sub(spec.range),
+                    range_end: r,
+                    range_secs: spec.range as f64 / 1000.0,
+                };
+                let t = g.ts(i);
+                if hw.is_empty() || range_hist::ignores_histograms(name) {
+                    if fw.is_empty() {
+                        continue;
+                    }
+                    if !hw.is_empty() {
+                        range_hist::note_ignored(&mut ctx.annotations, labels, pos);
+                    }
+                    let w = Window {
+                        points: fw,
+                        sts: &[],
+                        ts: t,
+                        bounds,
+                        anchored,
+                        smoothed,
+                        scalars: step_scalars,
+                    };
+                    if let Some(v) = apply(name, &w)? {
+                        fout.push(FPoint { t, f: v });
+                    }
+                    continue;
+                }
+                let (mut fw, mut hw) = (fw, hw);
+                if anchored && (name == "changes" || name == "resets") {
+                    // From the last sample at or before the range start, of either kind.
+                    let rs = bounds.range_start;
+                    let newest = fw.last().map_or(i64::MIN, |p| p.t).max(hw.last().map_or(i64::MIN, |p| p.t));
+                    if newest <= rs {
+                        continue;
+                    }
+                    let from =
+                        fw.iter().map(|p| p.t).chain(hw.iter().map(|p| p.t)).filter(|t| *t <= rs).max();
+                    if let Some(from) = from {
+                        fw = &fw[fw.partition_point(|p| p.t < from)..];
+                        hw = &hw[hw.partition_point(|p| p.t < from)..];
+                    }
+                } else if anchored || smoothed {
+                    // Anchored and smoothed rates of histograms are not implemented yet.
+                    continue;
+                }
+                let w = HWindow { floats: fw, hists: hw, bounds, labels, pos };
+                match range_hist::apply(name, &w, &mut ctx.annotations) {
+                    Some(Out::F(f)) => fout.push(FPoint { t, f }),
+                    Some(Out::H(h)) => hout.push(HPoint { t, h }),
+                    None => {}
+                }
+            }
+            if fout.is_empty() && hout.is_empty() {
+                return Ok(None);
+            }
+            if (name == "rate" || name == "increase") && !fout.is_empty() {
+                note_possible_non_counter(ctx.opts, &mut ctx.annotations, labels, pos);
+            }
+            let out_labels = if !keep_name && !delayed { drop_metric_labels(labels) } else { labels.clone() };
+            Ok(Some(Series::with_histograms(out_labels, !keep_name || drop_name, fout, hout)))
+        };
         let out = match source {
             Source::Selector(series, mint, maxt) => {
                 let want_sts =
@@ -451,10 +538,14 @@ impl<'a> Evaluator<'a> {
                     {
                         return Ok(answer);
                     }
-                    let RangeScratch { buf, points, st_buf, sts, step_scalars } = scratch;
+                    let RangeScratch { buf, points, st_buf, sts, step_scalars, hbuf } = scratch;
                     ctx.load(r, mint, maxt, buf)?;
                     points.clear();
                     points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
+                    ctx.load_histograms(r, mint, maxt, hbuf)?;
+                    if !hbuf.is_empty() {
+                        return run_hist(ctx, step_scalars, &r.labels, false, points, hbuf);
+                    }
                     if want_sts {
                         ctx.load_start_timestamps(r, mint, maxt, st_buf)?;
                         start_timestamps::align(points, st_buf, sts);
@@ -466,6 +557,9 @@ impl<'a> Evaluator<'a> {
             Source::Subquery(inner) => {
                 let est = inner.iter().map(|s| s.points.len()).max().unwrap_or(0).max(g.len());
                 self.map_series(&inner, est, |ctx, step_scalars: &mut Vec<f64>, s| {
+                    if !s.hpoints.is_empty() {
+                        return run_hist(ctx, step_scalars, &s.labels, s.drop_name, &s.points, &s.hpoints);
+                    }
                     run(ctx, step_scalars, &s.labels, s.drop_name, &s.points, &[])
                 })?
             }
@@ -510,8 +604,8 @@ fn note_possible_non_counter(opts: &EngineOptions, annotations: &mut Annotations
 fn absent_over_time(present: &[Series], g: Grid, arg: &Expr) -> Vec<Series> {
     let mut found = vec![false; g.len()];
     for s in present {
-        for p in &s.points {
-            found[g.index(p.t)] = true;
+        for t in s.points.iter().map(|p| p.t).chain(s.hpoints.iter().map(|p| p.t)) {
+            found[g.index(t)] = true;
         }
     }
     let points: Vec<FPoint> =

@@ -5,11 +5,13 @@
 //! `(t - r, t]` and ignores stale markers. `offset o` shifts `t` back by `o`, `@ a` replaces `t`
 //! with `a`. Each series is read once for the union of all steps' windows.
 
-use storage::query::StartTimestamp;
-use storage::{Matcher, Sample, SeriesRef, is_stale};
+use std::sync::Arc;
 
-use super::parallel::estimate_points;
-use super::{Evaluator, FPoint, Grid, Series, Val, start_timestamps};
+use storage::query::StartTimestamp;
+use storage::{HistogramSample, Matcher, Sample, SeriesRef, is_stale};
+
+use super::parallel::{SeriesCtx, estimate_points};
+use super::{Evaluator, FPoint, Grid, HPoint, Series, Val, start_timestamps};
 use crate::error::{Error, Result};
 use crate::parser::ast::{MatrixSelector, VectorSelector};
 
@@ -29,6 +31,37 @@ pub(crate) enum Pick {
 struct SelectorScratch {
     buf: Vec<Sample>,
     sts: Vec<StartTimestamp>,
+    hbuf: Vec<HPoint>,
+}
+
+/// Buffers a range selector reuses from one series to the next.
+#[derive(Default)]
+struct RangeScratch {
+    buf: Vec<Sample>,
+    hbuf: Vec<HPoint>,
+}
+
+impl SeriesCtx<'_> {
+    /// Reads the native histogram samples of one series in `[mint, maxt]` as shared points
+    /// (replacing the contents of `out`). Storages without histograms answer with nothing, so
+    /// a float-only series costs one empty call.
+    pub fn load_histograms(
+        &mut self,
+        r: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<HPoint>,
+    ) -> Result<()> {
+        out.clear();
+        let mut raw: Vec<HistogramSample> = Vec::new();
+        self.querier.histograms(r, mint, maxt, &mut raw)?;
+        if raw.is_empty() {
+            return Ok(());
+        }
+        self.samples_read += raw.len() as u64;
+        out.extend(raw.into_iter().map(|s| HPoint { t: s.t, h: Arc::new(s.h) }));
+        Ok(())
+    }
 }
 
 /// Linear interpolation between two points at time `t`.
@@ -76,10 +109,18 @@ impl<'a> Evaluator<'a> {
         let series = self.select(&vs.matchers, mint, maxt)?;
         let est = estimate_points(g.len(), mint, maxt);
         let out = self.map_series(&series, est, |ctx, scratch: &mut SelectorScratch, r| {
-            let SelectorScratch { buf, sts } = scratch;
+            let SelectorScratch { buf, sts, hbuf } = scratch;
             ctx.load(r, mint, maxt, buf)?;
             if pick == Pick::StartTimestamp {
                 ctx.load_start_timestamps(r, mint, maxt, sts)?;
+            }
+            ctx.load_histograms(r, mint, maxt, hbuf)?;
+            if !hbuf.is_empty() && !vs.smoothed {
+                let (points, hpoints) = latest_mixed_points(buf, hbuf, &refs, g, lb, pick);
+                let empty = points.is_empty() && hpoints.is_empty();
+                return Ok(
+                    (!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints))
+                );
             }
             let points = if vs.smoothed {
                 smoothed_points(buf, &refs, g, lb)
@@ -99,14 +140,18 @@ impl<'a> Evaluator<'a> {
         let (mint, maxt) = (ref_t.saturating_sub(w.before).saturating_add(1), ref_t.saturating_add(w.after));
         let series = self.select(&ms.vs.matchers, mint, maxt)?;
         let est = estimate_points(1, mint, maxt);
-        let out = self.map_series(&series, est, |ctx, buf: &mut Vec<Sample>, r| {
+        let out = self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
+            let RangeScratch { buf, hbuf } = scratch;
             ctx.load(r, mint, maxt, buf)?;
+            ctx.load_histograms(r, mint, maxt, hbuf)?;
             let mut points: Vec<FPoint> =
                 buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
             if ms.vs.anchored || ms.vs.smoothed {
                 points = extend_floats(&points, ref_t.saturating_sub(w.range), ref_t, ms.vs.smoothed);
             }
-            Ok((!points.is_empty()).then(|| Series::new(r.labels.clone(), false, points)))
+            let hpoints = std::mem::take(hbuf);
+            let empty = points.is_empty() && hpoints.is_empty();
+            Ok((!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints)))
         })?;
         Ok(Val::Range(out))
     }
@@ -249,4 +294,47 @@ pub(crate) fn pick_right(floats: &[FPoint], last: usize, end: i64, smoothed: boo
         return interpolate(floats[last - 1], floats[last], end);
     }
     floats[last].f
+}
+
+/// [`latest_points`] for a series that has histogram samples: for each step the latest sample
+/// of either kind in `(ref - lb, ref]`, unless it is a stale marker. Start timestamps are not
+/// kept for histograms, so [`Pick::StartTimestamp`] reports 0 for them.
+fn latest_mixed_points(
+    buf: &[Sample],
+    hbuf: &[HPoint],
+    refs: &[i64],
+    g: Grid,
+    lb: i64,
+    pick: Pick,
+) -> (Vec<FPoint>, Vec<HPoint>) {
+    let (mut points, mut hpoints) = (Vec::new(), Vec::new());
+    for (i, &r) in refs.iter().enumerate() {
+        let fj = buf.partition_point(|s| s.t <= r);
+        let hj = hbuf.partition_point(|s| s.t <= r);
+        let f = fj.checked_sub(1).map(|k| buf[k]);
+        let h = hj.checked_sub(1).map(|k| &hbuf[k]);
+        let t = g.ts(i);
+        // The float is the latest sample unless a histogram came after it; a stale float
+        // hides any older histogram.
+        let float_latest = f.is_some_and(|f| h.is_none_or(|h| h.t < f.t));
+        if let (true, Some(f)) = (float_latest, f) {
+            if f.t > r - lb && !is_stale(f.v) {
+                let v = match pick {
+                    Pick::Value => f.v,
+                    Pick::Timestamp => f.t as f64 / 1000.0,
+                    Pick::StartTimestamp => 0.0,
+                };
+                points.push(FPoint { t, f: v });
+            }
+            continue;
+        }
+        if let Some(h) = h.filter(|h| h.t > r - lb) {
+            match pick {
+                Pick::Value => hpoints.push(HPoint { t, h: h.h.clone() }),
+                Pick::Timestamp => points.push(FPoint { t, f: h.t as f64 / 1000.0 }),
+                Pick::StartTimestamp => points.push(FPoint { t, f: 0.0 }),
+            }
+        }
+    }
+    (points, hpoints)
 }

@@ -1,8 +1,9 @@
 //! Series as the evaluator holds them, and helpers to walk them step by step.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use storage::Labels;
+use storage::{FloatHistogram, Labels};
 
 use super::{Grid, drop_metric_labels, duplicate_labelset};
 use crate::error::Result;
@@ -14,6 +15,13 @@ pub(crate) struct FPoint {
     pub f: f64,
 }
 
+/// A histogram point (ms, histogram); shared, as selectors hand the same sample to many steps.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HPoint {
+    pub t: i64,
+    pub h: Arc<FloatHistogram>,
+}
+
 /// A series during evaluation.
 #[derive(Debug, Clone)]
 pub(crate) struct Series {
@@ -21,11 +29,28 @@ pub(crate) struct Series {
     /// With delayed name removal: `__name__` is to be dropped at the end of evaluation.
     pub drop_name: bool,
     pub points: Vec<FPoint>,
+    /// Histogram points; a timestamp is in `points` or here, never in both.
+    pub hpoints: Vec<HPoint>,
 }
 
 impl Series {
     pub fn new(labels: Labels, drop_name: bool, points: Vec<FPoint>) -> Self {
-        Series { labels, drop_name, points }
+        Series { labels, drop_name, points, hpoints: Vec::new() }
+    }
+
+    /// A series with float and histogram points.
+    pub fn with_histograms(
+        labels: Labels,
+        drop_name: bool,
+        points: Vec<FPoint>,
+        hpoints: Vec<HPoint>,
+    ) -> Self {
+        Series { labels, drop_name, points, hpoints }
+    }
+
+    /// True if the series has no points at all.
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty() && self.hpoints.is_empty()
     }
 
     /// Marks the metric name for removal: right away, or at the end with delayed name removal.
@@ -44,17 +69,24 @@ pub(crate) struct StepSample<'a> {
     pub idx: usize,
     pub labels: &'a Labels,
     pub drop_name: bool,
+    /// The float value; 0 for a histogram sample.
     pub f: f64,
+    /// The native histogram, for a histogram sample.
+    pub h: Option<&'a Arc<FloatHistogram>>,
 }
 
 /// Walks a matrix of step-aligned series one grid step at a time.
 pub(crate) struct StepCursor {
     pos: Vec<usize>,
+    /// Per series, the position in its histogram points (empty if no series has any, so
+    /// float-only inputs pay nothing).
+    hpos: Vec<usize>,
 }
 
 impl StepCursor {
     pub fn new(m: &[Series]) -> Self {
-        StepCursor { pos: vec![0; m.len()] }
+        let any_histograms = m.iter().any(|s| !s.hpoints.is_empty());
+        StepCursor { pos: vec![0; m.len()], hpos: if any_histograms { vec![0; m.len()] } else { Vec::new() } }
     }
 
     /// The samples of `m` at timestamp `t`; must be called with increasing `t`.
@@ -68,8 +100,26 @@ impl StepCursor {
             if let Some(pt) = s.points.get(*p)
                 && pt.t == t
             {
-                out.push(StepSample { idx, labels: &s.labels, drop_name: s.drop_name, f: pt.f });
+                out.push(StepSample { idx, labels: &s.labels, drop_name: s.drop_name, f: pt.f, h: None });
                 *p += 1;
+                continue;
+            }
+            if let Some(hp) = self.hpos.get_mut(idx) {
+                while *hp < s.hpoints.len() && s.hpoints[*hp].t < t {
+                    *hp += 1;
+                }
+                if let Some(pt) = s.hpoints.get(*hp)
+                    && pt.t == t
+                {
+                    out.push(StepSample {
+                        idx,
+                        labels: &s.labels,
+                        drop_name: s.drop_name,
+                        f: 0.0,
+                        h: Some(&pt.h),
+                    });
+                    *hp += 1;
+                }
             }
         }
     }
@@ -89,6 +139,41 @@ impl OutputBuilder {
         OutputBuilder { instant: g.is_instant(), series: Vec::new(), index: HashMap::new() }
     }
 
+    /// Adds a float or (with `h`) a histogram result.
+    pub fn push_value(
+        &mut self,
+        labels: Labels,
+        drop_name: bool,
+        t: i64,
+        f: f64,
+        h: Option<Arc<FloatHistogram>>,
+    ) -> Result<()> {
+        let Some(h) = h else { return self.push(labels, drop_name, t, f) };
+        if self.instant {
+            self.series.push(Series::with_histograms(labels, drop_name, Vec::new(), vec![HPoint { t, h }]));
+            return Ok(());
+        }
+        match self.index.get(&labels) {
+            Some(&i) => {
+                let s = &mut self.series[i];
+                if s.points.last().is_some_and(|p| p.t == t) || s.hpoints.last().is_some_and(|p| p.t == t) {
+                    return Err(duplicate_labelset());
+                }
+                s.hpoints.push(HPoint { t, h });
+            }
+            None => {
+                self.index.insert(labels.clone(), self.series.len());
+                self.series.push(Series::with_histograms(
+                    labels,
+                    drop_name,
+                    Vec::new(),
+                    vec![HPoint { t, h }],
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn push(&mut self, labels: Labels, drop_name: bool, t: i64, f: f64) -> Result<()> {
         if self.instant {
             self.series.push(Series::new(labels, drop_name, vec![FPoint { t, f }]));
@@ -97,7 +182,7 @@ impl OutputBuilder {
         match self.index.get(&labels) {
             Some(&i) => {
                 let s = &mut self.series[i];
-                if s.points.last().is_some_and(|p| p.t == t) {
+                if s.points.last().is_some_and(|p| p.t == t) || s.hpoints.last().is_some_and(|p| p.t == t) {
                     return Err(duplicate_labelset());
                 }
                 s.points.push(FPoint { t, f });
@@ -144,7 +229,12 @@ pub(crate) fn merge_same_labelsets(m: Vec<Series>) -> Result<Vec<Series>> {
                 let base = &mut out[i];
                 base.points.extend(s.points);
                 base.points.sort_by_key(|p| p.t);
-                if base.points.windows(2).any(|w| w[0].t == w[1].t) {
+                base.hpoints.extend(s.hpoints);
+                base.hpoints.sort_by_key(|p| p.t);
+                if base.points.windows(2).any(|w| w[0].t == w[1].t)
+                    || base.hpoints.windows(2).any(|w| w[0].t == w[1].t)
+                    || base.hpoints.iter().any(|h| base.points.binary_search_by_key(&h.t, |p| p.t).is_ok())
+                {
                     return Err(duplicate_labelset());
                 }
             }

@@ -212,6 +212,10 @@ pub enum BinOp {
     Or,
     /// `unless`
     Unless,
+    /// `</`: trims a native histogram to its observations at or below the right-hand value.
+    TrimUpper,
+    /// `>/`: trims a native histogram to its observations at or above the right-hand value.
+    TrimLower,
 }
 
 impl BinOp {
@@ -252,6 +256,8 @@ impl BinOp {
             BinOp::And => "and",
             BinOp::Or => "or",
             BinOp::Unless => "unless",
+            BinOp::TrimUpper => "</",
+            BinOp::TrimLower => ">/",
         }
     }
 }

@@ -131,6 +131,10 @@ pub(crate) enum Tok {
     Lte,
     Gtr,
     Gte,
+    /// `</`, the histogram trim operator keeping the lower part.
+    TrimUpper,
+    /// `>/`, the histogram trim operator keeping the upper part.
+    TrimLower,
     Add,
     Sub,
     Mul,
@@ -285,6 +289,14 @@ impl<'a> Lexer<'a> {
                     );
                 }
             },
+            b'<' if self.peek() == Some(b'/') => {
+                self.pos += 1;
+                Tok::TrimUpper
+            }
+            b'>' if self.peek() == Some(b'/') => {
+                self.pos += 1;
+                Tok::TrimLower
+            }
             b'<' => two(self, b'=', Tok::Lte, Tok::Lss),
             b'>' => two(self, b'=', Tok::Gte, Tok::Gtr),
             b'(' => {

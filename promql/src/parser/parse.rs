@@ -58,6 +58,8 @@ fn binop_of(t: Tok) -> Option<(BinOp, u8)> {
         Tok::Mul => (BinOp::Mul, 5),
         Tok::Div => (BinOp::Div, 5),
         Tok::Mod => (BinOp::Mod, 5),
+        Tok::TrimUpper => (BinOp::TrimUpper, 5),
+        Tok::TrimLower => (BinOp::TrimLower, 5),
         Tok::Keyword(Keyword::Atan2) => (BinOp::Atan2, 5),
         Tok::Pow => (BinOp::Pow, 6),
         _ => return None,

@@ -3,11 +3,11 @@
 use promql::parser::ast::{AtModifier, Expr};
 use promql::parser::{ParseOptions, parse};
 use promql::{Engine, QueryResult, Value};
-use storage::Labels;
 use storage::mem::MemStore;
+use storage::{FloatHistogram, Labels};
 
 use crate::script::{AnnotationCheck, Eval, When};
-use crate::values::Slot;
+use crate::values::{HistogramLiteral, Slot};
 
 /// Float comparison of the reference runner (relative tolerance 1e-6, NaN equals NaN, the
 /// stale marker only equals itself).
@@ -55,20 +55,62 @@ fn check_annotations(kind: &str, check: &AnnotationCheck, got: &[String]) -> Res
     }
 }
 
-/// The expected floats at each timestamp `start + j*step`.
-fn expected_points(slots: &[Slot], start: i64, step: i64) -> Result<Vec<(i64, f64)>, String> {
-    let mut out = Vec::new();
-    for (j, s) in slots.iter().enumerate() {
-        match s {
-            Slot::Omitted => {}
-            Slot::Float(v) => out.push((start + j as i64 * step, *v)),
-            Slot::Histogram => return Err("histogram expectations are not supported".into()),
-        }
-    }
-    Ok(out)
+/// A value of a result: a float or a native histogram.
+#[derive(Debug, Clone)]
+pub enum Got {
+    F(f64),
+    H(FloatHistogram),
 }
 
-fn compare_vector(e: &Eval, got: &[(Labels, f64)]) -> Result<(), String> {
+/// Compares an expected histogram with an actual one like the reference runner: both compacted
+/// (empty buckets removed), then schema, threshold and layout exactly, counts with tolerance,
+/// the hint only if the literal spelled it out (FORMAT.md §7.4).
+fn histogram_matches(want: &HistogramLiteral, got: &FloatHistogram) -> bool {
+    let e = &want.h;
+    let nonzero =
+        |v: &[(i32, f64)]| -> Vec<(i32, f64)> { v.iter().copied().filter(|b| b.1 != 0.0).collect() };
+    let buckets_match = |a: &[(i32, f64)], b: &[(i32, f64)]| {
+        let (a, b) = (nonzero(a), nonzero(b));
+        a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.0 == y.0 && almost_equal(x.1, y.1))
+    };
+    e.schema == got.schema
+        && almost_equal(e.count, got.count)
+        && almost_equal(e.sum, got.sum)
+        && almost_equal(e.zero_count, got.zero_count)
+        && e.zero_threshold == got.zero_threshold
+        && (!e.uses_custom_buckets() || e.custom_values == got.custom_values)
+        && buckets_match(&e.positive, &got.positive)
+        && buckets_match(&e.negative, &got.negative)
+        && (!want.check_hint || e.counter_reset_hint == got.counter_reset_hint)
+}
+
+fn value_matches(want: &Slot, got: &Got) -> bool {
+    match (want, got) {
+        (Slot::Float(w), Got::F(g)) => almost_equal(*w, *g),
+        (Slot::Histogram(w), Got::H(g)) => histogram_matches(w, g),
+        _ => false,
+    }
+}
+
+/// The expected values at each timestamp `start + j*step`.
+fn expected_points(slots: &[Slot], start: i64, step: i64) -> Vec<(i64, &Slot)> {
+    slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !matches!(s, Slot::Omitted))
+        .map(|(j, s)| (start + j as i64 * step, s))
+        .collect()
+}
+
+/// The points of a result series, floats and histograms merged in time order.
+fn series_points(s: &promql::Series) -> Vec<(i64, Got)> {
+    let mut pts: Vec<(i64, Got)> = s.points.iter().map(|p| (p.t, Got::F(p.v))).collect();
+    pts.extend(s.histograms.iter().map(|p| (p.t, Got::H(p.h.clone()))));
+    pts.sort_by_key(|p| p.0);
+    pts
+}
+
+fn compare_vector(e: &Eval, got: &[(Labels, Got)]) -> Result<(), String> {
     if e.scalar.is_some() {
         return Err(format!("expected a scalar, got a vector of {} elements", got.len()));
     }
@@ -86,12 +128,11 @@ fn compare_vector(e: &Eval, got: &[(Labels, f64)]) -> Result<(), String> {
             return Err(format!("series {labels} at position {pos}, expected at {idx}"));
         }
         let want = match e.series[idx].1.as_slice() {
-            [Slot::Float(w)] => *w,
-            [Slot::Histogram] => return Err("histogram expectations are not supported".into()),
+            [w] => w,
             other => return Err(format!("expected exactly one value for {labels}, got {other:?}")),
         };
-        if !almost_equal(want, *v) {
-            return Err(format!("{labels}: expected {want}, got {v}"));
+        if !value_matches(want, v) {
+            return Err(format!("{labels}: expected {want:?}, got {v:?}"));
         }
     }
     Ok(())
@@ -115,14 +156,14 @@ fn compare_matrix(e: &Eval, got: &[promql::Series], start: i64, step: i64) -> Re
         let Some((_, slots)) = e.series.iter().find(|(l, _)| *l == s.labels) else {
             return Err(format!("unexpected series {}", s.labels));
         };
-        let want = expected_points(slots, start, step)?;
-        if want.len() != s.points.len() {
-            let pts: Vec<(i64, f64)> = s.points.iter().map(|p| (p.t, p.v)).collect();
+        let want = expected_points(slots, start, step);
+        let pts = series_points(s);
+        if want.len() != pts.len() {
             return Err(format!("{}: expected {} points {want:?}, got {pts:?}", s.labels, want.len()));
         }
-        for ((wt, wv), p) in want.iter().zip(&s.points) {
-            if *wt != p.t || !almost_equal(*wv, p.v) {
-                return Err(format!("{}: expected {wv} at {wt}, got {} at {}", s.labels, p.v, p.t));
+        for ((wt, wv), (t, v)) in want.iter().zip(&pts) {
+            if wt != t || !value_matches(wv, v) {
+                return Err(format!("{}: expected {wv:?} at {wt}, got {v:?} at {t}", s.labels));
             }
         }
     }
@@ -145,7 +186,8 @@ fn compare(e: &Eval, value: &Value) -> Result<(), String> {
             if e.range_vector.is_some() {
                 return Err("expected a range vector, got an instant vector".into());
             }
-            let got: Vec<(Labels, f64)> = samples.iter().map(|s| (s.labels.clone(), s.v)).collect();
+            let got: Vec<(Labels, Got)> =
+                samples.iter().map(|s| (s.labels.clone(), s.h.clone().map_or(Got::F(s.v), Got::H))).collect();
             compare_vector(e, &got)
         }
         Value::Matrix(m) => match (e.when, e.range_vector) {
@@ -282,14 +324,14 @@ fn range_cross_check(engine: &Engine, store: &MemStore, e: &Eval, t: i64) -> Res
     if !e.ordered && m.windows(2).any(|w| w[0].labels > w[1].labels) {
         return Err("range-mode cross-check: matrix not sorted".into());
     }
-    let at_t: Vec<(Labels, f64)> = m
+    let at_t: Vec<(Labels, Got)> = m
         .iter()
-        .filter_map(|s| s.points.iter().find(|p| p.t == t).map(|p| (s.labels.clone(), p.v)))
+        .filter_map(|s| series_points(s).into_iter().find(|p| p.0 == t).map(|p| (s.labels.clone(), p.1)))
         .collect();
     if let Some(want) = e.scalar {
-        let got = at_t.first().map(|(_, v)| *v);
+        let got = at_t.first().map(|(_, v)| v.clone());
         return match got {
-            Some(v) if almost_equal(want, v) => Ok(()),
+            Some(Got::F(v)) if almost_equal(want, v) => Ok(()),
             other => Err(format!("range-mode cross-check: expected scalar {want}, got {other:?}")),
         };
     }

@@ -73,7 +73,12 @@ pub struct LoadSeries {
 #[derive(Debug, Clone)]
 pub enum Command {
     Clear,
-    Load { interval_ms: i64, series: Vec<LoadSeries> },
+    /// `nhcb`: `load_with_nhcb`, which also stores classic histograms as custom-bucket ones.
+    Load {
+        interval_ms: i64,
+        nhcb: bool,
+        series: Vec<LoadSeries>,
+    },
     Eval(Box<Eval>),
 }
 
@@ -286,7 +291,7 @@ pub fn parse_script(text: &str) -> Result<Vec<(usize, Command)>, String> {
             if pending.is_some() {
                 return Err(err("@st line has no following sample line".into()));
             }
-            out.push((lineno, Command::Load { interval_ms, series }));
+            out.push((lineno, Command::Load { interval_ms, nhcb: first == "load_with_nhcb", series }));
         } else if first.starts_with("eval") {
             let mut e = parse_header(line, lineno).map_err(err)?;
             for b in body {

@@ -1,15 +1,142 @@
 //! Series descriptions (`metric{l="v"} 0+10x5 _ stale`) as used by `load` blocks and expected
 //! results: splitting off the label part and expanding the value items.
 
+use storage::{CounterResetHint, FloatHistogram};
+
 /// One expanded value slot.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Slot {
     /// `_`: no sample at this position.
     Omitted,
     /// A float (including the stale marker).
     Float(f64),
-    /// A native-histogram literal; this engine does not load or compare those.
-    Histogram,
+    /// A native-histogram literal.
+    Histogram(Box<HistogramLiteral>),
+}
+
+/// A `{{...}}` literal: the histogram, and whether it spelled out `counter_reset_hint:` (only
+/// then is the hint compared, FORMAT.md §3.3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramLiteral {
+    pub h: FloatHistogram,
+    pub check_hint: bool,
+}
+
+/// Parses the inside of `{{ ... }}` (FORMAT.md §3.3).
+fn parse_histogram(body: &str) -> Result<HistogramLiteral, String> {
+    let mut h = FloatHistogram::default();
+    let mut check_hint = false;
+    let (mut buckets, mut n_buckets) = (Vec::new(), Vec::new());
+    let (mut offset, mut n_offset) = (0i32, 0i32);
+    let mut rest = body.trim();
+    while !rest.is_empty() {
+        let colon = rest.find(':').ok_or_else(|| format!("bad histogram field in {body:?}"))?;
+        let key = rest[..colon].trim();
+        let after = rest[colon + 1..].trim_start();
+        let (value, next) = if after.starts_with('[') {
+            let end = after.find(']').ok_or_else(|| format!("unterminated list in {body:?}"))?;
+            (&after[1..end], &after[end + 1..])
+        } else {
+            let end = after.find(char::is_whitespace).unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        rest = next.trim_start();
+        let num = |v: &str| parse_float(v).ok_or_else(|| format!("bad number {v:?} in {body:?}"));
+        let list = |v: &str| v.split_whitespace().map(num).collect::<Result<Vec<f64>, String>>();
+        let int = |v: &str| v.parse::<i32>().map_err(|_| format!("bad integer {v:?} in {body:?}"));
+        match key {
+            "schema" => h.schema = int(value)?,
+            "count" => h.count = num(value)?,
+            "sum" => h.sum = num(value)?,
+            "z_bucket" => h.zero_count = num(value)?,
+            "z_bucket_w" => h.zero_threshold = num(value)?,
+            "buckets" => buckets = list(value)?,
+            "n_buckets" => n_buckets = list(value)?,
+            "offset" => offset = int(value)?,
+            "n_offset" => n_offset = int(value)?,
+            "custom_values" => h.custom_values = list(value)?,
+            "counter_reset_hint" => {
+                check_hint = true;
+                h.counter_reset_hint = match value {
+                    "unknown" => CounterResetHint::Unknown,
+                    "reset" => CounterResetHint::Reset,
+                    "not_reset" => CounterResetHint::NotReset,
+                    "gauge" => CounterResetHint::Gauge,
+                    other => return Err(format!("bad counter_reset_hint {other:?}")),
+                }
+            }
+            other => return Err(format!("unknown histogram field {other:?}")),
+        }
+    }
+    h.positive = buckets.into_iter().enumerate().map(|(i, c)| (offset + i as i32, c)).collect();
+    h.negative = n_buckets.into_iter().enumerate().map(|(i, c)| (n_offset + i as i32, c)).collect();
+    Ok(HistogramLiteral { h, check_hint })
+}
+
+/// `a + sign·b` for the `{{H}}+{{D}}xN` expansion: `b` is brought down to `a`'s schema (the
+/// script must not make `a` the finer one) and the zero thresholds are assumed equal.
+fn add_literal(a: &FloatHistogram, b: &FloatHistogram, sign: f64) -> Result<FloatHistogram, String> {
+    if b.schema < a.schema && !b.uses_custom_buckets() {
+        return Err("histogram sequence: the base schema is finer than the increment's".into());
+    }
+    let shift = b.schema - a.schema;
+    let reduce = |v: &[(i32, f64)]| -> Vec<(i32, f64)> {
+        v.iter()
+            .map(|&(i, c)| if a.uses_custom_buckets() { (i, c) } else { (((i - 1) >> shift) + 1, c) })
+            .collect()
+    };
+    let mut out = a.clone();
+    let merge = |dst: &mut Vec<(i32, f64)>, src: Vec<(i32, f64)>| {
+        for (i, c) in src {
+            match dst.binary_search_by_key(&i, |b| b.0) {
+                Ok(k) => dst[k].1 += sign * c,
+                Err(k) => dst.insert(k, (i, sign * c)),
+            }
+        }
+    };
+    merge(&mut out.positive, reduce(&b.positive));
+    merge(&mut out.negative, reduce(&b.negative));
+    out.count += sign * b.count;
+    out.sum += sign * b.sum;
+    out.zero_count += sign * b.zero_count;
+    use CounterResetHint::*;
+    out.counter_reset_hint = match (a.counter_reset_hint, b.counter_reset_hint) {
+        (x, y) if x == y => x,
+        (Gauge, _) | (_, Gauge) => Gauge,
+        _ => Unknown,
+    };
+    Ok(out)
+}
+
+/// Expands a histogram item: `{{H}}`, `{{H}}xN`, `{{H}}+{{D}}xN`, `{{H}}-{{D}}xN`.
+fn expand_histogram(item: &str, out: &mut Vec<Slot>) -> Result<(), String> {
+    let bad = || format!("bad histogram item {item:?}");
+    let first_end = item.find("}}").ok_or_else(bad)?;
+    let base = parse_histogram(item.get(2..first_end).ok_or_else(bad)?)?;
+    let rest = &item[first_end + 2..];
+    if rest.is_empty() {
+        out.push(Slot::Histogram(Box::new(base)));
+        return Ok(());
+    }
+    if let Some(n) = rest.strip_prefix('x') {
+        let n: usize = n.parse().map_err(|_| bad())?;
+        out.extend(std::iter::repeat_n(Slot::Histogram(Box::new(base)), n + 1));
+        return Ok(());
+    }
+    let sign = match rest.as_bytes().first() {
+        Some(b'+') => 1.0,
+        Some(b'-') => -1.0,
+        _ => return Err(bad()),
+    };
+    let inc_end = rest.rfind("}}").ok_or_else(bad)?;
+    let inc = parse_histogram(rest.get(3..inc_end).ok_or_else(bad)?)?;
+    let n: usize = rest[inc_end + 2..].strip_prefix('x').and_then(|n| n.parse().ok()).ok_or_else(bad)?;
+    let mut cur = base.h;
+    for _ in 0..=n {
+        out.push(Slot::Histogram(Box::new(HistogramLiteral { h: cur.clone(), check_hint: inc.check_hint })));
+        cur = add_literal(&cur, &inc.h, sign)?;
+    }
+    Ok(())
 }
 
 /// Splits a series line into its label part and the rest (the value items).
@@ -107,15 +234,8 @@ fn items(s: &str) -> Vec<&str> {
 pub fn expand(s: &str) -> Result<Vec<Slot>, String> {
     let mut out = Vec::new();
     for item in items(s) {
-        if item.contains("{{") {
-            // Histogram literal, possibly repeated: count the slots it stands for.
-            let n = match item.rfind("}}x") {
-                Some(p) => {
-                    item[p + 3..].parse::<usize>().map_err(|_| format!("bad repetition in {item:?}"))? + 1
-                }
-                None => 1,
-            };
-            out.extend(std::iter::repeat_n(Slot::Histogram, n));
+        if item.starts_with("{{") {
+            expand_histogram(item, &mut out)?;
             continue;
         }
         if item == "_" {

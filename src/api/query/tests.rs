@@ -506,6 +506,7 @@ fn encode_matrix(series: usize, points: usize) -> (std::time::Duration, usize) {
             points: (0..points)
                 .map(|j| promql::Point { t: 1_700_000_000_000 + j as i64 * 15_000, v: (i * j) as f64 * 0.37 })
                 .collect(),
+            histograms: Vec::new(),
         })
         .collect();
     let value = promql::Value::Matrix(matrix);

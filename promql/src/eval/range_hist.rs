@@ -1,0 +1,341 @@
+//! Range functions over windows that hold native histograms (Prometheus' histogram branches of
+//! `rate`, `increase`, `delta`, `irate`, `idelta`, the `*_over_time` functions, `changes` and
+//! `resets`). Windows with floats only never get here: `range_fn` calls [`apply`] only for a
+//! series that has histogram samples, so float-only queries pay nothing for it.
+
+use std::sync::Arc;
+
+use storage::{CounterResetHint, FloatHistogram, Labels};
+
+use super::float_histogram as fh;
+use super::histogram_sum;
+use super::rate::Bounds;
+use super::{FPoint, HPoint, labels};
+use crate::annotations::Annotations;
+
+/// The value of a window: a float or a histogram.
+pub(crate) enum Out {
+    F(f64),
+    H(Arc<FloatHistogram>),
+}
+
+/// One window with histogram samples and what it needs to report annotations.
+pub(crate) struct HWindow<'w> {
+    pub floats: &'w [FPoint],
+    pub hists: &'w [HPoint],
+    pub bounds: Bounds,
+    pub labels: &'w Labels,
+    /// Position of the range argument (annotations point there).
+    pub pos: usize,
+}
+
+impl HWindow<'_> {
+    fn metric(&self) -> &str {
+        labels::metric_name(self.labels)
+    }
+
+    fn mixed(&self, a: &mut Annotations) {
+        a.warn(
+            format!("encountered a mix of histograms and floats for metric name {:?}", self.metric()),
+            self.pos,
+        );
+    }
+
+    fn mixed_schemas(&self, a: &mut Annotations) {
+        a.warn(
+            format!(
+                "vector contains a mix of histograms with exponential and custom buckets schemas for metric name {:?}",
+                self.metric()
+            ),
+            self.pos,
+        );
+    }
+}
+
+/// Functions that read only floats and ignore histograms (with an info when a window mixes
+/// both; a window of histograms only gives nothing).
+const FLOAT_ONLY: &[&str] = &[
+    "min_over_time",
+    "max_over_time",
+    "stddev_over_time",
+    "stdvar_over_time",
+    "quantile_over_time",
+    "mad_over_time",
+    "ts_of_min_over_time",
+    "ts_of_max_over_time",
+    "deriv",
+    "predict_linear",
+    "double_exponential_smoothing",
+];
+
+/// Whether `name` ignores histograms: the caller then evaluates the float samples alone.
+pub(crate) fn ignores_histograms(name: &str) -> bool {
+    FLOAT_ONLY.contains(&name)
+}
+
+/// Info for a window of a float-only function that also held histograms.
+pub(crate) fn note_ignored(a: &mut Annotations, l: &Labels, pos: usize) {
+    a.info(
+        format!(
+            "ignored histograms in a range containing both floats and histograms for metric name {:?}",
+            labels::metric_name(l)
+        ),
+        pos,
+    );
+}
+
+/// Evaluates `name` over a window holding at least one histogram; `None` for no result.
+pub(crate) fn apply(name: &str, w: &HWindow<'_>, a: &mut Annotations) -> Option<Out> {
+    let (fl, hs) = (w.floats, w.hists);
+    match name {
+        "rate" | "increase" | "delta" => {
+            if !fl.is_empty() {
+                w.mixed(a);
+                return None;
+            }
+            rate(hs, w, name != "delta", name == "rate", a).map(|h| Out::H(Arc::new(h)))
+        }
+        "irate" | "idelta" => instant(w, name == "irate", a),
+        "sum_over_time" | "avg_over_time" => {
+            if !fl.is_empty() {
+                w.mixed(a);
+                return None;
+            }
+            sum_or_avg(hs, name == "avg_over_time", w, a).map(|h| Out::H(Arc::new(h)))
+        }
+        "count_over_time" => Some(Out::F((fl.len() + hs.len()) as f64)),
+        "present_over_time" | "absent_over_time" => Some(Out::F(1.0)),
+        "last_over_time" | "ts_of_last_over_time" | "first_over_time" | "ts_of_first_over_time" => {
+            let last = name.contains("last");
+            let f = if last { fl.last() } else { fl.first() };
+            let h = if last { hs.last() } else { hs.first() };
+            let pick_h = match (f, h) {
+                (Some(f), Some(h)) => (h.t > f.t) == last,
+                (None, Some(_)) => true,
+                _ => false,
+            };
+            let ts = name.starts_with("ts_of");
+            match (pick_h, f, h) {
+                (true, _, Some(h)) if ts => Some(Out::F(h.t as f64 / 1000.0)),
+                (true, _, Some(h)) => Some(Out::H(h.h.clone())),
+                (false, Some(f), _) if ts => Some(Out::F(f.t as f64 / 1000.0)),
+                (false, Some(f), _) => Some(Out::F(f.f)),
+                _ => None,
+            }
+        }
+        "changes" | "resets" => Some(Out::F(changes_or_resets(fl, hs, name == "resets") as f64)),
+        _ => None,
+    }
+}
+
+/// Histogram `rate`/`increase`/`delta` (Prometheus' `histogramRate` plus the extrapolation of
+/// `extrapolatedRate`).
+fn rate(
+    hs: &[HPoint],
+    w: &HWindow<'_>,
+    is_counter: bool,
+    is_rate: bool,
+    a: &mut Annotations,
+) -> Option<FloatHistogram> {
+    if hs.len() < 2 {
+        return None;
+    }
+    let (first, last) = (&hs[0], &hs[hs.len() - 1]);
+    let metric = w.metric();
+    if is_counter && hs.iter().any(|p| p.h.counter_reset_hint == CounterResetHint::Gauge) {
+        a.warn(format!("this native histogram metric is not a counter: {metric:?}"), w.pos);
+    }
+    // A reset between the first two samples: the first one's layout does not matter.
+    let mut prev: FloatHistogram = (*first.h).clone();
+    if is_counter && fh::detect_reset(&hs[1].h, &first.h) {
+        prev = FloatHistogram {
+            schema: hs[1].h.schema,
+            custom_values: hs[1].h.custom_values.clone(),
+            ..FloatHistogram::default()
+        };
+    }
+    let custom = prev.uses_custom_buckets();
+    if hs[1..].iter().any(|p| p.h.uses_custom_buckets() != custom) {
+        w.mixed_schemas(a);
+        return None;
+    }
+    // The coarsest schema among the samples that take part (the first one only if no reset
+    // follows it).
+    let middle = if is_counter { &hs[1..hs.len() - 1] } else { &[] };
+    let min_schema = middle.iter().map(|p| p.h.schema).fold(last.h.schema.min(prev.schema), i32::min);
+    let start = if custom { (*last.h).clone() } else { fh::reduce_resolution(&last.h, min_schema) };
+    let (mut h, info) = match fh::sub(&start, &prev) {
+        Ok(x) => x,
+        Err(_) => {
+            w.mixed_schemas(a);
+            return None;
+        }
+    };
+    if info.reconciled_custom_buckets {
+        a.info("mismatched custom buckets were reconciled during subtraction", w.pos);
+    }
+    if is_counter {
+        // `prev` starts as the first sample, or the empty one if a reset follows it (which then
+        // adds nothing).
+        let mut prev = &prev;
+        for p in &hs[1..] {
+            if fh::detect_reset(&p.h, prev) {
+                match fh::add(&h, prev) {
+                    Ok((sum, info)) => {
+                        if info.reconciled_custom_buckets {
+                            a.info("mismatched custom buckets were reconciled during addition", w.pos);
+                        }
+                        h = sum;
+                    }
+                    Err(_) => {
+                        w.mixed_schemas(a);
+                        return None;
+                    }
+                }
+            }
+            prev = &p.h;
+        }
+    } else if first.h.counter_reset_hint != CounterResetHint::Gauge
+        || last.h.counter_reset_hint != CounterResetHint::Gauge
+    {
+        a.warn(format!("this native histogram metric is not a gauge: {metric:?}"), w.pos);
+    }
+    h.counter_reset_hint = CounterResetHint::Gauge;
+    fh::compact(&mut h);
+    // Extrapolation, as for floats; the zero point is judged by the observation count.
+    let b = w.bounds;
+    let gaps = (hs.len() - 1) as f64;
+    let sampled = (last.t - first.t) as f64 / 1000.0;
+    let avg_gap = sampled / gaps;
+    let threshold = avg_gap * 1.1;
+    let mut to_start = (first.t - b.range_start) as f64 / 1000.0;
+    let mut to_end = (b.range_end - last.t) as f64 / 1000.0;
+    if to_start >= threshold {
+        to_start = avg_gap / 2.0;
+    }
+    if is_counter && h.count > 0.0 && first.h.count >= 0.0 {
+        let to_zero = sampled * (first.h.count / h.count);
+        if to_zero < to_start {
+            to_start = to_zero;
+        }
+    }
+    if to_end >= threshold {
+        to_end = avg_gap / 2.0;
+    }
+    let mut factor = (sampled + to_start + to_end) / sampled;
+    if is_rate {
+        factor /= b.range_secs;
+    }
+    fh::scale(&mut h, factor);
+    Some(h)
+}
+
+/// `irate`/`idelta` over a window with histograms: the last two samples of either kind.
+fn instant(w: &HWindow<'_>, is_rate: bool, a: &mut Annotations) -> Option<Out> {
+    // The last two samples in time order, each a float or a histogram.
+    let mut tail: Vec<(i64, Option<&HPoint>, f64)> = Vec::with_capacity(4);
+    tail.extend(w.floats.iter().rev().take(2).map(|p| (p.t, None, p.f)));
+    tail.extend(w.hists.iter().rev().take(2).map(|p| (p.t, Some(p), 0.0)));
+    tail.sort_by_key(|x| x.0);
+    if tail.len() < 2 {
+        return None;
+    }
+    let (prev, last) = (tail[tail.len() - 2], tail[tail.len() - 1]);
+    let interval = (last.0 - prev.0) as f64 / 1000.0;
+    match (prev.1, last.1) {
+        (None, None) => {
+            let v = if is_rate && last.2 < prev.2 { last.2 } else { last.2 - prev.2 };
+            if is_rate {
+                return (interval != 0.0).then(|| Out::F(v / interval));
+            }
+            Some(Out::F(v))
+        }
+        (Some(p), Some(l)) => {
+            let metric = w.metric();
+            let gauge = |h: &FloatHistogram| h.counter_reset_hint == CounterResetHint::Gauge;
+            if is_rate && (gauge(&p.h) || gauge(&l.h)) {
+                a.warn(format!("this native histogram metric is not a counter: {metric:?}"), w.pos);
+            }
+            if !is_rate && (!gauge(&p.h) || !gauge(&l.h)) {
+                a.warn(format!("this native histogram metric is not a gauge: {metric:?}"), w.pos);
+            }
+            let mut h = if is_rate && fh::detect_reset(&l.h, &p.h) {
+                (*l.h).clone()
+            } else {
+                match fh::sub(&l.h, &p.h) {
+                    Ok((h, info)) => {
+                        if info.reconciled_custom_buckets {
+                            a.info("mismatched custom buckets were reconciled during subtraction", w.pos);
+                        }
+                        h
+                    }
+                    Err(_) => {
+                        w.mixed_schemas(a);
+                        return None;
+                    }
+                }
+            };
+            h.counter_reset_hint = CounterResetHint::Gauge;
+            fh::compact(&mut h);
+            if is_rate {
+                if interval == 0.0 {
+                    return None;
+                }
+                fh::divide(&mut h, interval);
+            }
+            Some(Out::H(Arc::new(h)))
+        }
+        _ => {
+            w.mixed(a);
+            None
+        }
+    }
+}
+
+/// `sum_over_time` or `avg_over_time` of histograms (`histogram_sum`).
+fn sum_or_avg(hs: &[HPoint], avg: bool, w: &HWindow<'_>, a: &mut Annotations) -> Option<FloatHistogram> {
+    let refs: Vec<&FloatHistogram> = hs.iter().map(|p| &*p.h).collect();
+    match histogram_sum::sum_or_mean(&refs, avg) {
+        Ok((h, info)) => {
+            if info.reconciled_custom_buckets {
+                a.info("mismatched custom buckets were reconciled during aggregation", w.pos);
+            }
+            if info.counter_reset_collision {
+                a.warn("conflicting counter resets during histogram aggregation", w.pos);
+            }
+            Some(h)
+        }
+        Err(_) => {
+            w.mixed_schemas(a);
+            None
+        }
+    }
+}
+
+/// `changes` (a different value, or a switch between float and histogram) or `resets` (a lower
+/// float, a histogram reset, or a switch of kind) over floats and histograms in time order.
+fn changes_or_resets(fl: &[FPoint], hs: &[HPoint], resets: bool) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    let mut prev: Option<(f64, Option<&FloatHistogram>)> = None;
+    while i < fl.len() || j < hs.len() {
+        let cur = if j >= hs.len() || (i < fl.len() && fl[i].t < hs[j].t) {
+            i += 1;
+            (fl[i - 1].f, None)
+        } else {
+            j += 1;
+            (0.0, Some(&*hs[j - 1].h))
+        };
+        if let Some(p) = prev {
+            let hit = match (p.1, cur.1) {
+                (None, None) if resets => cur.0 < p.0,
+                (None, None) => p.0 != cur.0 && !(p.0.is_nan() && cur.0.is_nan()),
+                (Some(ph), Some(ch)) if resets => fh::detect_reset(ch, ph),
+                (Some(ph), Some(ch)) => !fh::same(ph, ch),
+                _ => true,
+            };
+            n += usize::from(hit);
+        }
+        prev = Some(cur);
+    }
+    n
+}
