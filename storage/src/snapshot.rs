@@ -12,7 +12,6 @@ use crate::compact::{read_files, read_files_histograms, read_files_with_starts};
 use crate::db::{Inner, State};
 use crate::error::Result;
 use crate::flush::SourceConcat;
-use crate::flush::merge_sources;
 use crate::hist;
 use crate::index::IndexStats;
 use crate::matcher::{Matcher, matches_all};
