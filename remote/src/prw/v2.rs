@@ -157,27 +157,8 @@ fn series<'a>(
     }
     out.created_timestamps += u64::from(any_start);
     out.samples += s.samples.len() as u64;
-    if !s.hists.is_empty() {
-        if any_start {
-            // Floats with start timestamps first, then the histograms (which carry none).
-            let mut series = out.batch.series();
-            for &(name, value) in labels {
-                series.label(name, value);
-            }
-            for (&sample, &st) in s.samples.iter().zip(&s.starts) {
-                series.sample_with_start(sample, st);
-            }
-            series.finish();
-            super::v1::push_with_histograms(labels, &[], &s.hists, out);
-        } else {
-            super::v1::push_with_histograms(labels, &s.samples, &s.hists, out);
-        }
-        return Ok(());
-    }
-    if s.samples.is_empty() {
-        return Ok(());
-    }
     if any_start {
+        // Floats with start timestamps first, then the histograms (which carry none).
         let mut series = out.batch.series();
         for &(name, value) in labels {
             series.label(name, value);
@@ -186,7 +167,12 @@ fn series<'a>(
             series.sample_with_start(sample, st);
         }
         series.finish();
-    } else {
+        if !s.hists.is_empty() {
+            super::v1::push_with_histograms(labels, &[], &s.hists, out);
+        }
+    } else if !s.hists.is_empty() {
+        super::v1::push_with_histograms(labels, &s.samples, &s.hists, out);
+    } else if !s.samples.is_empty() {
         out.batch.push(labels.iter().copied(), s.samples.iter().copied());
     }
     Ok(())

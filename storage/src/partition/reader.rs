@@ -334,32 +334,15 @@ fn read_starts_table(
         return Err(Error::Decode("unknown section after the series table".into()));
     }
     *pos += 1;
-    let n = get_uvarint(index, pos)?;
-    if n > series.len() as u64 {
-        return Err(Error::Decode(format!("{n} entries for {} series", series.len())));
-    }
-    let mut out = Vec::with_capacity(n as usize);
-    let mut ordinal = 0u64;
-    for i in 0..n {
-        let delta = get_uvarint(index, pos)?;
-        if i > 0 && delta == 0 {
-            return Err(Error::Decode("series listed twice".into()));
-        }
-        ordinal = ordinal.saturating_add(delta);
+    read_series_table(index, pos, series, |index, pos| {
         let len = get_uvarint(index, pos)? as usize;
         let at = base + *pos;
         if pos.saturating_add(len) > index.len() || at > u32::MAX as usize {
             return Err(Error::Decode("runs out of range".into()));
         }
-        let (id, _) = usize::try_from(ordinal)
-            .ok()
-            .and_then(|o| series.get(o))
-            .ok_or_else(|| Error::Decode(format!("series ordinal {ordinal} out of range")))?;
-        out.push((*id, at as u32));
         *pos += len;
-    }
-    out.sort_unstable_by_key(|(id, _)| *id);
-    Ok(out)
+        Ok(at as u32)
+    })
 }
 
 /// Reads the histogram table (`docs/format/histograms.md`) at `*pos`: per series with
@@ -372,6 +355,25 @@ fn read_hists_table(
     series: &[(SeriesId, u32)],
 ) -> Result<Vec<(SeriesId, (u64, u32))>> {
     *pos += 1;
+    read_series_table(index, pos, series, |index, pos| {
+        let at = get_uvarint(index, pos)?;
+        let len = get_uvarint(index, pos)?;
+        if at.saturating_add(len) > data_end || len < 4 || len > u64::from(u32::MAX) {
+            return Err(Error::Decode("histogram chunks out of the data region".into()));
+        }
+        Ok((at, len as u32))
+    })
+}
+
+/// The layout the optional per-series tables share: a count, then per entry the delta of its
+/// series ordinal (strictly increasing) and what `entry` reads. Resolves ordinals to the
+/// runtime ids of `series` (in file order) and returns the entries sorted by id.
+fn read_series_table<T>(
+    index: &[u8],
+    pos: &mut usize,
+    series: &[(SeriesId, u32)],
+    mut entry: impl FnMut(&[u8], &mut usize) -> Result<T>,
+) -> Result<Vec<(SeriesId, T)>> {
     let n = get_uvarint(index, pos)?;
     if n > series.len() as u64 {
         return Err(Error::Decode(format!("{n} entries for {} series", series.len())));
@@ -384,16 +386,12 @@ fn read_hists_table(
             return Err(Error::Decode("series listed twice".into()));
         }
         ordinal = ordinal.saturating_add(delta);
-        let at = get_uvarint(index, pos)?;
-        let len = get_uvarint(index, pos)?;
-        if at.saturating_add(len) > data_end || len < 4 || len > u64::from(u32::MAX) {
-            return Err(Error::Decode("histogram chunks out of the data region".into()));
-        }
+        let value = entry(index, pos)?;
         let (id, _) = usize::try_from(ordinal)
             .ok()
             .and_then(|o| series.get(o))
             .ok_or_else(|| Error::Decode(format!("series ordinal {ordinal} out of range")))?;
-        out.push((*id, (at, len as u32)));
+        out.push((*id, value));
     }
     out.sort_unstable_by_key(|(id, _)| *id);
     Ok(out)
