@@ -532,6 +532,7 @@ impl<'a> Evaluator<'a> {
                 let want_sts =
                     self.opts.use_start_timestamps && uses_start_timestamps(name, anchored, smoothed);
                 let est = estimate_points(g.len(), mint, maxt);
+                let stats_only = self.hist_stats.stats_only();
                 self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
                     if let Some((f, windows)) = &pushed
                         && let Some(answer) = ctx.pushdown_series(*f, r, windows, g)?
@@ -542,7 +543,7 @@ impl<'a> Evaluator<'a> {
                     ctx.load(r, mint, maxt, buf)?;
                     points.clear();
                     points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
-                    ctx.load_histograms(r, mint, maxt, hbuf)?;
+                    ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
                     if !hbuf.is_empty() {
                         return run_hist(ctx, step_scalars, &r.labels, false, points, hbuf);
                     }

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use storage::query::StartTimestamp;
-use storage::{HistogramSample, Matcher, Sample, SeriesRef, is_stale};
+use storage::{CounterResetHint, HistogramSample, Matcher, Sample, SeriesRef, is_stale};
 
 use super::parallel::{SeriesCtx, estimate_points};
-use super::{Evaluator, FPoint, Grid, HPoint, Series, Val, start_timestamps};
+use super::{Evaluator, FPoint, Grid, HPoint, Series, Val, float_histogram, start_timestamps};
 use crate::error::{Error, Result};
 use crate::parser::ast::{MatrixSelector, VectorSelector};
 
@@ -45,11 +45,14 @@ impl SeriesCtx<'_> {
     /// Reads the native histogram samples of one series in `[mint, maxt]` as shared points
     /// (replacing the contents of `out`). Storages without histograms answer with nothing, so
     /// a float-only series costs one empty call.
+    /// `stats_only` (see [`super::HistStatsScope`]) reads them as Prometheus'
+    /// `HistogramStatsIterator` does.
     pub fn load_histograms(
         &mut self,
         r: &SeriesRef,
         mint: i64,
         maxt: i64,
+        stats_only: bool,
         out: &mut Vec<HPoint>,
     ) -> Result<()> {
         out.clear();
@@ -60,7 +63,36 @@ impl SeriesCtx<'_> {
         }
         self.samples_read += raw.len() as u64;
         out.extend(raw.into_iter().map(|s| HPoint { t: s.t, h: Arc::new(s.h) }));
+        if stats_only {
+            explicit_reset_hints(out);
+        }
         Ok(())
+    }
+}
+
+/// What Prometheus' `HistogramStatsIterator` (used where only a histogram's count and sum are
+/// needed) does to counter-reset hints: it detects resets while reading, so a sample with an
+/// `unknown` hint that follows another histogram sample read in the same pass gets `reset` or
+/// `not_reset`. That matters for the "conflicting counter resets" warning of `sum`, `avg`,
+/// `sum_over_time` and `avg_over_time` below `histogram_count` and friends. The first sample
+/// read keeps its hint; stale markers are skipped.
+pub(crate) fn explicit_reset_hints(hs: &mut [HPoint]) {
+    let mut prev: Option<Arc<storage::FloatHistogram>> = None;
+    for p in hs {
+        if is_stale(p.h.sum) {
+            continue;
+        }
+        if p.h.counter_reset_hint == CounterResetHint::Unknown
+            && let Some(before) = &prev
+        {
+            let hint = if float_histogram::detect_reset(&p.h, before) {
+                CounterResetHint::Reset
+            } else {
+                CounterResetHint::NotReset
+            };
+            Arc::make_mut(&mut p.h).counter_reset_hint = hint;
+        }
+        prev = Some(p.h.clone());
     }
 }
 
@@ -108,13 +140,14 @@ impl<'a> Evaluator<'a> {
         let maxt = if vs.smoothed { hi.saturating_add(lb) } else { hi };
         let series = self.select(&vs.matchers, mint, maxt)?;
         let est = estimate_points(g.len(), mint, maxt);
+        let stats_only = self.hist_stats.stats_only();
         let out = self.map_series(&series, est, |ctx, scratch: &mut SelectorScratch, r| {
             let SelectorScratch { buf, sts, hbuf } = scratch;
             ctx.load(r, mint, maxt, buf)?;
             if pick == Pick::StartTimestamp {
                 ctx.load_start_timestamps(r, mint, maxt, sts)?;
             }
-            ctx.load_histograms(r, mint, maxt, hbuf)?;
+            ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
             if !hbuf.is_empty() && !vs.smoothed {
                 let (points, hpoints) = latest_mixed_points(buf, hbuf, &refs, g, lb, pick);
                 let empty = points.is_empty() && hpoints.is_empty();
@@ -140,10 +173,11 @@ impl<'a> Evaluator<'a> {
         let (mint, maxt) = (ref_t.saturating_sub(w.before).saturating_add(1), ref_t.saturating_add(w.after));
         let series = self.select(&ms.vs.matchers, mint, maxt)?;
         let est = estimate_points(1, mint, maxt);
+        let stats_only = self.hist_stats.stats_only();
         let out = self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
             let RangeScratch { buf, hbuf } = scratch;
             ctx.load(r, mint, maxt, buf)?;
-            ctx.load_histograms(r, mint, maxt, hbuf)?;
+            ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
             let mut points: Vec<FPoint> =
                 buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
             if ms.vs.anchored || ms.vs.smoothed {
