@@ -508,7 +508,18 @@ impl<'a> Evaluator<'a> {
                         hw = &hw[hw.partition_point(|p| p.t < from)..];
                     }
                 } else if anchored || smoothed {
-                    // Anchored and smoothed rates of histograms are not implemented yet.
+                    let w = HWindow { floats: fw, hists: hw, bounds, labels, pos };
+                    let v = match name {
+                        "rate" | "increase" | "delta" => {
+                            range_hist::extended_rate(name, &w, smoothed, &mut ctx.annotations)
+                        }
+                        _ => None,
+                    };
+                    match v {
+                        Some(Out::F(f)) => fout.push(FPoint { t, f }),
+                        Some(Out::H(h)) => hout.push(HPoint { t, h }),
+                        None => {}
+                    }
                     continue;
                 }
                 let w = HWindow { floats: fw, hists: hw, bounds, labels, pos };

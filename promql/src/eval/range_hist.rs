@@ -230,6 +230,227 @@ fn rate(
     Some(h)
 }
 
+/// `rate`, `increase` or `delta` of an `anchored` or `smoothed` range with histograms
+/// (Prometheus' `extendedHistogramRate`): the difference between the histograms at the range
+/// boundaries (for `anchored` the last sample at or before the range start and the last sample
+/// in the range; for `smoothed` the values interpolated at both boundaries), corrected for the
+/// counter resets in between, without extrapolation. `hs` holds the samples of the extended
+/// window (the look-back delta before the range, and for `smoothed` after it).
+pub(crate) fn extended_rate(name: &str, w: &HWindow<'_>, smoothed: bool, a: &mut Annotations) -> Option<Out> {
+    if !w.floats.is_empty() {
+        w.mixed(a);
+        return None;
+    }
+    let hs = w.hists;
+    if hs.is_empty() {
+        return None;
+    }
+    let (is_counter, is_rate) = (name != "delta", name == "rate");
+    let (range_start, range_end) = (w.bounds.range_start, w.bounds.range_end);
+    let mut last = hs.len() - 1;
+    let first = hs[..last].partition_point(|p| p.t <= range_start).saturating_sub(1);
+    if smoothed {
+        last = hs[..last].partition_point(|p| p.t < range_end);
+    }
+    if hs[last].t <= range_start || (smoothed && hs[first].t > range_end) {
+        return None;
+    }
+    // The samples taking part must share one kind of schema; gauges in a counter's range warn.
+    let custom = hs[first].h.uses_custom_buckets();
+    let mut gauge_seen = false;
+    for p in &hs[first..=last] {
+        if p.h.uses_custom_buckets() != custom {
+            w.mixed_schemas(a);
+            return None;
+        }
+        gauge_seen |= p.h.counter_reset_hint == CounterResetHint::Gauge;
+    }
+    if is_counter && gauge_seen {
+        a.warn(format!("this native histogram metric is not a counter: {:?}", w.metric()), w.pos);
+    }
+    let left = if smoothed && hs[first].t < range_start {
+        interpolate(&hs[first], &hs[first + 1], range_start, is_counter, w, a)?
+    } else {
+        (*hs[first].h).clone()
+    };
+    let right = if smoothed && last > 0 && hs[last].t > range_end {
+        interpolate(&hs[last - 1], &hs[last], range_end, is_counter, w, a)?
+    } else {
+        (*hs[last].h).clone()
+    };
+    let gauge = |h: &FloatHistogram| h.counter_reset_hint == CounterResetHint::Gauge;
+    if !is_counter && (!gauge(&left) || !gauge(&right)) {
+        a.warn(format!("this native histogram metric is not a gauge: {:?}", w.metric()), w.pos);
+    }
+    let mut h = combine_or_warn(&right, &left, false, w, a)?;
+    if is_counter
+        && let Some(correction) =
+            reset_correction(hs, first, last, &left, &right, range_start, smoothed, w, a)?
+    {
+        h = combine_or_warn(&h, &correction, true, w, a)?;
+    }
+    if is_rate {
+        fh::divide(&mut h, w.bounds.range_secs);
+    }
+    h.counter_reset_hint = CounterResetHint::Gauge;
+    fh::compact(&mut h);
+    Some(Out::H(Arc::new(h)))
+}
+
+/// `a + b` or `a - b` with the annotations Prometheus gives for them; `None` (with a warning)
+/// for exponential and custom buckets.
+fn combine_or_warn(
+    a: &FloatHistogram,
+    b: &FloatHistogram,
+    add: bool,
+    w: &HWindow<'_>,
+    ann: &mut Annotations,
+) -> Option<FloatHistogram> {
+    let res = if add { fh::add(a, b) } else { fh::sub(a, b) };
+    match res {
+        Ok((h, info)) => {
+            if info.reconciled_custom_buckets {
+                let op = if add { "addition" } else { "subtraction" };
+                ann.info(format!("mismatched custom buckets were reconciled during {op}"), w.pos);
+            }
+            Some(h)
+        }
+        Err(_) => {
+            w.mixed_schemas(ann);
+            None
+        }
+    }
+}
+
+/// The histogram at `t` between samples `p1` and `p2` (Prometheus' `interpolateHistograms`):
+/// linear between them, or, for a counter that was reset in between, `p2` scaled as if it
+/// had started from zero at `p1`.
+fn interpolate(
+    p1: &HPoint,
+    p2: &HPoint,
+    t: i64,
+    is_counter: bool,
+    w: &HWindow<'_>,
+    a: &mut Annotations,
+) -> Option<FloatHistogram> {
+    interpolate_histograms(p1, p2, t, is_counter, |res| match res {
+        Ok(info) => {
+            if let Some(op) = info {
+                a.info(format!("mismatched custom buckets were reconciled during {op}"), w.pos);
+            }
+            true
+        }
+        Err(()) => {
+            w.mixed_schemas(a);
+            false
+        }
+    })
+}
+
+/// The interpolation of [`interpolate`], reporting through `note`: `Ok(Some(op))` when custom
+/// bounds were reconciled in `op`, `Err(())` for exponential and custom buckets (then the
+/// result is `None`). `note` returns false to give up.
+pub(crate) fn interpolate_histograms(
+    p1: &HPoint,
+    p2: &HPoint,
+    t: i64,
+    is_counter: bool,
+    mut note: impl FnMut(Result<Option<&'static str>, ()>) -> bool,
+) -> Option<FloatHistogram> {
+    if t == p1.t {
+        return Some((*p1.h).clone());
+    }
+    if t == p2.t {
+        return Some((*p2.h).clone());
+    }
+    let fraction = (t - p1.t) as f64 / (p2.t - p1.t) as f64;
+    if is_counter && fh::detect_reset(&p2.h, &p1.h) {
+        let mut h = (*p2.h).clone();
+        fh::scale(&mut h, fraction);
+        return Some(h);
+    }
+    let mut h = match fh::sub(&p2.h, &p1.h) {
+        Ok((h, info)) => {
+            if info.reconciled_custom_buckets && !note(Ok(Some("subtraction"))) {
+                return None;
+            }
+            h
+        }
+        Err(_) => {
+            note(Err(()));
+            return None;
+        }
+    };
+    fh::scale(&mut h, fraction);
+    match fh::add(&h, &p1.h) {
+        Ok((h, info)) => {
+            if info.reconciled_custom_buckets && !note(Ok(Some("addition"))) {
+                return None;
+            }
+            Some(h)
+        }
+        Err(_) => {
+            note(Err(()));
+            None
+        }
+    }
+}
+
+/// The sum of the histograms before each counter reset strictly inside the range of an
+/// extended rate (Prometheus' `correctForCounterResetsHistogram`); `Ok(None)` if there was no
+/// reset, `None` if adding up failed (with a warning).
+#[allow(clippy::too_many_arguments)]
+fn reset_correction(
+    hs: &[HPoint],
+    first_idx: usize,
+    last_idx: usize,
+    left: &FloatHistogram,
+    right: &FloatHistogram,
+    range_start: i64,
+    smoothed: bool,
+    w: &HWindow<'_>,
+    a: &mut Annotations,
+) -> Option<Option<FloatHistogram>> {
+    // The first sample is represented by `left`.
+    let mut first = first_idx + 1;
+    let mut prev: &FloatHistogram = left;
+    if smoothed
+        && hs[first_idx].t < range_start
+        && first_idx + 1 < hs.len()
+        && fh::detect_reset(&hs[first_idx + 1].h, &hs[first_idx].h)
+    {
+        // The left interpolation spanned that reset already: the sample after it is the anchor.
+        prev = &hs[first_idx + 1].h;
+        first += 1;
+    }
+    // The last sample is represented by `right` (a copy or an interpolation inheriting its
+    // hint), so it is left out of the loop.
+    if first > last_idx {
+        return Some(None);
+    }
+    let mut correction: Option<FloatHistogram> = None;
+    let add = |c: &mut Option<FloatHistogram>, h: &FloatHistogram, a: &mut Annotations| -> bool {
+        *c = match c.take() {
+            None => Some(h.clone()),
+            Some(sum) => match combine_or_warn(&sum, h, true, w, a) {
+                Some(x) => Some(x),
+                None => return false,
+            },
+        };
+        true
+    };
+    for p in &hs[first..last_idx] {
+        if fh::detect_reset(&p.h, prev) && !add(&mut correction, prev, a) {
+            return None;
+        }
+        prev = &p.h;
+    }
+    if fh::detect_reset(right, prev) && !add(&mut correction, prev, a) {
+        return None;
+    }
+    Some(correction)
+}
+
 /// `irate`/`idelta` over a window with histograms: the last two samples of either kind.
 fn instant(w: &HWindow<'_>, is_rate: bool, a: &mut Annotations) -> Option<Out> {
     // The last two samples in time order, each a float or a histogram.

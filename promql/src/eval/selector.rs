@@ -148,7 +148,15 @@ impl<'a> Evaluator<'a> {
                 ctx.load_start_timestamps(r, mint, maxt, sts)?;
             }
             ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
-            if !hbuf.is_empty() && !vs.smoothed {
+            if !hbuf.is_empty() && vs.smoothed {
+                let (points, hpoints) =
+                    smoothed_mixed_points(buf, hbuf, &refs, g, lb, &r.labels, vs.start, &mut ctx.annotations);
+                let empty = points.is_empty() && hpoints.is_empty();
+                return Ok(
+                    (!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints))
+                );
+            }
+            if !hbuf.is_empty() {
                 let (points, hpoints) = latest_mixed_points(buf, hbuf, &refs, g, lb, pick);
                 let empty = points.is_empty() && hpoints.is_empty();
                 return Ok(
@@ -259,26 +267,104 @@ fn smoothed_points(buf: &[Sample], refs: &[i64], g: Grid, lb: i64) -> Vec<FPoint
         buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
     let mut points = Vec::new();
     for (i, &r) in refs.iter().enumerate() {
-        // Samples in (r - lb, r + lb].
-        let lo = floats.partition_point(|p| p.t <= r - lb);
-        let hi = floats.partition_point(|p| p.t <= r + lb);
-        let w = &floats[lo..hi];
-        if w.is_empty() {
+        if let Some(f) = smoothed_value(&floats, r, lb) {
+            points.push(FPoint { t: g.ts(i), f });
+        }
+    }
+    points
+}
+
+/// The smoothed value of `floats` (sorted, no stale markers) at `r`, from the samples in
+/// `(r - lb, r + lb]`.
+fn smoothed_value(floats: &[FPoint], r: i64, lb: i64) -> Option<f64> {
+    let lo = floats.partition_point(|p| p.t <= r - lb);
+    let hi = floats.partition_point(|p| p.t <= r + lb);
+    let w = &floats[lo..hi];
+    let k = w.partition_point(|p| p.t < r);
+    if k < w.len() && w[k].t == r {
+        Some(w[k].f)
+    } else if k > 0 && k < w.len() {
+        Some(interpolate(w[k - 1], w[k], r))
+    } else if k > 0 {
+        Some(w[k - 1].f)
+    } else {
+        None
+    }
+}
+
+/// [`smoothed_points`] for a series with histogram samples: at each step the histogram
+/// interpolated between the samples around it (a counter reset in between makes it the later
+/// sample scaled as if counted from zero), or the last one when no later sample exists yet.
+/// A step whose window `(ref - lb, ref + lb]` holds floats and histograms gives nothing and a
+/// warning, as does interpolating between exponential and custom buckets.
+#[allow(clippy::too_many_arguments)]
+fn smoothed_mixed_points(
+    buf: &[Sample],
+    hbuf: &[HPoint],
+    refs: &[i64],
+    g: Grid,
+    lb: i64,
+    labels: &storage::Labels,
+    pos: usize,
+    a: &mut crate::annotations::Annotations,
+) -> (Vec<FPoint>, Vec<HPoint>) {
+    let floats: Vec<Sample> = buf.iter().filter(|s| !is_stale(s.v)).copied().collect();
+    let hists: Vec<&HPoint> = hbuf.iter().filter(|p| !is_stale(p.h.sum)).collect();
+    let metric = super::labels::metric_name(labels);
+    let (mut points, mut hpoints) = (Vec::new(), Vec::new());
+    for (i, &r) in refs.iter().enumerate() {
+        let window = |t: i64| t > r - lb && t <= r + lb;
+        let fw: Vec<FPoint> =
+            floats.iter().filter(|s| window(s.t)).map(|s| FPoint { t: s.t, f: s.v }).collect();
+        let hw: Vec<&HPoint> = hists.iter().copied().filter(|p| window(p.t)).collect();
+        if !fw.is_empty() && !hw.is_empty() {
+            a.warn(format!("encountered a mix of histograms and floats for metric name {metric:?}"), pos);
             continue;
         }
-        let k = w.partition_point(|p| p.t < r);
-        let f = if k < w.len() && w[k].t == r {
-            w[k].f
-        } else if k > 0 && k < w.len() {
-            interpolate(w[k - 1], w[k], r)
+        if hw.is_empty() {
+            if let Some(f) = smoothed_value(&fw, r, lb) {
+                points.push(FPoint { t: g.ts(i), f });
+            }
+            continue;
+        }
+        let k = hw.partition_point(|p| p.t < r);
+        let h = if k < hw.len() && hw[k].t == r {
+            hw[k].h.clone()
+        } else if k > 0 && k < hw.len() {
+            let gauge = |p: &HPoint| p.h.counter_reset_hint == CounterResetHint::Gauge;
+            let is_counter = !(gauge(hw[k - 1]) && gauge(hw[k]));
+            let mixed_schemas = format!(
+                "vector contains a mix of histograms with exponential and custom buckets schemas for metric name {metric:?}"
+            );
+            // Exponential and custom buckets cannot be interpolated (checked before any reset
+            // detection, which would call the change of schema a reset).
+            if hw[k - 1].h.uses_custom_buckets() != hw[k].h.uses_custom_buckets() {
+                a.warn(mixed_schemas, pos);
+                continue;
+            }
+            let interpolated =
+                super::range_hist::interpolate_histograms(hw[k - 1], hw[k], r, is_counter, |res| {
+                    match res {
+                        Ok(Some(op)) => {
+                            a.info(format!("mismatched custom buckets were reconciled during {op}"), pos)
+                        }
+                        Ok(None) => {}
+                        Err(()) => a.warn(mixed_schemas.clone(), pos),
+                    }
+                    true
+                });
+            match interpolated {
+                Some(h) => Arc::new(h),
+                None => continue,
+            }
         } else if k > 0 {
-            w[k - 1].f
+            hw[k - 1].h.clone()
         } else {
             continue;
         };
-        points.push(FPoint { t: g.ts(i), f });
+        hpoints.push(HPoint { t: g.ts(i), h });
     }
-    points
+    (points, hpoints)
 }
 
 /// Extends the samples of an anchored or smoothed range to its boundaries (Prometheus'
