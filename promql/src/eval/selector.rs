@@ -157,7 +157,7 @@ impl<'a> Evaluator<'a> {
                 );
             }
             if !hbuf.is_empty() {
-                let (points, hpoints) = latest_mixed_points(buf, hbuf, &refs, g, lb, pick);
+                let (points, hpoints) = latest_mixed_points(buf, sts, hbuf, &refs, g, lb, pick);
                 let empty = points.is_empty() && hpoints.is_empty();
                 return Ok(
                     (!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints))
@@ -417,10 +417,11 @@ pub(crate) fn pick_right(floats: &[FPoint], last: usize, end: i64, smoothed: boo
 }
 
 /// [`latest_points`] for a series that has histogram samples: for each step the latest sample
-/// of either kind in `(ref - lb, ref]`, unless it is a stale marker. Start timestamps are not
-/// kept for histograms, so [`Pick::StartTimestamp`] reports 0 for them.
+/// of either kind in `(ref - lb, ref]`, unless it is a stale marker (`sts`: the start
+/// timestamps of both kinds, needed for [`Pick::StartTimestamp`] only).
 fn latest_mixed_points(
     buf: &[Sample],
+    sts: &[StartTimestamp],
     hbuf: &[HPoint],
     refs: &[i64],
     g: Grid,
@@ -442,7 +443,7 @@ fn latest_mixed_points(
                 let v = match pick {
                     Pick::Value => f.v,
                     Pick::Timestamp => f.t as f64 / 1000.0,
-                    Pick::StartTimestamp => 0.0,
+                    Pick::StartTimestamp => start_timestamps::at(sts, f.t) as f64 / 1000.0,
                 };
                 points.push(FPoint { t, f: v });
             }
@@ -452,7 +453,9 @@ fn latest_mixed_points(
             match pick {
                 Pick::Value => hpoints.push(HPoint { t, h: h.h.clone() }),
                 Pick::Timestamp => points.push(FPoint { t, f: h.t as f64 / 1000.0 }),
-                Pick::StartTimestamp => points.push(FPoint { t, f: 0.0 }),
+                Pick::StartTimestamp => {
+                    points.push(FPoint { t, f: start_timestamps::at(sts, h.t) as f64 / 1000.0 })
+                }
             }
         }
     }
