@@ -71,28 +71,40 @@ impl SeriesCtx<'_> {
 }
 
 /// What Prometheus' `HistogramStatsIterator` (used where only a histogram's count and sum are
-/// needed) does to counter-reset hints: it detects resets while reading, so a sample with an
-/// `unknown` hint that follows another histogram sample read in the same pass gets `reset` or
-/// `not_reset`. That matters for the "conflicting counter resets" warning of `sum`, `avg`,
-/// `sum_over_time` and `avg_over_time` below `histogram_count` and friends. The first sample
-/// read keeps its hint; stale markers are skipped.
+/// needed) makes of histogram samples: only the count, the sum, the schema and the
+/// counter-reset hint are kept (no zero bucket, buckets or custom bounds), and resets are detected while
+/// reading, so a sample with an `unknown` hint that follows another histogram sample read in
+/// the same pass gets `reset` or `not_reset`, judged on the whole histograms. The schema is
+/// kept too (Prometheus' corpus expects the exponential/custom mix to be noticed there). The hints matter
+/// for the "conflicting counter resets" warning of `sum`, `avg`, `sum_over_time` and
+/// `avg_over_time` below `histogram_count` and friends. The first sample read keeps its hint;
+/// stale markers keep only their sum and are skipped.
 pub(crate) fn explicit_reset_hints(hs: &mut [HPoint]) {
     let mut prev: Option<Arc<storage::FloatHistogram>> = None;
     for p in hs {
-        if is_stale(p.h.sum) {
-            continue;
-        }
-        if p.h.counter_reset_hint == CounterResetHint::Unknown
+        let full = p.h.clone();
+        let mut hint = full.counter_reset_hint;
+        let stale = is_stale(full.sum);
+        if !stale
+            && hint == CounterResetHint::Unknown
             && let Some(before) = &prev
         {
-            let hint = if float_histogram::detect_reset(&p.h, before) {
+            hint = if float_histogram::detect_reset(&full, before) {
                 CounterResetHint::Reset
             } else {
                 CounterResetHint::NotReset
             };
-            Arc::make_mut(&mut p.h).counter_reset_hint = hint;
         }
-        prev = Some(p.h.clone());
+        p.h = Arc::new(storage::FloatHistogram {
+            counter_reset_hint: if stale { full.counter_reset_hint } else { hint },
+            count: if stale { 0.0 } else { full.count },
+            sum: full.sum,
+            schema: full.schema,
+            ..Default::default()
+        });
+        if !stale {
+            prev = Some(full);
+        }
     }
 }
 
@@ -460,4 +472,39 @@ fn latest_mixed_points(
         }
     }
     (points, hpoints)
+}
+
+#[cfg(test)]
+mod tests {
+    use storage::FloatHistogram;
+
+    use super::*;
+
+    fn hpoint(t: i64, count: f64, bucket: f64, hint: CounterResetHint) -> HPoint {
+        let h = FloatHistogram {
+            counter_reset_hint: hint,
+            count,
+            sum: count,
+            positive: vec![(0, bucket)],
+            ..Default::default()
+        };
+        HPoint { t, h: Arc::new(h) }
+    }
+
+    #[test]
+    fn statistics_reading_makes_hints_explicit_and_drops_buckets() {
+        use CounterResetHint::*;
+        let mut hs = vec![
+            hpoint(1, 5.0, 5.0, Unknown),
+            hpoint(2, 6.0, 6.0, NotReset),
+            // Only the bucket shows the reset.
+            hpoint(3, 7.0, 1.0, Unknown),
+            hpoint(4, 8.0, 2.0, Unknown),
+        ];
+        explicit_reset_hints(&mut hs);
+        let hints: Vec<CounterResetHint> = hs.iter().map(|p| p.h.counter_reset_hint).collect();
+        assert_eq!(hints, vec![Unknown, NotReset, Reset, NotReset]);
+        assert!(hs.iter().all(|p| p.h.positive.is_empty()));
+        assert_eq!(hs[2].h.count, 7.0);
+    }
 }
