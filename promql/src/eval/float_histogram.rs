@@ -334,11 +334,8 @@ fn combine(
         y = reduce_resolution(b, schema);
         reconcile_zero_buckets(&mut x, &mut y);
     }
-    let (hint, collision) = if sign > 0.0 {
-        combine_hints(a.counter_reset_hint, b.counter_reset_hint)
-    } else {
-        (a.counter_reset_hint, false)
-    };
+    // Subtraction combines the hints as addition does (Prometheus' `Sub` adjusts them alike).
+    let (hint, collision) = combine_hints(a.counter_reset_hint, b.counter_reset_hint);
     info.counter_reset_collision = collision;
     x.counter_reset_hint = hint;
     x.count += sign * y.count;
@@ -358,7 +355,8 @@ pub(crate) fn add(
     combine(a, b, 1.0)
 }
 
-/// `a - b` (Prometheus' `Sub`), laid out like [`add`]; the hint is `a`'s.
+/// `a - b` (Prometheus' `Sub`), laid out like [`add`], with the hint and the collision flag as
+/// for [`add`].
 pub(crate) fn sub(
     a: &FloatHistogram,
     b: &FloatHistogram,
@@ -499,6 +497,18 @@ mod tests {
         let mut hinted = h(0, 4.0, &[(1, 4.0)]);
         hinted.counter_reset_hint = CounterResetHint::NotReset;
         assert!(!detect_reset(&hinted, &prev));
+    }
+
+    #[test]
+    fn subtraction_combines_hints_like_addition() {
+        let mut a = h(0, 2.0, &[(1, 2.0)]);
+        let mut b = h(0, 1.0, &[(1, 1.0)]);
+        a.counter_reset_hint = CounterResetHint::Reset;
+        b.counter_reset_hint = CounterResetHint::NotReset;
+        let (d, info) = sub(&a, &b).unwrap();
+        assert!(info.counter_reset_collision);
+        assert_eq!(d.counter_reset_hint, CounterResetHint::Unknown);
+        assert_eq!(d.positive, vec![(1, 1.0)]);
     }
 
     #[test]
