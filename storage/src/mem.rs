@@ -53,9 +53,21 @@ impl MemStore {
     /// Adds native histogram samples to a series (creating it), replacing whatever sample
     /// (float or histogram) was stored at an equal timestamp.
     pub fn append_histograms(&mut self, labels: &Labels, samples: &[HistogramSample]) {
+        self.append_histograms_with_start_timestamps(labels, samples, &[]);
+    }
+
+    /// Like [`MemStore::append_histograms`], with the start timestamp of each sample (as for
+    /// [`MemStore::append_with_start_timestamps`]).
+    pub fn append_histograms_with_start_timestamps(
+        &mut self,
+        labels: &Labels,
+        samples: &[HistogramSample],
+        start_timestamps: &[i64],
+    ) {
         let s = self.series.entry(labels.clone()).or_default();
-        for x in samples {
-            s.insert(x.t, Point { v: 0.0, h: Some(Box::new(x.h.clone())), st: 0 });
+        for (i, x) in samples.iter().enumerate() {
+            let st = start_timestamps.get(i).copied().unwrap_or(0);
+            s.insert(x.t, Point { v: 0.0, h: Some(Box::new(x.h.clone())), st });
         }
     }
 
@@ -207,6 +219,15 @@ mod tests {
         let mut out = Vec::new();
         m.samples(&r, 0, 100, &mut out).unwrap();
         assert_eq!(out, samples);
+    }
+
+    #[test]
+    fn histogram_samples_keep_their_start_timestamps() {
+        let mut m = MemStore::new();
+        let h = |t| HistogramSample { t, h: FloatHistogram { count: 1.0, ..Default::default() } };
+        m.append_with_start_timestamps(&labels("c"), &[Sample::new(10, 1.0)], &[5]);
+        m.append_histograms_with_start_timestamps(&labels("c"), &[h(20), h(30)], &[12, 0]);
+        assert_eq!(start_timestamps(&m, "c", 0, 100), vec![(10, 5), (20, 12)]);
     }
 
     #[test]

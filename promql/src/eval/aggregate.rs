@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use storage::{FloatHistogram, Label, Labels};
+use storage::{CounterResetHint, FloatHistogram, Label, Labels};
 
 use super::float_histogram::{self as fh, Combined};
 use super::functions::{go_max, go_min};
@@ -35,6 +35,10 @@ struct Acc {
     has_hist: bool,
     /// Histograms that cannot be combined (exponential with custom buckets) were met.
     incompatible: bool,
+    /// `sum`/`avg` met histograms hinted `reset` and ones hinted `not_reset`: Prometheus warns
+    /// about conflicting counter resets once per group and step.
+    reset_seen: bool,
+    not_reset_seen: bool,
 }
 
 /// Why a histogram could not join an aggregation, as a warning (Prometheus'
@@ -262,6 +266,10 @@ impl<'a> Evaluator<'a> {
                 if !acc.seen {
                     continue;
                 }
+                if acc.reset_seen && acc.not_reset_seen {
+                    self.annotations
+                        .warn("conflicting counter resets during histogram aggregation", expr_pos);
+                }
                 if matches!(a.op, AggOp::Sum | AggOp::Avg) && acc.has_hist {
                     if acc.has_float {
                         self.annotations
@@ -383,8 +391,24 @@ impl<'a> Evaluator<'a> {
             self.annotations.info(format!("ignored histogram in {name} aggregation"), pos);
             return;
         }
+        if matches!(op, AggOp::Sum | AggOp::Avg) {
+            match h.counter_reset_hint {
+                CounterResetHint::Reset => acc.reset_seen = true,
+                CounterResetHint::NotReset => acc.not_reset_seen = true,
+                _ => {}
+            }
+        }
         if !acc.seen {
-            *acc = Acc { seen: true, count: 1.0, value: 1.0, drop_name, has_hist: true, ..Acc::default() };
+            *acc = Acc {
+                seen: true,
+                count: 1.0,
+                value: 1.0,
+                drop_name,
+                has_hist: true,
+                reset_seen: acc.reset_seen,
+                not_reset_seen: acc.not_reset_seen,
+                ..Acc::default()
+            };
             if matches!(op, AggOp::Sum | AggOp::Avg) {
                 acc.hist = Some(h.clone());
             }
@@ -415,7 +439,7 @@ impl<'a> Evaluator<'a> {
                                 Combined {
                                     reconciled_custom_buckets: i1.reconciled_custom_buckets
                                         || i2.reconciled_custom_buckets,
-                                    counter_reset_collision: i2.counter_reset_collision,
+                                    counter_reset_collision: false,
                                 },
                             )
                         })
@@ -426,10 +450,6 @@ impl<'a> Evaluator<'a> {
                         if info.reconciled_custom_buckets {
                             self.annotations
                                 .info("mismatched custom buckets were reconciled during aggregation", pos);
-                        }
-                        if info.counter_reset_collision {
-                            self.annotations
-                                .warn("conflicting counter resets during histogram aggregation", pos);
                         }
                         acc.hist = Some(r);
                     }

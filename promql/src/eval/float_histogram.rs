@@ -241,6 +241,12 @@ fn remap_custom(h: &FloatHistogram, bounds: &[f64]) -> Vec<(i32, f64)> {
     out
 }
 
+/// The custom bounds two custom-bucket histograms have in common (the layout both are
+/// reconciled to).
+fn common_bounds(a: &FloatHistogram, b: &FloatHistogram) -> Vec<f64> {
+    a.custom_values.iter().copied().filter(|v| b.custom_values.contains(v)).collect()
+}
+
 /// `h` in the layout of `like` (a sum `h` took part in): `like`'s schema, zero threshold and
 /// custom bounds, which are never finer than `h`'s.
 pub(crate) fn to_layout(h: &FloatHistogram, like: &FloatHistogram) -> FloatHistogram {
@@ -316,8 +322,7 @@ fn combine(
         y = b.clone();
         if a.custom_values != b.custom_values {
             info.reconciled_custom_buckets = true;
-            let common: Vec<f64> =
-                a.custom_values.iter().copied().filter(|v| b.custom_values.contains(v)).collect();
+            let common = common_bounds(a, b);
             x.positive = remap_custom(a, &common);
             y.positive = remap_custom(b, &common);
             x.custom_values = common.clone();
@@ -329,11 +334,8 @@ fn combine(
         y = reduce_resolution(b, schema);
         reconcile_zero_buckets(&mut x, &mut y);
     }
-    let (hint, collision) = if sign > 0.0 {
-        combine_hints(a.counter_reset_hint, b.counter_reset_hint)
-    } else {
-        (a.counter_reset_hint, false)
-    };
+    // Subtraction combines the hints as addition does (Prometheus' `Sub` adjusts them alike).
+    let (hint, collision) = combine_hints(a.counter_reset_hint, b.counter_reset_hint);
     info.counter_reset_collision = collision;
     x.counter_reset_hint = hint;
     x.count += sign * y.count;
@@ -353,7 +355,8 @@ pub(crate) fn add(
     combine(a, b, 1.0)
 }
 
-/// `a - b` (Prometheus' `Sub`), laid out like [`add`]; the hint is `a`'s.
+/// `a - b` (Prometheus' `Sub`), laid out like [`add`], with the hint and the collision flag as
+/// for [`add`].
 pub(crate) fn sub(
     a: &FloatHistogram,
     b: &FloatHistogram,
@@ -370,11 +373,18 @@ pub(crate) fn scale(h: &mut FloatHistogram, factor: f64) {
     h.negative.iter_mut().for_each(|b| b.1 *= factor);
 }
 
-/// Divides every count and the sum by `divisor` (Prometheus' `Div`).
+/// Divides every count and the sum by `divisor` (Prometheus' `Div`). Division by zero leaves
+/// the count, sum and zero bucket infinite (or NaN) and drops all other buckets, as Prometheus
+/// does.
 pub(crate) fn divide(h: &mut FloatHistogram, divisor: f64) {
     h.count /= divisor;
     h.sum /= divisor;
     h.zero_count /= divisor;
+    if divisor == 0.0 {
+        h.positive.clear();
+        h.negative.clear();
+        return;
+    }
     h.positive.iter_mut().for_each(|b| b.1 /= divisor);
     h.negative.iter_mut().for_each(|b| b.1 /= divisor);
 }
@@ -395,7 +405,10 @@ pub fn detect_reset(h: &FloatHistogram, prev: &FloatHistogram) -> bool {
         return true;
     }
     if h.uses_custom_buckets() && h.custom_values != prev.custom_values {
-        return true;
+        // Changed custom bounds alone are no reset: both are compared in the bounds they share,
+        // as they would be subtracted.
+        let common = common_bounds(h, prev);
+        return buckets_reset(&remap_custom(h, &common), remap_custom(prev, &common).iter());
     }
     let (prev_zero, threshold) = zero_count_for_larger_threshold(prev, h.zero_threshold);
     if threshold != h.zero_threshold || h.zero_count < prev_zero {
@@ -484,6 +497,34 @@ mod tests {
         let mut hinted = h(0, 4.0, &[(1, 4.0)]);
         hinted.counter_reset_hint = CounterResetHint::NotReset;
         assert!(!detect_reset(&hinted, &prev));
+    }
+
+    #[test]
+    fn subtraction_combines_hints_like_addition() {
+        let mut a = h(0, 2.0, &[(1, 2.0)]);
+        let mut b = h(0, 1.0, &[(1, 1.0)]);
+        a.counter_reset_hint = CounterResetHint::Reset;
+        b.counter_reset_hint = CounterResetHint::NotReset;
+        let (d, info) = sub(&a, &b).unwrap();
+        assert!(info.counter_reset_collision);
+        assert_eq!(d.counter_reset_hint, CounterResetHint::Unknown);
+        assert_eq!(d.positive, vec![(1, 1.0)]);
+    }
+
+    #[test]
+    fn changed_custom_bounds_are_compared_in_the_bounds_both_have() {
+        let custom = |bounds: &[f64], positive: &[(i32, f64)]| FloatHistogram {
+            schema: -53,
+            count: positive.iter().map(|b| b.1).sum(),
+            custom_values: bounds.to_vec(),
+            positive: positive.to_vec(),
+            ..Default::default()
+        };
+        let prev = custom(&[2.0, 4.0], &[(0, 1.0), (1, 2.0)]);
+        // Finer bounds whose merged buckets grew: no reset.
+        assert!(!detect_reset(&custom(&[2.0, 3.0, 4.0], &[(0, 1.0), (1, 1.0), (2, 1.0)]), &prev));
+        // Merged into (2, 4] the finer buckets hold less than before: a reset.
+        assert!(detect_reset(&custom(&[2.0, 3.0, 4.0], &[(0, 2.0), (1, 0.5), (2, 0.5)]), &prev));
     }
 
     #[test]

@@ -250,8 +250,8 @@ impl<'a> Evaluator<'a> {
                 let m = self.eval_vector(&c.args[0], g)?;
                 let mut present = vec![false; steps];
                 for s in &m {
-                    for p in &s.points {
-                        present[g.index(p.t)] = true;
+                    for t in s.points.iter().map(|p| p.t).chain(s.hpoints.iter().map(|p| p.t)) {
+                        present[g.index(t)] = true;
                     }
                 }
                 let points: Vec<FPoint> = g
@@ -373,7 +373,16 @@ impl<'a> Evaluator<'a> {
 
     fn eval_sort(&mut self, c: &Call, g: Grid) -> Result<Val> {
         let name = c.func.name;
-        let m = self.eval_vector(&c.args[0], g)?;
+        let mut m = self.eval_vector(&c.args[0], g)?;
+        // `sort` and `sort_desc` order by float value and drop histogram samples (at every
+        // step of a range query too); the label sorts keep them.
+        let by_value = matches!(name, "sort" | "sort_desc");
+        if by_value {
+            for s in &mut m {
+                s.hpoints.clear();
+            }
+            m.retain(|s| !s.points.is_empty());
+        }
         if !g.is_instant() {
             self.annotations.warn(
                 "sort is ineffective for range queries since results are always ordered by labels",
@@ -388,7 +397,7 @@ impl<'a> Evaluator<'a> {
             }
         }
         // One step: each series has at most one point.
-        let mut v: Vec<Series> = m.into_iter().filter(|s| !s.points.is_empty()).collect();
+        let mut v: Vec<Series> = m.into_iter().filter(|s| !s.is_empty()).collect();
         let value = |s: &Series| s.points[0].f;
         match name {
             "sort" => v.sort_by(|a, b| cmp_values_nan_last(value(a), value(b))),

@@ -98,6 +98,20 @@ fn rank_at(h: &FloatHistogram, b: &Bucket, rank: f64, v: f64) -> f64 {
     rank + b.count * frac
 }
 
+/// The rank at `v` inside bucket `b`, as [`rank_at`], except in a custom bucket of infinite
+/// width, where no interpolation is possible: `v` counts as lying at the bucket's finite end
+/// (all of a `(-Inf, x]` bucket lies below it, none of an `(x, +Inf]` bucket), as for
+/// classic histograms.
+fn rank_in(h: &FloatHistogram, b: &Bucket, rank: f64, v: f64) -> f64 {
+    if b.lower == f64::NEG_INFINITY {
+        rank + b.count
+    } else if b.upper == f64::INFINITY {
+        rank
+    } else {
+        rank_at(h, b, rank, v)
+    }
+}
+
 /// The fraction of observations in `h` between `lower` and `upper`, interpolated inside the
 /// buckets the bounds fall into.
 pub(crate) fn fraction(lower: f64, upper: f64, h: &FloatHistogram) -> f64 {
@@ -133,19 +147,11 @@ pub(crate) fn fraction(lower: f64, upper: f64, h: &FloatHistogram) -> f64 {
             break;
         }
         if !lower_set && b.lower < lower && b.upper > lower {
-            lower_rank = if b.upper.is_infinite() || b.lower.is_infinite() {
-                rank + if lower == f64::NEG_INFINITY { 0.0 } else { b.count }
-            } else {
-                rank_at(h, &b, rank, lower)
-            };
+            lower_rank = rank_in(h, &b, rank, lower);
             lower_set = true;
         }
         if !upper_set && b.lower < upper && b.upper > upper {
-            upper_rank = if b.upper.is_infinite() || b.lower.is_infinite() {
-                rank + if upper == f64::INFINITY { b.count } else { 0.0 }
-            } else {
-                rank_at(h, &b, rank, upper)
-            };
+            upper_rank = rank_in(h, &b, rank, upper);
             upper_set = true;
         }
         if lower_set && upper_set {

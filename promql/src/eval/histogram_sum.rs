@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use storage::FloatHistogram;
+use storage::{CounterResetHint, FloatHistogram};
 
 use super::FPoint;
 use super::float_histogram::{self as fh, Combined, Incompatible};
@@ -28,9 +28,12 @@ pub(crate) fn sum_or_mean(
     for h in rest {
         let (next, i) = fh::add(&layout, h)?;
         info.reconciled_custom_buckets |= i.reconciled_custom_buckets;
-        info.counter_reset_collision |= i.counter_reset_collision;
         layout = next;
     }
+    // Prometheus warns when any input is hinted `reset` and any other `not_reset`, whatever
+    // comes between them (a gauge absorbs both in the result's hint, not in the warning).
+    let hinted = |hint| hs.iter().any(|h| h.counter_reset_hint == hint);
+    info.counter_reset_collision = hinted(CounterResetHint::Reset) && hinted(CounterResetHint::NotReset);
     let same: Vec<FloatHistogram> = hs.iter().map(|h| fh::to_layout(h, &layout)).collect();
     // Every field as a column of values, one per histogram (0 where a bucket is missing).
     let mut columns: BTreeMap<(bool, i32), Vec<FPoint>> = BTreeMap::new();

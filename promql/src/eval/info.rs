@@ -21,6 +21,10 @@ struct TimeShift {
     offset: i64,
 }
 
+/// An info series at one step: the time of its sample in force and whether that sample is a
+/// histogram (an error), or none.
+type InfoSample = Option<(i64, bool)>;
+
 impl<'a> Evaluator<'a> {
     /// The time at which the info series are read: the same shift as the first selector of the
     /// enriched expression (so `info(x offset 1m)` enriches with info as of one minute ago).
@@ -110,7 +114,7 @@ impl<'a> Evaluator<'a> {
         let refs: Vec<i64> =
             g.timestamps().map(|ts| shift.at.unwrap_or(ts).saturating_sub(shift.offset)).collect();
         // Info samples per step: value is the sample's timestamp, used to prefer newer series.
-        let mut info_series: Vec<(Labels, Vec<Option<i64>>)> = Vec::new();
+        let mut info_series: Vec<(Labels, Vec<InfoSample>)> = Vec::new();
         if !id_values.is_empty() {
             let mut matchers = Vec::new();
             for (name, vals) in &id_values {
@@ -131,15 +135,25 @@ impl<'a> Evaluator<'a> {
             let hi = refs.iter().max().copied().unwrap_or(0);
             let mint = lo.saturating_sub(lb).saturating_add(1);
             let series = self.select(&matchers, mint, hi)?;
-            let mut buf = Vec::new();
+            let (mut buf, mut hbuf) = (Vec::new(), Vec::new());
             for r in &series {
                 self.load(r, mint, hi, &mut buf)?;
-                let per_step: Vec<Option<i64>> = refs
+                hbuf.clear();
+                self.querier.histograms(r, mint, hi, &mut hbuf)?;
+                self.samples_read += hbuf.len() as u64;
+                // Per step: the time of the sample in force, and whether it is a histogram.
+                let per_step: Vec<InfoSample> = refs
                     .iter()
                     .map(|&t| {
-                        let j = buf.partition_point(|s| s.t <= t);
-                        let s = buf.get(j.checked_sub(1)?)?;
-                        (s.t > t.saturating_sub(lb) && !is_stale(s.v)).then_some(s.t)
+                        let f = buf.partition_point(|s| s.t <= t).checked_sub(1).map(|j| buf[j]);
+                        let h = hbuf.partition_point(|s| s.t <= t).checked_sub(1).map(|j| &hbuf[j]);
+                        let (st, stale, is_h) = match (f, h) {
+                            (Some(f), Some(h)) if h.t > f.t => (h.t, is_stale(h.h.sum), true),
+                            (Some(f), _) => (f.t, is_stale(f.v), false),
+                            (None, Some(h)) => (h.t, is_stale(h.h.sum), true),
+                            (None, None) => return None,
+                        };
+                        (st > t.saturating_sub(lb) && !stale).then_some((st, is_h))
                     })
                     .collect();
                 info_series.push((r.labels.clone(), per_step));
@@ -171,9 +185,12 @@ impl<'a> Evaluator<'a> {
             }
             let mut by_sig: HashMap<&Labels, (usize, i64)> = HashMap::new();
             for (ii, (labels, per_step)) in info_series.iter().enumerate() {
-                let Some(t) = per_step.get(si).copied().flatten() else {
+                let Some((t, is_histogram)) = per_step.get(si).copied().flatten() else {
                     continue;
                 };
+                if is_histogram {
+                    return Err(Error::Execution("info sample should be float".into()));
+                }
                 match by_sig.get(&info_sigs[ii]) {
                     Some(&(prev, pt)) if pt == t => {
                         return Err(Error::Execution(format!(

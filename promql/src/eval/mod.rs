@@ -34,7 +34,7 @@ use storage::{Labels, Querier};
 use crate::annotations::Annotations;
 use crate::error::{Error, Result};
 use crate::options::EngineOptions;
-use crate::parser::ast::{AtModifier, DurationExpr, DurationOp, Expr, Subquery};
+use crate::parser::ast::{AtModifier, BinOp, DurationExpr, DurationOp, Expr, Subquery};
 
 /// Whether native histogram `h` follows `prev` only after a counter reset (Prometheus'
 /// `DetectReset`), for storages that assign counter-reset hints on append as Prometheus' TSDB
@@ -142,7 +142,46 @@ pub(crate) struct Evaluator<'a> {
     pub series_selected: u64,
     /// What push-down cost (blocks from statistics, blocks and samples decoded).
     pub scan: storage::window::ScanStats,
+    /// Where in the query the evaluation is: decides whether selectors read histograms as
+    /// Prometheus' `HistogramStatsIterator` would.
+    pub hist_stats: HistStatsScope,
     ticks: u32,
+}
+
+/// The ancestors of the node being evaluated that matter for Prometheus'
+/// `detectHistogramStatsDecoding`: a selector below `histogram_count`, `histogram_sum` or
+/// `histogram_avg` reads histograms through a `HistogramStatsIterator` (which turns `unknown`
+/// counter-reset hints into explicit ones, see [`selector::explicit_reset_hints`]) unless a
+/// subquery, `histogram_quantile(s)`, `histogram_fraction` or a trim operator is above it too.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HistStatsScope {
+    below_stats_fn: bool,
+    below_bucket_user: bool,
+}
+
+impl HistStatsScope {
+    /// Whether selectors evaluated now read histogram statistics only.
+    pub fn stats_only(self) -> bool {
+        self.below_stats_fn && !self.below_bucket_user
+    }
+
+    /// The scope for the arguments of function `name`.
+    fn enter_call(mut self, name: &str) -> Self {
+        match name {
+            "histogram_count" | "histogram_sum" | "histogram_avg" => self.below_stats_fn = true,
+            "histogram_quantile" | "histogram_quantiles" | "histogram_fraction" => {
+                self.below_bucket_user = true
+            }
+            _ => {}
+        }
+        self
+    }
+
+    /// The scope below a subquery or a trim operator, which need whole buckets.
+    pub fn enter_bucket_user(mut self) -> Self {
+        self.below_bucket_user = true;
+        self
+    }
 }
 
 /// Error for duplicate output series; the exact text Prometheus uses.
@@ -167,6 +206,7 @@ impl<'a> Evaluator<'a> {
             samples_read: 0,
             series_selected: 0,
             scan: storage::window::ScanStats::default(),
+            hist_stats: HistStatsScope::default(),
             ticks: 0,
         }
     }
@@ -256,9 +296,22 @@ impl<'a> Evaluator<'a> {
                 }
                 self.eval_subquery_raw(sq, g.start)
             }
+            Expr::Binary(b) if matches!(b.op, BinOp::TrimUpper | BinOp::TrimLower) => {
+                let saved = self.hist_stats;
+                self.hist_stats = saved.enter_bucket_user();
+                let v = self.eval_binary(b, g);
+                self.hist_stats = saved;
+                v
+            }
             Expr::Binary(b) => self.eval_binary(b, g),
             Expr::Aggregate(a) => self.eval_aggregate(a, g),
-            Expr::Call(c) => self.eval_call(c, g),
+            Expr::Call(c) => {
+                let saved = self.hist_stats;
+                self.hist_stats = saved.enter_call(c.func.name);
+                let v = self.eval_call(c, g);
+                self.hist_stats = saved;
+                v
+            }
         }
     }
 
@@ -376,8 +429,12 @@ impl<'a> Evaluator<'a> {
         let start = lowest.div_euclid(step).saturating_mul(step).saturating_add(step);
         let inner_grid = Grid { start, end: first.max(last), step };
         self.check_grid(inner_grid)?;
-        let mut inner =
-            if inner_grid.len() == 0 { Vec::new() } else { self.eval_vector(&sq.expr, inner_grid)? };
+        let saved = self.hist_stats;
+        self.hist_stats = saved.enter_bucket_user();
+        let inner =
+            if inner_grid.len() == 0 { Ok(Vec::new()) } else { self.eval_vector(&sq.expr, inner_grid) };
+        self.hist_stats = saved;
+        let mut inner = inner?;
         // A subquery's points are samples of a result, not consecutive stored samples: the
         // counter-reset hints of the storage do not hold between them, so resets must be
         // detected from the buckets (as Prometheus does).

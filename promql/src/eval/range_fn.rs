@@ -29,6 +29,8 @@ struct RangeScratch {
     sts: Vec<i64>,
     step_scalars: Vec<f64>,
     hbuf: Vec<HPoint>,
+    /// Start timestamps of `hbuf` (0 = unknown), or empty.
+    hsts: Vec<i64>,
 }
 
 /// Per-window context handed to a range function.
@@ -449,7 +451,8 @@ impl<'a> Evaluator<'a> {
                         labels: &Labels,
                         drop_name: bool,
                         points: &[FPoint],
-                        hpoints: &[HPoint]|
+                        hpoints: &[HPoint],
+                        hsts: &[i64]|
          -> Result<Option<Series>> {
             step_scalars.resize(scalar_args.len(), 0.0);
             let (mut fout, mut hout): (Vec<FPoint>, Vec<HPoint>) = (Vec::new(), Vec::new());
@@ -458,8 +461,10 @@ impl<'a> Evaluator<'a> {
                 let (lower, upper) = (r.saturating_sub(spec.before), r.saturating_add(spec.after));
                 let fw = &points
                     [points.partition_point(|p| p.t <= lower)..points.partition_point(|p| p.t <= upper)];
-                let hw = &hpoints
-                    [hpoints.partition_point(|p| p.t <= lower)..hpoints.partition_point(|p| p.t <= upper)];
+                let (hlo, hhi) =
+                    (hpoints.partition_point(|p| p.t <= lower), hpoints.partition_point(|p| p.t <= upper));
+                let hw = &hpoints[hlo..hhi];
+                let hw_sts = hsts.get(hlo..hhi).unwrap_or_default();
                 if fw.is_empty() && hw.is_empty() {
                     continue;
                 }
@@ -508,10 +513,23 @@ impl<'a> Evaluator<'a> {
                         hw = &hw[hw.partition_point(|p| p.t < from)..];
                     }
                 } else if anchored || smoothed {
-                    // Anchored and smoothed rates of histograms are not implemented yet.
+                    let w = HWindow { floats: fw, hists: hw, sts: &[], bounds, labels, pos };
+                    let v = match name {
+                        "rate" | "increase" | "delta" => {
+                            range_hist::extended_rate(name, &w, smoothed, &mut ctx.annotations)
+                        }
+                        _ => None,
+                    };
+                    match v {
+                        Some(Out::F(f)) => fout.push(FPoint { t, f }),
+                        Some(Out::H(h)) => hout.push(HPoint { t, h }),
+                        None => {}
+                    }
                     continue;
                 }
-                let w = HWindow { floats: fw, hists: hw, bounds, labels, pos };
+                // An anchored window may have lost samples at its start.
+                let sts = hw_sts.get(hw_sts.len().saturating_sub(hw.len())..).unwrap_or_default();
+                let w = HWindow { floats: fw, hists: hw, sts, bounds, labels, pos };
                 match range_hist::apply(name, &w, &mut ctx.annotations) {
                     Some(Out::F(f)) => fout.push(FPoint { t, f }),
                     Some(Out::H(h)) => hout.push(HPoint { t, h }),
@@ -532,22 +550,29 @@ impl<'a> Evaluator<'a> {
                 let want_sts =
                     self.opts.use_start_timestamps && uses_start_timestamps(name, anchored, smoothed);
                 let est = estimate_points(g.len(), mint, maxt);
+                let stats_only = self.hist_stats.stats_only();
                 self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
                     if let Some((f, windows)) = &pushed
                         && let Some(answer) = ctx.pushdown_series(*f, r, windows, g)?
                     {
                         return Ok(answer);
                     }
-                    let RangeScratch { buf, points, st_buf, sts, step_scalars, hbuf } = scratch;
+                    let RangeScratch { buf, points, st_buf, sts, step_scalars, hbuf, hsts } = scratch;
                     ctx.load(r, mint, maxt, buf)?;
                     points.clear();
                     points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
-                    ctx.load_histograms(r, mint, maxt, hbuf)?;
-                    if !hbuf.is_empty() {
-                        return run_hist(ctx, step_scalars, &r.labels, false, points, hbuf);
-                    }
+                    ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
                     if want_sts {
                         ctx.load_start_timestamps(r, mint, maxt, st_buf)?;
+                    }
+                    if !hbuf.is_empty() {
+                        hsts.clear();
+                        if want_sts {
+                            start_timestamps::align_times(hbuf.iter().map(|p| p.t), st_buf, hsts);
+                        }
+                        return run_hist(ctx, step_scalars, &r.labels, false, points, hbuf, hsts);
+                    }
+                    if want_sts {
                         start_timestamps::align(points, st_buf, sts);
                     }
                     run(ctx, step_scalars, &r.labels, false, points, sts)
@@ -558,7 +583,15 @@ impl<'a> Evaluator<'a> {
                 let est = inner.iter().map(|s| s.points.len()).max().unwrap_or(0).max(g.len());
                 self.map_series(&inner, est, |ctx, step_scalars: &mut Vec<f64>, s| {
                     if !s.hpoints.is_empty() {
-                        return run_hist(ctx, step_scalars, &s.labels, s.drop_name, &s.points, &s.hpoints);
+                        return run_hist(
+                            ctx,
+                            step_scalars,
+                            &s.labels,
+                            s.drop_name,
+                            &s.points,
+                            &s.hpoints,
+                            &[],
+                        );
                     }
                     run(ctx, step_scalars, &s.labels, s.drop_name, &s.points, &[])
                 })?

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use storage::query::StartTimestamp;
-use storage::{HistogramSample, Matcher, Sample, SeriesRef, is_stale};
+use storage::{CounterResetHint, HistogramSample, Matcher, Sample, SeriesRef, is_stale};
 
 use super::parallel::{SeriesCtx, estimate_points};
-use super::{Evaluator, FPoint, Grid, HPoint, Series, Val, start_timestamps};
+use super::{Evaluator, FPoint, Grid, HPoint, Series, Val, float_histogram, start_timestamps};
 use crate::error::{Error, Result};
 use crate::parser::ast::{MatrixSelector, VectorSelector};
 
@@ -45,11 +45,14 @@ impl SeriesCtx<'_> {
     /// Reads the native histogram samples of one series in `[mint, maxt]` as shared points
     /// (replacing the contents of `out`). Storages without histograms answer with nothing, so
     /// a float-only series costs one empty call.
+    /// `stats_only` (see [`super::HistStatsScope`]) reads them as Prometheus'
+    /// `HistogramStatsIterator` does.
     pub fn load_histograms(
         &mut self,
         r: &SeriesRef,
         mint: i64,
         maxt: i64,
+        stats_only: bool,
         out: &mut Vec<HPoint>,
     ) -> Result<()> {
         out.clear();
@@ -60,7 +63,48 @@ impl SeriesCtx<'_> {
         }
         self.samples_read += raw.len() as u64;
         out.extend(raw.into_iter().map(|s| HPoint { t: s.t, h: Arc::new(s.h) }));
+        if stats_only {
+            explicit_reset_hints(out);
+        }
         Ok(())
+    }
+}
+
+/// What Prometheus' `HistogramStatsIterator` (used where only a histogram's count and sum are
+/// needed) makes of histogram samples: only the count, the sum, the schema and the
+/// counter-reset hint are kept (no zero bucket, buckets or custom bounds), and resets are detected while
+/// reading, so a sample with an `unknown` hint that follows another histogram sample read in
+/// the same pass gets `reset` or `not_reset`, judged on the whole histograms. The schema is
+/// kept too (Prometheus' corpus expects the exponential/custom mix to be noticed there). The hints matter
+/// for the "conflicting counter resets" warning of `sum`, `avg`, `sum_over_time` and
+/// `avg_over_time` below `histogram_count` and friends. The first sample read keeps its hint;
+/// stale markers keep only their sum and are skipped.
+pub(crate) fn explicit_reset_hints(hs: &mut [HPoint]) {
+    let mut prev: Option<Arc<storage::FloatHistogram>> = None;
+    for p in hs {
+        let full = p.h.clone();
+        let mut hint = full.counter_reset_hint;
+        let stale = is_stale(full.sum);
+        if !stale
+            && hint == CounterResetHint::Unknown
+            && let Some(before) = &prev
+        {
+            hint = if float_histogram::detect_reset(&full, before) {
+                CounterResetHint::Reset
+            } else {
+                CounterResetHint::NotReset
+            };
+        }
+        p.h = Arc::new(storage::FloatHistogram {
+            counter_reset_hint: if stale { full.counter_reset_hint } else { hint },
+            count: if stale { 0.0 } else { full.count },
+            sum: full.sum,
+            schema: full.schema,
+            ..Default::default()
+        });
+        if !stale {
+            prev = Some(full);
+        }
     }
 }
 
@@ -108,15 +152,24 @@ impl<'a> Evaluator<'a> {
         let maxt = if vs.smoothed { hi.saturating_add(lb) } else { hi };
         let series = self.select(&vs.matchers, mint, maxt)?;
         let est = estimate_points(g.len(), mint, maxt);
+        let stats_only = self.hist_stats.stats_only();
         let out = self.map_series(&series, est, |ctx, scratch: &mut SelectorScratch, r| {
             let SelectorScratch { buf, sts, hbuf } = scratch;
             ctx.load(r, mint, maxt, buf)?;
             if pick == Pick::StartTimestamp {
                 ctx.load_start_timestamps(r, mint, maxt, sts)?;
             }
-            ctx.load_histograms(r, mint, maxt, hbuf)?;
-            if !hbuf.is_empty() && !vs.smoothed {
-                let (points, hpoints) = latest_mixed_points(buf, hbuf, &refs, g, lb, pick);
+            ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
+            if !hbuf.is_empty() && vs.smoothed {
+                let (points, hpoints) =
+                    smoothed_mixed_points(buf, hbuf, &refs, g, lb, &r.labels, vs.start, &mut ctx.annotations);
+                let empty = points.is_empty() && hpoints.is_empty();
+                return Ok(
+                    (!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints))
+                );
+            }
+            if !hbuf.is_empty() {
+                let (points, hpoints) = latest_mixed_points(buf, sts, hbuf, &refs, g, lb, pick);
                 let empty = points.is_empty() && hpoints.is_empty();
                 return Ok(
                     (!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints))
@@ -140,10 +193,11 @@ impl<'a> Evaluator<'a> {
         let (mint, maxt) = (ref_t.saturating_sub(w.before).saturating_add(1), ref_t.saturating_add(w.after));
         let series = self.select(&ms.vs.matchers, mint, maxt)?;
         let est = estimate_points(1, mint, maxt);
+        let stats_only = self.hist_stats.stats_only();
         let out = self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
             let RangeScratch { buf, hbuf } = scratch;
             ctx.load(r, mint, maxt, buf)?;
-            ctx.load_histograms(r, mint, maxt, hbuf)?;
+            ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
             let mut points: Vec<FPoint> =
                 buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
             if ms.vs.anchored || ms.vs.smoothed {
@@ -225,26 +279,104 @@ fn smoothed_points(buf: &[Sample], refs: &[i64], g: Grid, lb: i64) -> Vec<FPoint
         buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
     let mut points = Vec::new();
     for (i, &r) in refs.iter().enumerate() {
-        // Samples in (r - lb, r + lb].
-        let lo = floats.partition_point(|p| p.t <= r - lb);
-        let hi = floats.partition_point(|p| p.t <= r + lb);
-        let w = &floats[lo..hi];
-        if w.is_empty() {
+        if let Some(f) = smoothed_value(&floats, r, lb) {
+            points.push(FPoint { t: g.ts(i), f });
+        }
+    }
+    points
+}
+
+/// The smoothed value of `floats` (sorted, no stale markers) at `r`, from the samples in
+/// `(r - lb, r + lb]`.
+fn smoothed_value(floats: &[FPoint], r: i64, lb: i64) -> Option<f64> {
+    let lo = floats.partition_point(|p| p.t <= r - lb);
+    let hi = floats.partition_point(|p| p.t <= r + lb);
+    let w = &floats[lo..hi];
+    let k = w.partition_point(|p| p.t < r);
+    if k < w.len() && w[k].t == r {
+        Some(w[k].f)
+    } else if k > 0 && k < w.len() {
+        Some(interpolate(w[k - 1], w[k], r))
+    } else if k > 0 {
+        Some(w[k - 1].f)
+    } else {
+        None
+    }
+}
+
+/// [`smoothed_points`] for a series with histogram samples: at each step the histogram
+/// interpolated between the samples around it (a counter reset in between makes it the later
+/// sample scaled as if counted from zero), or the last one when no later sample exists yet.
+/// A step whose window `(ref - lb, ref + lb]` holds floats and histograms gives nothing and a
+/// warning, as does interpolating between exponential and custom buckets.
+#[allow(clippy::too_many_arguments)]
+fn smoothed_mixed_points(
+    buf: &[Sample],
+    hbuf: &[HPoint],
+    refs: &[i64],
+    g: Grid,
+    lb: i64,
+    labels: &storage::Labels,
+    pos: usize,
+    a: &mut crate::annotations::Annotations,
+) -> (Vec<FPoint>, Vec<HPoint>) {
+    let floats: Vec<Sample> = buf.iter().filter(|s| !is_stale(s.v)).copied().collect();
+    let hists: Vec<&HPoint> = hbuf.iter().filter(|p| !is_stale(p.h.sum)).collect();
+    let metric = super::labels::metric_name(labels);
+    let (mut points, mut hpoints) = (Vec::new(), Vec::new());
+    for (i, &r) in refs.iter().enumerate() {
+        let window = |t: i64| t > r - lb && t <= r + lb;
+        let fw: Vec<FPoint> =
+            floats.iter().filter(|s| window(s.t)).map(|s| FPoint { t: s.t, f: s.v }).collect();
+        let hw: Vec<&HPoint> = hists.iter().copied().filter(|p| window(p.t)).collect();
+        if !fw.is_empty() && !hw.is_empty() {
+            a.warn(format!("encountered a mix of histograms and floats for metric name {metric:?}"), pos);
             continue;
         }
-        let k = w.partition_point(|p| p.t < r);
-        let f = if k < w.len() && w[k].t == r {
-            w[k].f
-        } else if k > 0 && k < w.len() {
-            interpolate(w[k - 1], w[k], r)
+        if hw.is_empty() {
+            if let Some(f) = smoothed_value(&fw, r, lb) {
+                points.push(FPoint { t: g.ts(i), f });
+            }
+            continue;
+        }
+        let k = hw.partition_point(|p| p.t < r);
+        let h = if k < hw.len() && hw[k].t == r {
+            hw[k].h.clone()
+        } else if k > 0 && k < hw.len() {
+            let gauge = |p: &HPoint| p.h.counter_reset_hint == CounterResetHint::Gauge;
+            let is_counter = !(gauge(hw[k - 1]) && gauge(hw[k]));
+            let mixed_schemas = format!(
+                "vector contains a mix of histograms with exponential and custom buckets schemas for metric name {metric:?}"
+            );
+            // Exponential and custom buckets cannot be interpolated (checked before any reset
+            // detection, which would call the change of schema a reset).
+            if hw[k - 1].h.uses_custom_buckets() != hw[k].h.uses_custom_buckets() {
+                a.warn(mixed_schemas, pos);
+                continue;
+            }
+            let interpolated =
+                super::range_hist::interpolate_histograms(hw[k - 1], hw[k], r, is_counter, |res| {
+                    match res {
+                        Ok(Some(op)) => {
+                            a.info(format!("mismatched custom buckets were reconciled during {op}"), pos)
+                        }
+                        Ok(None) => {}
+                        Err(()) => a.warn(mixed_schemas.clone(), pos),
+                    }
+                    true
+                });
+            match interpolated {
+                Some(h) => Arc::new(h),
+                None => continue,
+            }
         } else if k > 0 {
-            w[k - 1].f
+            hw[k - 1].h.clone()
         } else {
             continue;
         };
-        points.push(FPoint { t: g.ts(i), f });
+        hpoints.push(HPoint { t: g.ts(i), h });
     }
-    points
+    (points, hpoints)
 }
 
 /// Extends the samples of an anchored or smoothed range to its boundaries (Prometheus'
@@ -297,10 +429,11 @@ pub(crate) fn pick_right(floats: &[FPoint], last: usize, end: i64, smoothed: boo
 }
 
 /// [`latest_points`] for a series that has histogram samples: for each step the latest sample
-/// of either kind in `(ref - lb, ref]`, unless it is a stale marker. Start timestamps are not
-/// kept for histograms, so [`Pick::StartTimestamp`] reports 0 for them.
+/// of either kind in `(ref - lb, ref]`, unless it is a stale marker (`sts`: the start
+/// timestamps of both kinds, needed for [`Pick::StartTimestamp`] only).
 fn latest_mixed_points(
     buf: &[Sample],
+    sts: &[StartTimestamp],
     hbuf: &[HPoint],
     refs: &[i64],
     g: Grid,
@@ -322,7 +455,7 @@ fn latest_mixed_points(
                 let v = match pick {
                     Pick::Value => f.v,
                     Pick::Timestamp => f.t as f64 / 1000.0,
-                    Pick::StartTimestamp => 0.0,
+                    Pick::StartTimestamp => start_timestamps::at(sts, f.t) as f64 / 1000.0,
                 };
                 points.push(FPoint { t, f: v });
             }
@@ -332,9 +465,46 @@ fn latest_mixed_points(
             match pick {
                 Pick::Value => hpoints.push(HPoint { t, h: h.h.clone() }),
                 Pick::Timestamp => points.push(FPoint { t, f: h.t as f64 / 1000.0 }),
-                Pick::StartTimestamp => points.push(FPoint { t, f: 0.0 }),
+                Pick::StartTimestamp => {
+                    points.push(FPoint { t, f: start_timestamps::at(sts, h.t) as f64 / 1000.0 })
+                }
             }
         }
     }
     (points, hpoints)
+}
+
+#[cfg(test)]
+mod tests {
+    use storage::FloatHistogram;
+
+    use super::*;
+
+    fn hpoint(t: i64, count: f64, bucket: f64, hint: CounterResetHint) -> HPoint {
+        let h = FloatHistogram {
+            counter_reset_hint: hint,
+            count,
+            sum: count,
+            positive: vec![(0, bucket)],
+            ..Default::default()
+        };
+        HPoint { t, h: Arc::new(h) }
+    }
+
+    #[test]
+    fn statistics_reading_makes_hints_explicit_and_drops_buckets() {
+        use CounterResetHint::*;
+        let mut hs = vec![
+            hpoint(1, 5.0, 5.0, Unknown),
+            hpoint(2, 6.0, 6.0, NotReset),
+            // Only the bucket shows the reset.
+            hpoint(3, 7.0, 1.0, Unknown),
+            hpoint(4, 8.0, 2.0, Unknown),
+        ];
+        explicit_reset_hints(&mut hs);
+        let hints: Vec<CounterResetHint> = hs.iter().map(|p| p.h.counter_reset_hint).collect();
+        assert_eq!(hints, vec![Unknown, NotReset, Reset, NotReset]);
+        assert!(hs.iter().all(|p| p.h.positive.is_empty()));
+        assert_eq!(hs[2].h.count, 7.0);
+    }
 }

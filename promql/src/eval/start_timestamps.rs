@@ -34,17 +34,22 @@ impl SeriesCtx<'_> {
 /// timestamp of `points[i]`, 0 if unknown. `out` stays empty when there are none at all, so
 /// functions can tell "no start timestamps" from a slice's emptiness.
 pub(crate) fn align(points: &[FPoint], sts: &[StartTimestamp], out: &mut Vec<i64>) {
+    align_times(points.iter().map(|p| p.t), sts, out);
+}
+
+/// [`align`] for samples given by their timestamps (histogram samples).
+pub(crate) fn align_times(times: impl Iterator<Item = i64>, sts: &[StartTimestamp], out: &mut Vec<i64>) {
     out.clear();
     if sts.is_empty() {
         return;
     }
     let mut j = 0;
-    out.extend(points.iter().map(|p| {
-        while j < sts.len() && sts[j].t < p.t {
+    out.extend(times.map(|t| {
+        while j < sts.len() && sts[j].t < t {
             j += 1;
         }
         match sts.get(j) {
-            Some(s) if s.t == p.t => s.st,
+            Some(s) if s.t == t => s.st,
             _ => 0,
         }
     }));

@@ -174,9 +174,11 @@ impl Display for Expr {
                 } else if !a.grouping.is_empty() {
                     write!(f, " by ({})", labels(&a.grouping))?;
                 }
+                // Like Prometheus' printer: `sum(x)`, but `sum by (a) (x)`.
+                let sep = if a.without || !a.grouping.is_empty() { " " } else { "" };
                 match &a.param {
-                    Some(p) => write!(f, " ({p}, {})", a.expr),
-                    None => write!(f, " ({})", a.expr),
+                    Some(p) => write!(f, "{sep}({p}, {})", a.expr),
+                    None => write!(f, "{sep}({})", a.expr),
                 }
             }
             Expr::Call(c) => {

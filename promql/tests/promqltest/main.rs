@@ -88,6 +88,7 @@ fn load(
         let mut samples = Vec::new();
         let mut start_timestamps = Vec::new();
         let mut histograms: Vec<HistogramSample> = Vec::new();
+        let mut histogram_sts = Vec::new();
         // The previous sample, if it was a histogram (for the counter-reset hint).
         let mut prev: Option<usize> = None;
         for (k, slot) in s.slots.iter().enumerate() {
@@ -105,6 +106,7 @@ fn load(
                     }
                     prev = Some(histograms.len());
                     histograms.push(HistogramSample { t, h });
+                    histogram_sts.push(s.start_offsets.get(k).copied().flatten().map_or(0, |o| t + o));
                 }
                 Slot::Omitted => {}
             }
@@ -113,7 +115,7 @@ fn load(
             store.append_with_start_timestamps(&s.labels, &samples, &start_timestamps);
         }
         if !histograms.is_empty() {
-            store.append_histograms(&s.labels, &histograms);
+            store.append_histograms_with_start_timestamps(&s.labels, &histograms, &histogram_sts);
         }
     }
     if nhcb {
