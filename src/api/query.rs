@@ -10,6 +10,7 @@
 
 pub mod ast_json;
 mod encode;
+mod histogram_json;
 pub mod pretty;
 mod service;
 #[cfg(test)]
@@ -337,9 +338,20 @@ fn estimated_size(value: &promql::Value) -> usize {
     let labels = |l: &storage::Labels| {
         l.iter().map(|l| l.name.len() + l.value.len() + PER_LABEL_BYTE_OVERHEAD).sum::<usize>() + 32
     };
+    // A histogram is an object of count and sum plus a 4-element array per bucket.
+    let histogram = |h: &storage::FloatHistogram| 64 + (h.positive.len() + h.negative.len() + 1) * 56;
     let body = match value {
-        promql::Value::Vector(v) => v.iter().map(|s| labels(&s.labels) + PER_POINT).sum(),
-        promql::Value::Matrix(m) => m.iter().map(|s| labels(&s.labels) + s.points.len() * PER_POINT).sum(),
+        promql::Value::Vector(v) => {
+            v.iter().map(|s| labels(&s.labels) + PER_POINT + s.h.as_ref().map_or(0, histogram)).sum()
+        }
+        promql::Value::Matrix(m) => m
+            .iter()
+            .map(|s| {
+                labels(&s.labels)
+                    + s.points.len() * PER_POINT
+                    + s.histograms.iter().map(|p| PER_POINT + histogram(&p.h)).sum::<usize>()
+            })
+            .sum(),
         promql::Value::String { v, .. } => v.len() + PER_POINT,
         promql::Value::Scalar { .. } => PER_POINT,
     };

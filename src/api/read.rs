@@ -11,13 +11,13 @@
 //! * `SAMPLES`: one snappy-compressed `ReadResponse`, native histograms in each series'
 //!   `histograms`. At most `--storage.remote.read-sample-limit` samples (histograms included)
 //!   per query; more is a 400 `exceeded sample limit (N)`, as Prometheus.
-//! * `STREAMED_XOR_CHUNKS`: framed `ChunkedReadResponse`s of XOR chunks (≤ 120 samples each),
-//!   one series per frame, frames cut at `--storage.remote.read-max-bytes-in-frame`. A blocking
-//!   task reads series by series and sends each frame through a small channel as soon as it is
-//!   encoded, so memory stays at about one series however large the answer; the sample limit
-//!   does not apply, as in Prometheus. Native histograms are not sent in this form yet
-//!   (Prometheus' histogram chunk encodings are not implemented): a series' float samples are,
-//!   a histogram-only series is left out. TODO(#10).
+//! * `STREAMED_XOR_CHUNKS`: framed `ChunkedReadResponse`s of chunks (≤ 120 samples each): XOR
+//!   chunks for float samples, Prometheus' `HISTOGRAM`/`FLOAT_HISTOGRAM` chunks for native
+//!   histograms (`remote::read::histogram_chunk`), in time order. One series per frame, frames
+//!   cut at `--storage.remote.read-max-bytes-in-frame`. A blocking task reads series by series
+//!   and sends each frame through a small channel as soon as it is encoded, so memory stays at
+//!   about one series however large the answer; the sample limit does not apply, as in
+//!   Prometheus.
 //!
 //! At most `--storage.remote.read-concurrent-limit` requests are served at once; the rest wait
 //! for a slot (Prometheus' gate). Errors are plain text, as Prometheus' handler writes them:
@@ -255,11 +255,15 @@ fn produce_frames(
     tx: &mpsc::Sender<Result<Bytes, ApiError>>,
 ) -> Result<(), ApiError> {
     let mut samples = Vec::new();
+    let mut histograms = Vec::new();
     for (index, query) in request.queries.iter().enumerate() {
         for series in select(snapshot, query)? {
             samples.clear();
-            snapshot.samples(&series, query.start_timestamp_ms, query.end_timestamp_ms, &mut samples)?;
-            let chunks = remote::read::xor_chunks(&samples);
+            histograms.clear();
+            let (start, end) = (query.start_timestamp_ms, query.end_timestamp_ms);
+            snapshot.samples(&series, start, end, &mut samples)?;
+            snapshot.histograms(&series, start, end, &mut histograms)?;
+            let chunks = remote::read::series_chunks(&samples, &histograms);
             let labels = remote::read::labels_to_proto(&series.labels);
             let sent = remote::read::series_frames(index as i64, labels, chunks, frame_bytes_max, |frame| {
                 tx.blocking_send(Ok(Bytes::from(frame))).map_err(|_| Disconnected)

@@ -344,7 +344,7 @@
     const result = data.result;
     let summary;
     if (type === 'matrix') {
-      const points = result.reduce((n, s) => n + s.values.length, 0);
+      const points = result.reduce((n, s) => n + floats(s).length + histograms(s).length, 0);
       summary = `${result.length} series, ${points} points`;
       renderMatrixTable(result);
       if (range) {
@@ -383,7 +383,8 @@
     let points = 0;
     const columns = plotted.map((s) => {
       const ys = new Array(n).fill(null);
-      for (const [t, v] of s.values) {
+      // Native histograms have no one value to plot; the table shows them.
+      for (const [t, v] of floats(s)) {
         const i = Math.round((t - range.start) / range.step);
         const value = parseSampleValue(v);
         if (i >= 0 && i < n && Number.isFinite(value)) {
@@ -477,14 +478,29 @@
     }
   }
 
+  // A matrix series' float and native histogram points; Prometheus leaves out an empty key.
+  function floats(s) {
+    return s.values || [];
+  }
+
+  function histograms(s) {
+    return s.histograms || [];
+  }
+
+  // A native histogram in one table cell: its count and sum.
+  function histogramText(h) {
+    return `histogram: count ${h.count}, sum ${h.sum}`;
+  }
+
   function renderVectorTable(result) {
     header(['Series', 'Value', 'Time']);
     const rows = result.slice(0, TABLE_ROWS_MAX).map((s) => {
       const tr = document.createElement('tr');
       tr.className = 'series';
       cell(tr, seriesName(s.metric), 'labels');
-      cell(tr, s.value[1], 'num');
-      cell(tr, formatTime(s.value[0]), 'time');
+      const [t, v] = s.value || s.histogram;
+      cell(tr, s.value ? v : histogramText(v), 'num');
+      cell(tr, formatTime(t), 'time');
       return tr;
     });
     finishTable(rows, result.length);
@@ -493,12 +509,16 @@
   function renderMatrixTable(result) {
     header(['Series', 'Points', 'Latest', 'Min', 'Max']);
     const rows = result.slice(0, TABLE_ROWS_MAX).map((s) => {
-      const values = s.values.map(([, v]) => parseSampleValue(v)).filter((v) => !Number.isNaN(v));
-      const last = s.values[s.values.length - 1];
+      const values = floats(s).map(([, v]) => parseSampleValue(v)).filter((v) => !Number.isNaN(v));
+      const lastFloat = floats(s)[floats(s).length - 1];
+      const lastHist = histograms(s)[histograms(s).length - 1];
+      const last = lastHist && (!lastFloat || lastHist[0] > lastFloat[0])
+        ? [lastHist[0], histogramText(lastHist[1])]
+        : lastFloat;
       const tr = document.createElement('tr');
       tr.className = 'series';
       cell(tr, seriesName(s.metric), 'labels');
-      cell(tr, String(s.values.length), 'num');
+      cell(tr, String(floats(s).length + histograms(s).length), 'num');
       cell(tr, last ? `${last[1]} @ ${formatTime(last[0])}` : '', 'num');
       cell(tr, values.length ? String(Math.min(...values)) : '', 'num');
       cell(tr, values.length ? String(Math.max(...values)) : '', 'num');

@@ -35,18 +35,25 @@ pub fn encode_uncompressed(version: Version, batch: &storage::Batch, metadata: &
     }
 }
 
+/// Whether `h` can travel as an integer histogram: every count a whole number (below 2^53, so
+/// exact) and the count the buckets' total (or at least it, when NaN observations make the sum
+/// NaN), as Prometheus' integer histograms always are.
+pub fn is_integer(h: &storage::FloatHistogram) -> bool {
+    let whole = |v: f64| v >= 0.0 && v.fract() == 0.0 && v < 9.0e15;
+    let total: f64 = h.zero_count + h.positive.iter().chain(&h.negative).map(|b| b.1).sum::<f64>();
+    whole(h.count)
+        && whole(h.zero_count)
+        && h.positive.iter().chain(&h.negative).all(|b| whole(b.1))
+        && (total == h.count || (h.sum.is_nan() && total <= h.count))
+}
+
 /// A native histogram sample as the wire message: an integer histogram (bucket deltas) when
 /// every count is a whole number and the count is the buckets' total, as Prometheus' integer
 /// histograms always are; a float histogram (absolute counts) otherwise.
 pub fn histogram_message(s: &storage::HistogramSample) -> v1::Histogram {
     use v1::histogram::{Count, ZeroCount};
     let h = &s.h;
-    let whole = |v: f64| v >= 0.0 && v.fract() == 0.0 && v < 9.0e15;
-    let total: f64 = h.zero_count + h.positive.iter().chain(&h.negative).map(|b| b.1).sum::<f64>();
-    let integer = whole(h.count)
-        && whole(h.zero_count)
-        && h.positive.iter().chain(&h.negative).all(|b| whole(b.1))
-        && (total == h.count || (h.sum.is_nan() && total <= h.count));
+    let integer = is_integer(h);
     let spans = |buckets: &[(i32, f64)]| {
         let mut spans: Vec<v1::BucketSpan> = Vec::new();
         let mut next = 0i64;

@@ -22,7 +22,7 @@ mod v1;
 mod v2;
 mod wire;
 
-pub use encode::{encode, encode_uncompressed, histogram_message};
+pub use encode::{encode, encode_uncompressed, histogram_message, is_integer};
 
 use crate::metadata::MetricMetadata;
 use crate::{Error, Limits, Result};

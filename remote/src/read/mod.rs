@@ -9,8 +9,8 @@
 //! * `SAMPLES`: one snappy-compressed [`proto::ReadResponse`] with raw samples
 //!   ([`encode_samples_response`]).
 //! * `STREAMED_XOR_CHUNKS`: a stream of [`frame`]s, each holding one
-//!   [`proto::ChunkedReadResponse`] with some [`xor`] chunks of one series
-//!   ([`xor_chunks`], [`series_frames`]).
+//!   [`proto::ChunkedReadResponse`] with some chunks of one series: [`xor`] chunks for floats,
+//!   [`histogram_chunk`]s for native histograms ([`series_chunks`], [`series_frames`]).
 //!
 //! Spec: Prometheus' `prompb/remote.proto` and `storage/remote/{codec,chunked,read_handler}.go`.
 //! The client half ([`encode_request`], [`decode_samples_response`], [`decode_chunked_body`])
@@ -18,6 +18,7 @@
 
 mod bits;
 pub mod frame;
+pub mod histogram_chunk;
 pub mod proto;
 pub mod xor;
 
@@ -153,6 +154,36 @@ pub fn xor_chunks(samples: &[Sample]) -> Vec<Chunk> {
             Some(Chunk { min_time_ms, max_time_ms, r#type: proto::CHUNK_XOR, data: encoder.finish() })
         })
         .collect()
+}
+
+/// A series' float samples and native histogram samples (each in time order, never at the same
+/// timestamp) as chunks in time order: each run of floats as XOR chunks ([`xor_chunks`]), each
+/// run of histograms as histogram chunks ([`histogram_chunk::histogram_chunks`]), so a series
+/// that turns from floats to histograms (or back) keeps its chunks ordered and apart.
+pub fn series_chunks(samples: &[Sample], histograms: &[HistogramSample]) -> Vec<Chunk> {
+    let mut chunks = Vec::new();
+    let (mut floats, mut hists) = (samples, histograms);
+    loop {
+        match (floats.first(), hists.first()) {
+            (None, None) => break,
+            (Some(s), next) if next.is_none_or(|h| s.t < h.t) => {
+                let until = next.map_or(i64::MAX, |h| h.t);
+                let (run, rest) = floats.split_at(floats.iter().take_while(|s| s.t < until).count());
+                chunks.extend(xor_chunks(run));
+                floats = rest;
+            }
+            (next, _) => {
+                // At least one: a float and a histogram at one timestamp (which storage never
+                // returns) must not stop the loop.
+                let until = next.map_or(i64::MAX, |s| s.t);
+                let run = hists.iter().take_while(|h| h.t < until).count().max(1).min(hists.len());
+                let (run, rest) = hists.split_at(run);
+                chunks.extend(histogram_chunk::histogram_chunks(run));
+                hists = rest;
+            }
+        }
+    }
+    chunks
 }
 
 /// Cuts one series' chunks into framed `ChunkedReadResponse`s and hands each frame to `emit`,

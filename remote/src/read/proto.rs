@@ -25,8 +25,12 @@ pub const MATCH_RE: i32 = 2;
 /// `LabelMatcher.Type.NRE`
 pub const MATCH_NRE: i32 = 3;
 
-/// `Chunk.Encoding.XOR`, the only chunk encoding strata sends.
+/// `Chunk.Encoding.XOR`: float samples (see [`super::xor`]).
 pub const CHUNK_XOR: i32 = 1;
+/// `Chunk.Encoding.HISTOGRAM`: integer native histograms (see [`super::histogram_chunk`]).
+pub const CHUNK_HISTOGRAM: i32 = 2;
+/// `Chunk.Encoding.FLOAT_HISTOGRAM`: float native histograms (see [`super::histogram_chunk`]).
+pub const CHUNK_FLOAT_HISTOGRAM: i32 = 3;
 
 /// The request: one or more queries and the response types the client can read, in its order
 /// of preference.
@@ -147,10 +151,11 @@ pub struct Chunk {
     /// `int64 max_time_ms = 2`: the last sample's timestamp.
     #[prost(int64, tag = "2")]
     pub max_time_ms: i64,
-    /// `Encoding type = 3`; [`CHUNK_XOR`] for every chunk strata sends.
+    /// `Encoding type = 3`: [`CHUNK_XOR`], [`CHUNK_HISTOGRAM`] or [`CHUNK_FLOAT_HISTOGRAM`].
     #[prost(int32, tag = "3")]
     pub r#type: i32,
-    /// `bytes data = 4`: the chunk in the encoding's byte format (see [`super::xor`]).
+    /// `bytes data = 4`: the chunk in the encoding's byte format (see [`super::xor`] and
+    /// [`super::histogram_chunk`]).
     #[prost(bytes = "vec", tag = "4")]
     pub data: Vec<u8>,
 }

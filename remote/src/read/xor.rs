@@ -33,7 +33,7 @@ use crate::{Error, Result};
 pub const SAMPLES_PER_CHUNK: usize = 120;
 
 /// `leading` before any value has set the window (`0xff` in Prometheus).
-const NO_WINDOW: u8 = 0xff;
+pub(crate) const NO_WINDOW: u8 = 0xff;
 
 /// Builds one XOR chunk sample by sample. Timestamps must increase (as every series read from
 /// storage does); the format itself would accept any order.
@@ -135,32 +135,9 @@ impl XorEncoder {
         true
     }
 
-    /// The XOR of a value with the previous one, reusing the previous leading/trailing-zero
-    /// window when the new significant bits fit in it.
+    /// The XOR of a value with the previous one (see [`write_xor_value`]).
     fn write_value(&mut self, v_bits: u64) {
-        let x = v_bits ^ self.v_bits;
-        if x == 0 {
-            self.w.write_bit(false);
-            return;
-        }
-        self.w.write_bit(true);
-        // Clamped: the leading count travels in 5 bits.
-        let leading = (x.leading_zeros() as u8).min(31);
-        let trailing = x.trailing_zeros() as u8;
-        if self.leading != NO_WINDOW && leading >= self.leading && trailing >= self.trailing {
-            self.w.write_bit(false);
-            let width = 64 - u32::from(self.leading) - u32::from(self.trailing);
-            self.w.write_bits(x >> self.trailing, width);
-        } else {
-            self.leading = leading;
-            self.trailing = trailing;
-            self.w.write_bit(true);
-            self.w.write_bits(u64::from(leading), 5);
-            let significant = 64 - u32::from(leading) - u32::from(trailing);
-            // 64 does not fit in 6 bits and is written as 0 (0 significant bits never occurs).
-            self.w.write_bits(u64::from(significant), 6);
-            self.w.write_bits(x >> trailing, significant);
-        }
+        write_xor_value(&mut self.w, v_bits, self.v_bits, &mut self.leading, &mut self.trailing);
     }
 
     /// The chunk's bytes.
@@ -169,10 +146,46 @@ impl XorEncoder {
     }
 }
 
+/// Writes `v_bits` as its XOR with `prev_bits` (Prometheus' `xorWrite`), reusing the
+/// leading/trailing-zero window in `leading`/`trailing` when the new significant bits fit in it
+/// and updating it otherwise. `leading` is [`NO_WINDOW`] before any window was set. Shared by
+/// the XOR chunk's values and the histogram chunks' sums (and float histograms' every field).
+pub(crate) fn write_xor_value(
+    w: &mut BitWriter,
+    v_bits: u64,
+    prev_bits: u64,
+    leading: &mut u8,
+    trailing: &mut u8,
+) {
+    let x = v_bits ^ prev_bits;
+    if x == 0 {
+        w.write_bit(false);
+        return;
+    }
+    w.write_bit(true);
+    // Clamped: the leading count travels in 5 bits.
+    let new_leading = (x.leading_zeros() as u8).min(31);
+    let new_trailing = x.trailing_zeros() as u8;
+    if *leading != NO_WINDOW && new_leading >= *leading && new_trailing >= *trailing {
+        w.write_bit(false);
+        let width = 64 - u32::from(*leading) - u32::from(*trailing);
+        w.write_bits(x >> *trailing, width);
+    } else {
+        *leading = new_leading;
+        *trailing = new_trailing;
+        w.write_bit(true);
+        w.write_bits(u64::from(new_leading), 5);
+        let significant = 64 - u32::from(new_leading) - u32::from(new_trailing);
+        // 64 does not fit in 6 bits and is written as 0 (0 significant bits never occurs).
+        w.write_bits(u64::from(significant), 6);
+        w.write_bits(x >> new_trailing, significant);
+    }
+}
+
 /// Whether `x` is in the range Prometheus' `bitRange(x, nbits)` accepts for a delta of delta
 /// stored in `nbits` bits: `-(2^(n-1) - 1) ..= 2^(n-1)` (one more on the positive side than
 /// two's complement, which the decoder's sign rule mirrors).
-fn fits(x: i64, nbits: u32) -> bool {
+pub(crate) fn fits(x: i64, nbits: u32) -> bool {
     let half = 1i64 << (nbits - 1);
     -(half - 1) <= x && x <= half
 }

@@ -147,7 +147,18 @@ pub fn point(out: &mut Vec<u8>, t: i64, v: f64) {
     out.extend_from_slice(b"\"]");
 }
 
-/// Appends `"resultType":"...","result":...` for a query's value.
+/// Appends `[<timestamp>,{<histogram>}]`, one histogram point of a vector or matrix (see
+/// `histogram_json` for the object).
+pub fn histogram_point(out: &mut Vec<u8>, t: i64, h: &storage::FloatHistogram) {
+    out.push(b'[');
+    timestamp(out, t);
+    out.push(b',');
+    super::histogram_json::histogram(out, h);
+    out.push(b']');
+}
+
+/// Appends `"resultType":"...","result":...` for a query's value: float samples as
+/// `"value"`/`"values"`, histogram samples as `"histogram"`/`"histograms"`.
 pub fn result(out: &mut Vec<u8>, value: &promql::Value) {
     use promql::Value;
     match value {
@@ -176,8 +187,16 @@ pub fn result(out: &mut Vec<u8>, value: &promql::Value) {
                 }
                 out.extend_from_slice(b"{\"metric\":");
                 labels(out, &s.labels);
-                out.extend_from_slice(b",\"value\":");
-                point(out, s.t, s.v);
+                match &s.h {
+                    None => {
+                        out.extend_from_slice(b",\"value\":");
+                        point(out, s.t, s.v);
+                    }
+                    Some(h) => {
+                        out.extend_from_slice(b",\"histogram\":");
+                        histogram_point(out, s.t, h);
+                    }
+                }
                 out.push(b'}');
             }
             out.push(b']');
@@ -190,14 +209,28 @@ pub fn result(out: &mut Vec<u8>, value: &promql::Value) {
                 }
                 out.extend_from_slice(b"{\"metric\":");
                 labels(out, &s.labels);
-                out.extend_from_slice(b",\"values\":[");
-                for (j, p) in s.points.iter().enumerate() {
-                    if j > 0 {
-                        out.push(b',');
+                // Each key only when it has points, as Prometheus' `marshalSeriesJSON`.
+                if !s.points.is_empty() {
+                    out.extend_from_slice(b",\"values\":[");
+                    for (j, p) in s.points.iter().enumerate() {
+                        if j > 0 {
+                            out.push(b',');
+                        }
+                        point(out, p.t, p.v);
                     }
-                    point(out, p.t, p.v);
+                    out.push(b']');
                 }
-                out.extend_from_slice(b"]}");
+                if !s.histograms.is_empty() {
+                    out.extend_from_slice(b",\"histograms\":[");
+                    for (j, p) in s.histograms.iter().enumerate() {
+                        if j > 0 {
+                            out.push(b',');
+                        }
+                        histogram_point(out, p.t, &p.h);
+                    }
+                    out.push(b']');
+                }
+                out.push(b'}');
             }
             out.push(b']');
         }
@@ -426,6 +459,68 @@ mod tests {
         assert_eq!(quoted("\n\r\t\u{1}\u{1f}"), r#""\n\r\t\u0001\u001f""#);
         assert_eq!(quoted("ünï €"), "\"ünï €\"");
         assert_eq!(quoted(""), "\"\"");
+    }
+
+    fn histogram(count: f64) -> storage::FloatHistogram {
+        storage::FloatHistogram {
+            counter_reset_hint: storage::CounterResetHint::Unknown,
+            schema: 0,
+            zero_threshold: 0.001,
+            zero_count: 0.0,
+            count,
+            sum: 2.5,
+            positive: vec![(1, count)],
+            negative: Vec::new(),
+            custom_values: Vec::new(),
+        }
+    }
+
+    fn encoded(value: &promql::Value) -> String {
+        let mut out = Vec::new();
+        result(&mut out, value);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// `marshalSampleJSON`: a histogram sample has `"histogram"` where a float has `"value"`.
+    #[test]
+    fn vectors_write_histogram_samples() {
+        let labels = Labels::from_pairs(&[("__name__", "h")]);
+        let value = promql::Value::Vector(vec![
+            promql::Sample { labels: labels.clone(), t: 1_500, v: 0.0, h: Some(histogram(2.0)) },
+            promql::Sample { labels, t: 1_500, v: 3.0, h: None },
+        ]);
+        assert_eq!(
+            encoded(&value),
+            concat!(
+                r#""resultType":"vector","result":[{"metric":{"__name__":"h"},"histogram":[1.500,"#,
+                r#"{"count":"2","sum":"2.5","buckets":[[0,"1","2","2"]]}]},"#,
+                r#"{"metric":{"__name__":"h"},"value":[1.500,"3"]}]"#
+            )
+        );
+    }
+
+    /// `marshalSeriesJSON`: `"values"` then `"histograms"`, each only when it has points.
+    #[test]
+    fn matrices_write_histogram_points_after_floats() {
+        let labels = Labels::from_pairs(&[("__name__", "h")]);
+        let hp = |t: i64, c: f64| promql::HistogramPoint { t, h: histogram(c) };
+        let value = promql::Value::Matrix(vec![
+            promql::Series {
+                labels: labels.clone(),
+                points: vec![promql::Point { t: 1000, v: 1.0 }],
+                histograms: vec![hp(2000, 1.0), hp(3000, 4.0)],
+            },
+            promql::Series { labels, points: Vec::new(), histograms: vec![hp(60_000, 1.0)] },
+        ]);
+        assert_eq!(
+            encoded(&value),
+            concat!(
+                r#""resultType":"matrix","result":[{"metric":{"__name__":"h"},"values":[[1,"1"]],"#,
+                r#""histograms":[[2,{"count":"1","sum":"2.5","buckets":[[0,"1","2","1"]]}],"#,
+                r#"[3,{"count":"4","sum":"2.5","buckets":[[0,"1","2","4"]]}]]},"#,
+                r#"{"metric":{"__name__":"h"},"histograms":[[60,{"count":"1","sum":"2.5","buckets":[[0,"1","2","1"]]}]]}]"#
+            )
+        );
     }
 
     proptest::proptest! {

@@ -398,3 +398,46 @@ async fn samples_answer_carries_native_histograms() {
         Some(remote::prw::proto_v1::histogram::Count::CountInt(5))
     ));
 }
+
+/// In a streamed answer, native histograms come as `HISTOGRAM` chunks (integer counts here) in
+/// time order with the series' float chunks: the histograms, then the stale marker's XOR chunk.
+#[tokio::test]
+async fn streamed_answer_carries_native_histograms_as_histogram_chunks() {
+    let server = Server::new(RemoteReadConfig::default());
+    let db = server.state.db().unwrap();
+    let labels = Labels::from_pairs(&[("__name__", "latency"), ("job", "a")]);
+    let h = |k: f64| storage::FloatHistogram {
+        schema: 2,
+        zero_threshold: 1e-128,
+        zero_count: 1.0,
+        count: 1.0 + 2.0 * k,
+        sum: k * 0.5,
+        positive: vec![(1, k), (3, k)],
+        ..storage::FloatHistogram::default()
+    };
+    let histograms: Vec<_> =
+        (0..5).map(|i| storage::HistogramSample { t: T0 + i * 1000, h: h(i as f64 + 1.0) }).collect();
+    let mut batch = Batch::new();
+    batch.push_histograms(labels.clone(), histograms.clone());
+    batch.push(labels.clone(), vec![Sample::new(T0 + 5000, f64::from_bits(STALE_NAN_BITS))]);
+    db.append(&batch).unwrap();
+    let mut q = query(vec![matcher(MATCH_EQ, "__name__", "latency")]);
+    q.start_timestamp_ms = T0 + 1000;
+    q.end_timestamp_ms = T0 + 10_000;
+    let (status, _, body) = server.read(&request(vec![q], &[RESPONSE_STREAMED_XOR_CHUNKS])).await;
+    assert_eq!(status, StatusCode::OK);
+    let frames = remote::read::decode_chunked_body(&body, 1 << 22).unwrap();
+    assert_eq!(frames.len(), 1);
+    let chunks = &frames[0].chunked_series[0].chunks;
+    let kinds: Vec<_> = chunks.iter().map(|c| (c.r#type, c.min_time_ms, c.max_time_ms)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (remote::read::proto::CHUNK_HISTOGRAM, T0 + 1000, T0 + 4000),
+            (remote::read::proto::CHUNK_XOR, T0 + 5000, T0 + 5000),
+        ]
+    );
+    assert_eq!(chunks[0].data, remote::read::histogram_chunk::histogram_chunks(&histograms[1..])[0].data);
+    let stale = remote::read::xor::decode(&chunks[1].data).unwrap();
+    assert_eq!(stale[0].v.to_bits(), STALE_NAN_BITS);
+}
