@@ -4,19 +4,50 @@ use prost::Message;
 use remote::prw::{self, Version, proto_v1 as v1, proto_v2 as v2};
 use remote::{Error, Limits};
 
-/// `(labels without empty values, timestamp, value bits)` of every float sample.
+/// `(labels without empty values, timestamp, value bits)` of every float sample (a histogram
+/// stale marker counts as the float stale marker it is stored as).
 type Flat = Vec<(Vec<(String, String)>, i64, u64)>;
 
-fn flat_ours(d: &prw::Decoded) -> Flat {
+/// `(labels without empty values, timestamp, sum bits)` of every histogram sample.
+type FlatHist = Vec<(Vec<(String, String)>, i64, u64)>;
+
+fn pairs_of(labels: &storage::Labels) -> Vec<(String, String)> {
+    labels.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect()
+}
+
+fn flat_ours(d: &prw::Decoded) -> (Flat, FlatHist) {
     let mut out = Flat::new();
     for (labels, samples) in &d.batch.series {
-        let l: Vec<(String, String)> =
-            labels.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect();
+        let l = pairs_of(labels);
         for s in samples {
             out.push((l.clone(), s.t, s.v.to_bits()));
         }
     }
-    out
+    let mut hists = FlatHist::new();
+    for (labels, samples) in &d.batch.histograms {
+        let l = pairs_of(labels);
+        for h in samples {
+            hists.push((l.clone(), h.t, h.h.sum.to_bits()));
+        }
+    }
+    (out, hists)
+}
+
+/// Splits a request's histograms (timestamp, sum) into stale markers, which join the floats,
+/// and histograms.
+fn push_prost_histograms(
+    l: &[(String, String)],
+    hists: impl Iterator<Item = (i64, f64)>,
+    out: &mut Flat,
+    out_h: &mut FlatHist,
+) {
+    for (t, sum) in hists {
+        if sum.to_bits() == storage::STALE_NAN_BITS {
+            out.push((l.to_vec(), t, sum.to_bits()));
+        } else {
+            out_h.push((l.to_vec(), t, sum.to_bits()));
+        }
+    }
 }
 
 fn sorted_pairs(pairs: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
@@ -26,8 +57,9 @@ fn sorted_pairs(pairs: impl Iterator<Item = (String, String)>) -> Vec<(String, S
 }
 
 /// The samples prost finds in the same bytes (v2 with references resolved), if it decodes.
-fn flat_prost(version: Version, raw: &[u8]) -> Option<Flat> {
+fn flat_prost(version: Version, raw: &[u8]) -> Option<(Flat, FlatHist)> {
     let mut out = Flat::new();
+    let mut out_h = FlatHist::new();
     match version {
         Version::V1 => {
             let req = v1::WriteRequest::decode(raw).ok()?;
@@ -36,6 +68,7 @@ fn flat_prost(version: Version, raw: &[u8]) -> Option<Flat> {
                 for s in ts.samples {
                     out.push((l.clone(), s.timestamp, s.value_bits));
                 }
+                push_prost_histograms(&l, ts.histograms.iter().map(|h| (h.timestamp, h.sum)), &mut out, &mut out_h);
             }
         }
         Version::V2 => {
@@ -50,10 +83,16 @@ fn flat_prost(version: Version, raw: &[u8]) -> Option<Flat> {
                 for s in ts.samples {
                     out.push((l.clone(), s.timestamp, s.value_bits));
                 }
+                push_prost_histograms(&l, ts.histograms.iter().map(|h| (h.timestamp, h.sum)), &mut out, &mut out_h);
             }
         }
     }
-    Some(out)
+    // Our batch keeps a series' floats (and histogram stale markers) apart from its
+    // histograms, and may split a series in two (floats with start timestamps, then
+    // histograms): compare as multisets.
+    out.sort();
+    out_h.sort();
+    Some((out, out_h))
 }
 
 /// Decodes `data` (raw protobuf, or a snappy body if the first byte is odd) and checks:
@@ -107,12 +146,16 @@ pub fn check(version: Version, data: &[u8]) {
     if let Some(raw) = raw
         && let Some(theirs) = flat_prost(version, &raw)
     {
-        assert_eq!(flat_ours(&d), theirs);
+        let (mut ours, mut ours_h) = flat_ours(&d);
+        ours.sort();
+        ours_h.sort();
+        assert_eq!((ours, ours_h), theirs);
     }
     // Round trip through our sender.
     let body = prw::encode(version, &d.batch, &d.metadata);
     let again = prw::decode(version, &body, &Limits::default()).expect("our own encoding decodes");
     assert_eq!(again.batch.series, d.batch.series);
+    assert_eq!(again.batch.histograms, d.batch.histograms);
     if version == Version::V1 {
         assert_eq!(again.metadata, d.metadata);
     }
