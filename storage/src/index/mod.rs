@@ -49,7 +49,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use crate::labels_ref::{LabelPair, LabelsRef};
+use crate::labels_ref::{LabelPair, LabelsRef, RawLabels};
 use crate::matcher::Matcher;
 use crate::types::{Label, Labels, SeriesId};
 use inverted::InvertedIndex;
@@ -176,6 +176,12 @@ impl Index {
     /// The id of this borrowed label set, if the series exists.
     pub fn get_ref(&self, labels: LabelsRef<'_>) -> Option<SeriesId> {
         self.series.get(self.series.hash_ref(labels), |stored| labels == *stored)
+    }
+
+    /// The id of a label set of unchecked bytes, if the series exists: found by hashing and
+    /// comparing bytes, so bytes that are not UTF-8 never match (every stored string is).
+    pub fn get_raw(&self, labels: RawLabels<'_>) -> Option<SeriesId> {
+        self.series.get(self.series.hash_raw(labels), |stored| labels == *stored)
     }
 
     /// The labels of a live series (None if the id was never created or has been removed).
