@@ -265,9 +265,13 @@ impl Cardinality {
         // The hit path: known series need no lock beyond the index's own.
         let mut misses = Vec::new();
         for (i, (labels, samples)) in batch.iter().enumerate() {
-            let id = if samples.is_empty() { None } else { index.get_raw(labels) };
-            if id.is_none() && !samples.is_empty() {
-                misses.push(i);
+            if samples.is_empty() {
+                out.ids.push(None);
+                continue;
+            }
+            let (id, hash) = index.get_raw_hashed(labels);
+            if id.is_none() {
+                misses.push((i, hash));
             }
             out.ids.push(id);
         }
@@ -275,17 +279,17 @@ impl Cardinality {
             return Ok(out);
         }
         let entries: Vec<RawLabels<'_>> = batch.iter().map(|(labels, _)| labels).collect();
-        let mut new: Vec<(usize, Vec<LabelPair<'_>>)> = Vec::with_capacity(misses.len());
-        for i in misses {
+        let mut new: Vec<(usize, u64, Vec<LabelPair<'_>>)> = Vec::with_capacity(misses.len());
+        for (i, hash) in misses {
             if let Some(labels) = entries.get(i) {
-                new.push((i, labels.to_str_pairs()?));
+                new.push((i, hash, labels.to_str_pairs()?));
             }
         }
         if !self.limits.any() {
             let mut created: Vec<&str> = Vec::new();
-            for (i, pairs) in &new {
+            for (i, hash, pairs) in &new {
                 let labels = LabelsRef::new_unchecked(pairs);
-                let (id, is_new) = index.get_or_create_ref(labels);
+                let (id, is_new) = index.get_or_create_hashed(*hash, labels);
                 if is_new {
                     created.push(metric_of(&labels));
                 }
@@ -303,17 +307,17 @@ impl Cardinality {
         }
         let mut today = self.today.lock();
         today.roll(now_ms);
-        for (i, pairs) in &new {
-            let (i, labels) = (*i, LabelsRef::new_unchecked(pairs));
+        for (i, hash, pairs) in &new {
+            let (i, hash, labels) = (*i, *hash, LabelsRef::new_unchecked(pairs));
             // Created meanwhile by another appender, or earlier in this batch.
-            if let Some(id) = index.get_ref(labels) {
+            if let Some(id) = index.get_hashed(hash, labels) {
                 out.ids[i] = Some(id);
                 continue;
             }
             let metric = metric_of(&labels);
             match self.refusal(index, metric, today.created.total) {
                 None => {
-                    let (id, is_new) = index.get_or_create_ref(labels);
+                    let (id, is_new) = index.get_or_create_hashed(hash, labels);
                     if is_new {
                         out.created += 1;
                         today.created.add(metric, 1);
