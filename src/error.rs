@@ -162,6 +162,9 @@ impl From<storage::Error> for ApiError {
     fn from(err: storage::Error) -> Self {
         match err {
             storage::Error::InvalidInput(msg) => ApiError::BadData(msg),
+            // Worded as the remote-write decoders word it: the 400 a decoder gave before storage
+            // took over checking a new series' strings.
+            err @ storage::Error::InvalidLabels { .. } => ApiError::BadData(err.to_string()),
             storage::Error::Closed => ApiError::Unavailable("storage is shutting down; retry later".into()),
             err @ storage::Error::FlushBacklog { .. } => {
                 ApiError::Unavailable(format!("strata is behind: {err}; retry later"))

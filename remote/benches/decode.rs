@@ -10,7 +10,10 @@
 //! label string allocated), for comparison.
 //!
 //! `STRATA_PROBE=<v1_1|v1_3|v1_5|v2_1|v2_5|line|line_new>` runs one case in a plain loop
-//! instead (for `perf record`).
+//! instead (for `perf record`, or callgrind with `STRATA_PROBE_ROUNDS=1`). A remote-write case
+//! with `+append` (`v1_1+append`) also appends each decoded batch to a database in a temporary
+//! directory (WAL synced by interval), as the server does: the first batch creates the series,
+//! later ones find them, so the cost of the whole ingest path of known series is measured.
 
 // criterion_group! generates an undocumented function.
 #![allow(missing_docs)]
@@ -75,6 +78,41 @@ fn decode_prw(version: Version, body: &[u8], limits: &Limits) -> usize {
         let raw = prw::decompress_into(body, limits, buf).unwrap();
         prw::decode_ref(version, raw, limits).unwrap().batch.sample_count()
     })
+}
+
+/// [`decode_prw`], then append the batch to `db` as the server does. Returns the samples
+/// appended.
+fn decode_and_append(version: Version, body: &[u8], limits: &Limits, db: &storage::Db) -> usize {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUF.with_borrow_mut(|buf| {
+        let raw = prw::decompress_into(body, limits, buf).unwrap();
+        let decoded = prw::decode_ref(version, raw, limits).unwrap();
+        db.append_ref(&decoded.batch).unwrap().appended as usize
+    })
+}
+
+/// A database in a temporary directory for the `+append` probes, removed when dropped.
+struct ProbeDb {
+    db: storage::Db,
+    dir: std::path::PathBuf,
+}
+
+impl ProbeDb {
+    fn open() -> ProbeDb {
+        let dir = std::env::temp_dir().join(format!("strata-decode-probe-{}", std::process::id()));
+        let mut opts = storage::Options::new(&dir);
+        opts.wal_sync = storage::WalSync::Interval(std::time::Duration::from_millis(100));
+        ProbeDb { db: storage::Db::open(opts).unwrap(), dir }
+    }
+}
+
+impl Drop for ProbeDb {
+    fn drop(&mut self) {
+        let _ = self.db.close();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// What the server does with a line-protocol body before appending: parse, then build the
@@ -198,6 +236,10 @@ fn main() {
 /// Runs one decoder in a plain loop and prints the best of several rounds: on a shared
 /// machine the minimum is the least disturbed measurement.
 fn probe(what: &str) {
+    let (what, db) = match what.strip_suffix("+append") {
+        Some(w) => (w, Some(ProbeDb::open())),
+        None => (what, None),
+    };
     let limits = Limits::default();
     let iters: usize = std::env::var("STRATA_PROBE_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     let (body, version) = match what {
@@ -218,7 +260,10 @@ fn probe(what: &str) {
         for _ in 0..iters {
             units += match version {
                 None => parse_line(&body, &limits),
-                Some(v) => decode_prw(v, &body, &limits),
+                Some(v) => match &db {
+                    Some(db) => decode_and_append(v, &body, &limits, &db.db),
+                    None => decode_prw(v, &body, &limits),
+                },
             };
         }
         best = best.min(start.elapsed().as_secs_f64());

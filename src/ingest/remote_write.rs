@@ -110,9 +110,11 @@ async fn accept(
             if matches!(version, Version::V2) { Protocol::RemoteWriteV2 } else { Protocol::RemoteWriteV1 };
         metrics.count_samples_received(protocol, decoded.samples);
         metrics.count_exemplars_dropped(decoded.exemplars);
+        // Metadata is kept only once storage has taken the batch: storage may still refuse the
+        // whole request (a new series whose labels are not UTF-8), and then nothing is kept.
+        let outcome = store(&state, &decoded.batch)?;
         state.metadata().update(std::mem::take(&mut decoded.metadata));
-
-        Ok((store(&state, &decoded.batch)?, decoded.stale_histograms))
+        Ok((outcome, decoded.stale_histograms))
     })
     .await?;
     // Histogram stale markers are stored as float samples; a sender counts them as histograms.

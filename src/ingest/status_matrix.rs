@@ -330,6 +330,46 @@ async fn a_series_without_a_metric_name_is_400() {
     assert!(server.stored().is_empty(), "an invalid request stores nothing");
 }
 
+/// Invalid UTF-8 in the labels of a new series: 1.0 series in the usual encoding reach storage
+/// unchecked, and storage refuses them with the decoder's own words. The whole request is
+/// refused, the known series' sample and the metadata with it.
+#[tokio::test]
+async fn invalid_utf8_labels_are_400_and_nothing_is_stored() {
+    use remote::metadata::MetricMetadata;
+    let server = Server::new();
+    let t = now_ms();
+    let known = series(&[("__name__", "up"), ("job", "\u{e9}")]);
+    let answer = server.send(v1(&batch(&[(known.clone(), vec![Sample::new(t - 1000, 1.0)])]))).await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT, "{}", answer.body);
+
+    let label = |name: &[u8], value: &[u8]| Pb::default().bytes(1, name).bytes(2, value);
+    let sample = Pb::default().double(1, 2.0).uint(2, t as u64);
+    let meta = Pb::default().uint(1, 1).bytes(2, b"up").bytes(4, b"Up.");
+    // The known series; then `up{job="\xc3"}`, the known value cut inside its character, in
+    // the usual encoding and in an unusual one (a label after the samples).
+    let usual =
+        Pb::default().msg(1, label(b"__name__", b"up")).msg(1, label(b"job", b"\xc3")).msg(2, sample.clone());
+    let unusual =
+        Pb::default().msg(1, label(b"__name__", b"up")).msg(2, sample.clone()).msg(1, label(b"job", b"\xc3"));
+    for bad in [usual, unusual] {
+        let request = Pb::default()
+            .msg(1, v1_series(&[("__name__", "up"), ("job", "\u{e9}")], &[(t, 2.0)]))
+            .msg(1, bad)
+            .msg(3, meta.clone());
+        let answer = server.send(prw_request(V1_CONTENT_TYPE, snappy(&request.0))).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
+        assert!(
+            answer.body.contains(
+                "invalid labels in series up{job=\"\u{fffd}\"}: label name or value is not valid UTF-8"
+            ),
+            "{}",
+            answer.body
+        );
+    }
+    assert_eq!(server.stored(), vec![(known, vec![Sample::new(t - 1000, 1.0)])]);
+    assert_eq!(server.state.metadata().get("up"), None::<MetricMetadata>);
+}
+
 #[tokio::test]
 async fn duplicate_label_names_are_400() {
     let server = Server::new();

@@ -23,7 +23,7 @@ use hashbrown::HashMap;
 use crate::encoding::varint::{get_uvarint, get_varint, put_uvarint, put_varint};
 use crate::error::{Error, Result};
 use crate::hist;
-use crate::labels_ref::{LabelPair, LabelsRef, normalize_tail};
+use crate::labels_ref::{LabelPair, LabelsRef, RawLabels, normalize_tail};
 use crate::types::{HistogramSample, Sample, SeriesId};
 
 /// Record type byte of a batch record.
@@ -38,7 +38,7 @@ const RECORD_BATCH_HISTS: u8 = 3;
 pub type FullSeries<'a> = (SeriesId, &'a [Sample], &'a [i64], &'a [HistogramSample]);
 
 /// Encodes a batch record with histograms (type 3).
-pub fn encode_full(defs: &[(SeriesId, LabelsRef<'_>)], series: &[FullSeries<'_>], out: &mut Vec<u8>) {
+pub fn encode_full(defs: &[(SeriesId, RawLabels<'_>)], series: &[FullSeries<'_>], out: &mut Vec<u8>) {
     out.push(RECORD_BATCH_HISTS);
     put_defs(defs, out);
     put_uvarint(out, series.len() as u64);
@@ -57,7 +57,7 @@ pub fn encode_full(defs: &[(SeriesId, LabelsRef<'_>)], series: &[FullSeries<'_>]
 
 /// Encodes a batch record: the definitions of `defs` (series not yet defined in this segment)
 /// followed by the samples of every series.
-pub fn encode(defs: &[(SeriesId, LabelsRef<'_>)], series: &[(SeriesId, &[Sample])], out: &mut Vec<u8>) {
+pub fn encode(defs: &[(SeriesId, RawLabels<'_>)], series: &[(SeriesId, &[Sample])], out: &mut Vec<u8>) {
     out.push(RECORD_BATCH);
     put_defs(defs, out);
     put_uvarint(out, series.len() as u64);
@@ -70,7 +70,7 @@ pub fn encode(defs: &[(SeriesId, LabelsRef<'_>)], series: &[(SeriesId, &[Sample]
 /// each series' `starts` (empty: none has one; otherwise one per sample, 0 for none) as runs
 /// of consecutive samples sharing a start timestamp after its samples.
 pub fn encode_with_starts(
-    defs: &[(SeriesId, LabelsRef<'_>)],
+    defs: &[(SeriesId, RawLabels<'_>)],
     series: &[(SeriesId, &[Sample], &[i64])],
     out: &mut Vec<u8>,
 ) {
@@ -83,14 +83,14 @@ pub fn encode_with_starts(
     }
 }
 
-fn put_defs(defs: &[(SeriesId, LabelsRef<'_>)], out: &mut Vec<u8>) {
+fn put_defs(defs: &[(SeriesId, RawLabels<'_>)], out: &mut Vec<u8>) {
     put_uvarint(out, defs.len() as u64);
     for (id, labels) in defs {
         put_uvarint(out, u64::from(*id));
         put_uvarint(out, labels.len() as u64);
         for (name, value) in labels.iter() {
-            put_str(out, name);
-            put_str(out, value);
+            put_bytes(out, name);
+            put_bytes(out, value);
         }
     }
 }
@@ -130,9 +130,17 @@ fn put_start_runs(starts: &[i64], out: &mut Vec<u8>) {
     }
 }
 
+#[cfg(test)]
 fn put_str(out: &mut Vec<u8>, s: &str) {
     put_uvarint(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
+}
+
+/// A label string of a definition. Its bytes are valid UTF-8: a series is defined only once
+/// storage has resolved it, so its bytes equal the stored (checked) strings.
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_uvarint(out, b.len() as u64);
+    out.extend_from_slice(b);
 }
 
 /// A decoded batch record, ids as written by the process that wrote the segment, label strings
@@ -425,13 +433,19 @@ mod tests {
     use crate::types::{Labels, stale_nan};
     use proptest::prelude::*;
 
+    /// String pairs as the byte pairs a batch carries.
+    fn bytes<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<crate::labels_ref::RawPair<'a>> {
+        pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect()
+    }
+
     #[test]
     fn round_trip_with_defs() {
         let l = Labels::from_pairs(&[("__name__", "up"), ("job", "a")]);
         let pairs = [("__name__", "up"), ("job", "a")];
         let s = vec![Sample::new(-5, 1.0), Sample::new(i64::MAX, stale_nan()), Sample::new(i64::MIN, -0.0)];
         let mut buf = Vec::new();
-        encode(&[(7, LabelsRef::new(&pairs).unwrap())], &[(7, &s), (3, &[])], &mut buf);
+        let raw = bytes(&pairs);
+        encode(&[(7, RawLabels::new(&raw).unwrap())], &[(7, &s), (3, &[])], &mut buf);
         let d = decode(&buf).unwrap();
         let defs: Vec<(SeriesId, Labels)> = d.defs().map(|(id, l)| (id, l.to_labels())).collect();
         assert_eq!(defs, vec![(7, l)]);
@@ -448,7 +462,8 @@ mod tests {
         let (a, b) = ([("__name__", "a")], [("__name__", "b")]);
         let s = [Sample::new(1, 1.0)];
         let mut buf = Vec::new();
-        let defs = [(1, LabelsRef::new(&a).unwrap()), (2, LabelsRef::new(&b).unwrap())];
+        let (a, b) = (bytes(&a), bytes(&b));
+        let defs = [(1, RawLabels::new(&a).unwrap()), (2, RawLabels::new(&b).unwrap())];
         encode(&defs, &[(1, &s), (2, &s)], &mut buf);
         let mut out = DecodedBatch::default();
         decode_where(&buf, |id| id == 2, &mut out).unwrap();
@@ -482,7 +497,8 @@ mod tests {
     fn start_timestamps_round_trip_and_old_records_have_none() {
         let pairs = [("__name__", "c")];
         let s = [Sample::new(10, 1.0), Sample::new(20, 2.0), Sample::new(30, 3.0), Sample::new(40, 4.0)];
-        let defs = [(1, LabelsRef::new(&pairs).unwrap())];
+        let pairs = bytes(&pairs);
+        let defs = [(1, RawLabels::new(&pairs).unwrap())];
         let mut buf = Vec::new();
         encode_with_starts(&defs, &[(1, &s, &[5, 5, 0, 7]), (2, &s[..1], &[])], &mut buf);
         assert_eq!(buf[0], RECORD_BATCH_STARTS);

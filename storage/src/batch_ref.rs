@@ -12,8 +12,9 @@
 //! histogram marker ([`crate::hist`]) plus an entry (index of that sample, histogram) in a
 //! sparse side list, so a float-only batch costs nothing more.
 
+use crate::error::Result;
 use crate::hist;
-use crate::labels_ref::{LabelPair, LabelsRef, name_less, normalize_tail_slow};
+use crate::labels_ref::{LabelPair, RawLabels, RawPair, name_less, normalize_tail_slow};
 use crate::types::{Batch, FloatHistogram, HistogramSample, Sample};
 
 /// Samples for many series, label strings borrowed for `'a`. Like [`Batch`], a series may
@@ -21,8 +22,9 @@ use crate::types::{Batch, FloatHistogram, HistogramSample, Sample};
 #[derive(Debug, Clone, Default)]
 pub struct BatchRef<'a> {
     /// The label pairs of every series, back to back; each series' pairs follow the rules of
-    /// [`LabelsRef`].
-    labels: Vec<LabelPair<'a>>,
+    /// [`RawLabels`]. Bytes, because a decoder may leave checking UTF-8 to storage, which
+    /// checks only the labels of new series ([`SeriesBuilder::label_bytes_checked`]).
+    labels: Vec<RawPair<'a>>,
     /// Per series: where its pairs end in `labels` and its samples end in `samples` (each
     /// starts where the previous series' ends).
     ends: Vec<(usize, usize)>,
@@ -112,14 +114,15 @@ impl<'a> BatchRef<'a> {
         self.samples.len()
     }
 
-    /// The series in the order they were pushed, with their samples.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (LabelsRef<'_>, &[Sample])> + '_ {
+    /// The series in the order they were pushed, with their samples. Label strings may be
+    /// unchecked bytes (see [`RawLabels`]).
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (RawLabels<'_>, &[Sample])> + '_ {
         let mut start = (0, 0);
         self.ends.iter().map(move |&(labels_end, samples_end)| {
             let labels = self.labels.get(start.0..labels_end).unwrap_or_default();
             let samples = self.samples.get(start.1..samples_end).unwrap_or_default();
             start = (labels_end, samples_end);
-            (LabelsRef::new_unchecked(labels), samples)
+            (RawLabels::new_unchecked(labels), samples)
         })
     }
 
@@ -133,7 +136,7 @@ impl<'a> BatchRef<'a> {
     /// without any.
     pub fn iter_with_starts(
         &self,
-    ) -> impl ExactSizeIterator<Item = (LabelsRef<'_>, &[Sample], &[(u32, i64)])> + '_ {
+    ) -> impl ExactSizeIterator<Item = (RawLabels<'_>, &[Sample], &[(u32, i64)])> + '_ {
         let mut next = self.start_ends.iter().peekable();
         let mut from = 0;
         self.iter().enumerate().map(move |(i, (labels, samples))| {
@@ -178,11 +181,14 @@ impl<'a> BatchRef<'a> {
     /// An owned copy (allocates every label string): for tests and callers that keep the batch
     /// beyond the buffer it borrows from. Start timestamps are not copied: [`Batch`] has none.
     /// Histogram samples go to [`Batch::histograms`], their markers left out of the floats.
-    pub fn to_batch(&self) -> Batch {
+    /// Fails with [`crate::Error::InvalidLabels`] if a label string is not UTF-8, as appending
+    /// the batch would for a new series.
+    pub fn to_batch(&self) -> Result<Batch> {
         let mut out = Batch::new();
         for ((labels, samples), hists) in self.iter().zip(self.iter_histograms()) {
+            let labels = labels.to_labels()?;
             if hists.is_empty() {
-                out.series.push((labels.to_labels(), samples.to_vec()));
+                out.series.push((labels, samples.to_vec()));
                 continue;
             }
             let floats: Vec<Sample> = samples.iter().filter(|s| !hist::is_marker(s.v)).copied().collect();
@@ -193,11 +199,11 @@ impl<'a> BatchRef<'a> {
                 })
                 .collect();
             if !floats.is_empty() {
-                out.series.push((labels.to_labels(), floats));
+                out.series.push((labels.clone(), floats));
             }
-            out.histograms.push((labels.to_labels(), hs));
+            out.histograms.push((labels, hs));
         }
-        out
+        Ok(out)
     }
 }
 
@@ -211,7 +217,7 @@ pub struct SeriesBuilder<'b, 'a> {
     hists: usize,
     /// The last name added, and whether the pairs so far follow the rules: checked pair by
     /// pair as they come, so that `finish` rarely has anything left to do.
-    prev: Option<&'a str>,
+    prev: Option<&'a [u8]>,
     follows_rules: bool,
     finished: bool,
 }
@@ -220,6 +226,7 @@ impl<'a> SeriesBuilder<'_, 'a> {
     /// Adds a label pair (in any order; [`SeriesBuilder::finish`] applies the rules).
     #[inline]
     pub fn label(&mut self, name: &'a str, value: &'a str) {
+        let (name, value) = (name.as_bytes(), value.as_bytes());
         self.follows_rules &= !value.is_empty() && self.prev.is_none_or(|p| name_less(p, name));
         self.prev = Some(name);
         self.batch.labels.push((name, value));
@@ -231,6 +238,14 @@ impl<'a> SeriesBuilder<'_, 'a> {
     /// the promise names a wrong series (checked in debug builds); it cannot corrupt the batch.
     #[inline]
     pub fn label_checked(&mut self, name: &'a str, value: &'a str) {
+        self.label_bytes_checked(name.as_bytes(), value.as_bytes());
+    }
+
+    /// [`SeriesBuilder::label_checked`] for strings not checked as UTF-8. Storage checks them
+    /// if the series is new and refuses the batch if they are not UTF-8
+    /// ([`crate::Error::InvalidLabels`]); bytes equal to a known series' labels are valid.
+    #[inline]
+    pub fn label_bytes_checked(&mut self, name: &'a [u8], value: &'a [u8]) {
         debug_assert!(!value.is_empty() && self.prev.is_none_or(|p| name_less(p, name)));
         self.prev = Some(name);
         self.batch.labels.push((name, value));
@@ -304,7 +319,7 @@ impl<'a> From<&'a Batch> for BatchRef<'a> {
             hist_ends: Vec::new(),
         };
         for (labels, samples) in &batch.series {
-            out.labels.extend(labels.iter().map(|l| (&*l.name, &*l.value)));
+            out.labels.extend(labels.iter().map(|l| (l.name.as_bytes(), l.value.as_bytes())));
             out.samples.extend_from_slice(samples);
             out.ends.push((out.labels.len(), out.samples.len()));
         }
@@ -395,9 +410,9 @@ mod tests {
         owned.push(Labels::from_pairs(&[("__name__", "up"), ("job", "a")]), vec![Sample::new(5, 0.5)]);
         owned.push(Labels::from_pairs(&[("__name__", "up")]), vec![]);
         let borrowed = BatchRef::from(&owned);
-        assert_eq!(borrowed.to_batch().series, owned.series);
+        assert_eq!(borrowed.to_batch().unwrap().series, owned.series);
         // The strings are the owned batch's own.
         let (labels, _) = borrowed.iter().next().unwrap();
-        assert!(std::ptr::eq(labels.pairs()[0].1, &*owned.series[0].0.as_slice()[0].value));
+        assert!(std::ptr::eq(labels.pairs()[0].1, owned.series[0].0.as_slice()[0].value.as_bytes()));
     }
 }

@@ -26,7 +26,7 @@ use crate::filenames;
 use crate::fsutil;
 use crate::head::Head;
 use crate::index::Index;
-use crate::labels_ref::LabelsRef;
+use crate::labels_ref::RawLabels;
 use crate::limits::{Cardinality, CardinalityStats, RejectedSeries, SeriesRejections};
 use crate::manifest::{FileEntry, Manifest, Tombstone};
 use crate::options::Options;
@@ -79,7 +79,7 @@ impl AppendOutcome {
 /// A series entry of an append with samples inside the accepted window.
 struct Accepted<'b> {
     id: SeriesId,
-    labels: LabelsRef<'b>,
+    labels: RawLabels<'b>,
     /// Its accepted samples, sorted by time: a range of the append's `kept` vector.
     samples: std::ops::Range<usize>,
     /// Their start timestamps (one per sample, 0: none), a range of the append's
@@ -620,7 +620,7 @@ impl Inner {
         let mut accepted: Vec<Accepted<'_>> = Vec::with_capacity(batch.len());
         let mut kept: Vec<Sample> = Vec::with_capacity(batch.sample_count());
         let mut out_of_order = 0u64;
-        let resolved = self.cardinality.resolve(&self.index, batch, now);
+        let resolved = self.cardinality.resolve(&self.index, batch, now)?;
         out.series_created = resolved.created;
         out.series_rejected = resolved.rejected;
         out.first_rejected_series = resolved.first_rejected;
@@ -660,7 +660,7 @@ impl Inner {
                 };
                 if reject {
                     if out.first_rejected.is_none() {
-                        out.first_rejected = Some((labels.to_labels(), *s));
+                        out.first_rejected = Some((labels.to_labels_lossy(), *s));
                     }
                     continue;
                 }

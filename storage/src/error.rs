@@ -38,6 +38,16 @@ pub enum Error {
     /// an invalid regex in a matcher).
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// A new series' labels that storage never accepts (a name or value that is not UTF-8):
+    /// worded as the remote-write decoders word their label errors, which a receiver answers
+    /// 400.
+    #[error("invalid labels in series {series}: {reason}")]
+    InvalidLabels {
+        /// The series in Prometheus notation (lossy, cut when long).
+        series: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A previous fsync or write failed; the WAL refuses further writes until the database has
     /// recovered on a new segment (by itself, see `recovery.rs`) or restarted, because after a
     /// failed fsync the kernel may have dropped dirty pages and retrying would ack lost data.

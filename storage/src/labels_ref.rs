@@ -13,6 +13,7 @@
 
 use std::fmt;
 
+use crate::error::{Error, Result};
 use crate::types::{Label, Labels, METRIC_NAME};
 
 /// One label as borrowed strings: `(name, value)`.
@@ -117,15 +118,177 @@ impl fmt::Display for LabelsRef<'_> {
     }
 }
 
-/// True if `pairs` are sorted by name with unique names and no empty value.
+/// One label as borrowed bytes that may not have been checked as UTF-8: `(name, value)`.
+pub type RawPair<'a> = (&'a [u8], &'a [u8]);
+
+/// A borrowed label set as a [`crate::BatchRef`] carries it: the rules of [`LabelsRef`] hold
+/// (sorted by name, names unique, values non-empty), but the strings may be unchecked bytes.
+///
+/// Checking label strings as UTF-8 was a tenth of decoding a remote-write request, and nearly
+/// every series of a request is already known: bytes equal to a stored series' labels are valid
+/// UTF-8 because the stored strings are. So a decoder may hand over bytes, the index looks the
+/// series up by them, and only the labels of a new series are checked
+/// ([`RawLabels::to_str_pairs`]), when storage creates it.
+#[derive(Clone, Copy, Default)]
+pub struct RawLabels<'a>(&'a [RawPair<'a>]);
+
+impl<'a> RawLabels<'a> {
+    /// `pairs` as a label set, or `None` if they break the rules (unsorted, a duplicate name or
+    /// an empty value). UTF-8 is not checked.
+    pub fn new(pairs: &'a [RawPair<'a>]) -> Option<Self> {
+        follows_rules(pairs).then_some(RawLabels(pairs))
+    }
+
+    /// Wraps pairs that follow the rules (checked or built by [`normalize_tail`]).
+    pub(crate) fn new_unchecked(pairs: &'a [RawPair<'a>]) -> Self {
+        debug_assert!(follows_rules(pairs), "label pairs break the rules: {pairs:?}");
+        RawLabels(pairs)
+    }
+
+    /// The pairs in name order.
+    pub fn pairs(&self) -> &'a [RawPair<'a>] {
+        self.0
+    }
+
+    /// The pairs in name order, as an iterator.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = RawPair<'a>> + Clone + 'a {
+        self.0.iter().copied()
+    }
+
+    /// Number of pairs.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True if there are no labels.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value of label `name`, if present.
+    pub fn get(&self, name: &str) -> Option<&'a [u8]> {
+        let i = self.0.binary_search_by(|(n, _)| (*n).cmp(name.as_bytes())).ok()?;
+        self.0.get(i).map(|(_, v)| *v)
+    }
+
+    /// The pairs as strings, or [`Error::InvalidLabels`] if one is not UTF-8: the check a new
+    /// series needs before storage keeps it.
+    pub fn to_str_pairs(&self) -> Result<Vec<LabelPair<'a>>> {
+        let mut out = Vec::with_capacity(self.0.len());
+        for &(name, value) in self.0 {
+            match (std::str::from_utf8(name), std::str::from_utf8(value)) {
+                (Ok(n), Ok(v)) => out.push((n, v)),
+                _ => {
+                    return Err(Error::InvalidLabels {
+                        series: self.render(RENDER_MAX),
+                        reason: "label name or value is not valid UTF-8".into(),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// An owned copy, or [`Error::InvalidLabels`] if a string is not UTF-8.
+    pub fn to_labels(&self) -> Result<Labels> {
+        Ok(LabelsRef::new_unchecked(&self.to_str_pairs()?).to_labels())
+    }
+
+    /// An owned copy with invalid UTF-8 replaced by U+FFFD: for messages about a series
+    /// storage has resolved (whose bytes are a stored series' valid strings, so nothing is
+    /// replaced).
+    pub fn to_labels_lossy(&self) -> Labels {
+        let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        Labels::from_sorted_iter(self.0.iter().map(|(n, v)| Label::new(lossy(n), lossy(v))))
+    }
+
+    /// Prometheus notation, lossy, cut after about `max` bytes (with `...`).
+    pub fn render(&self, max: usize) -> String {
+        let mut out = self.to_string();
+        if out.len() > max {
+            let mut cut = max;
+            while !out.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.truncate(cut);
+            out.push_str("...");
+        }
+        out
+    }
+}
+
+/// Longest rendering of a series in an error message (senders log the message as is).
+const RENDER_MAX: usize = 512;
+
+impl PartialEq<Labels> for RawLabels<'_> {
+    fn eq(&self, other: &Labels) -> bool {
+        self.len() == other.len()
+            && self
+                .0
+                .iter()
+                .zip(other.iter())
+                .all(|((n, v), l)| *n == l.name.as_bytes() && *v == l.value.as_bytes())
+    }
+}
+
+impl PartialEq<RawLabels<'_>> for Labels {
+    fn eq(&self, other: &RawLabels<'_>) -> bool {
+        other == self
+    }
+}
+
+impl PartialEq<LabelsRef<'_>> for RawLabels<'_> {
+    fn eq(&self, other: &LabelsRef<'_>) -> bool {
+        self.len() == other.len()
+            && self
+                .0
+                .iter()
+                .zip(other.iter())
+                .all(|((n, v), (m, w))| *n == m.as_bytes() && *v == w.as_bytes())
+    }
+}
+
+impl PartialEq for RawLabels<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for RawLabels<'_> {}
+
+impl fmt::Debug for RawLabels<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Prometheus' notation as [`Labels`] prints, invalid UTF-8 shown as U+FFFD.
+impl fmt::Display for RawLabels<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = METRIC_NAME.as_bytes();
+        if let Some(n) = self.get(METRIC_NAME) {
+            f.write_str(&String::from_utf8_lossy(n))?;
+        }
+        f.write_str("{")?;
+        for (i, (n, v)) in self.iter().filter(|(n, _)| *n != name).enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}={:?}", String::from_utf8_lossy(n), String::from_utf8_lossy(v))?;
+        }
+        f.write_str("}")
+    }
+}
+
+/// True if `pairs` are sorted by name with unique names and no empty value. For string and
+/// byte pairs alike: byte order of UTF-8 is code-point order.
 #[inline]
-pub fn follows_rules(pairs: &[LabelPair<'_>]) -> bool {
+pub fn follows_rules<S: AsRef<[u8]> + Copy>(pairs: &[(S, S)]) -> bool {
     let Some((&(mut prev, first_value), rest)) = pairs.split_first() else { return true };
-    if first_value.is_empty() {
+    if first_value.as_ref().is_empty() {
         return false;
     }
     for &(name, value) in rest {
-        if value.is_empty() || !name_less(prev, name) {
+        if value.as_ref().is_empty() || !name_less(prev.as_ref(), name.as_ref()) {
             return false;
         }
         prev = name;
@@ -135,8 +298,8 @@ pub fn follows_rules(pairs: &[LabelPair<'_>]) -> bool {
 
 /// `a < b`, deciding on the first byte where it differs (most names do) without a `memcmp` call.
 #[inline]
-pub(crate) fn name_less(a: &str, b: &str) -> bool {
-    match (a.as_bytes().first(), b.as_bytes().first()) {
+pub(crate) fn name_less(a: &[u8], b: &[u8]) -> bool {
+    match (a.first(), b.first()) {
         (Some(x), Some(y)) if x != y => x < y,
         _ => a < b,
     }
@@ -146,21 +309,21 @@ pub(crate) fn name_less(a: &str, b: &str) -> bool {
 /// empty value, sorts by name (stably) and keeps the last of duplicate names. Cheap when they
 /// already follow them (one pass, no allocation).
 #[inline]
-pub(crate) fn normalize_tail(pairs: &mut Vec<LabelPair<'_>>, start: usize) {
+pub(crate) fn normalize_tail<S: AsRef<[u8]> + Copy>(pairs: &mut Vec<(S, S)>, start: usize) {
     if !pairs.get(start..).is_none_or(follows_rules) {
         normalize_tail_slow(pairs, start);
     }
 }
 
 #[cold]
-pub(crate) fn normalize_tail_slow(pairs: &mut Vec<LabelPair<'_>>, start: usize) {
+pub(crate) fn normalize_tail_slow<S: AsRef<[u8]> + Copy>(pairs: &mut Vec<(S, S)>, start: usize) {
     let mut tail = pairs.split_off(start);
-    tail.retain(|(_, v)| !v.is_empty());
-    tail.sort_by(|a, b| a.0.cmp(b.0));
+    tail.retain(|(_, v)| !v.as_ref().is_empty());
+    tail.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
     for pair in tail {
         let in_tail = pairs.len() > start;
         match pairs.last_mut() {
-            Some(prev) if in_tail && prev.0 == pair.0 => *prev = pair,
+            Some(prev) if in_tail && prev.0.as_ref() == pair.0.as_ref() => *prev = pair,
             _ => pairs.push(pair),
         }
     }

@@ -46,7 +46,7 @@ pub mod window;
 pub use batch_ref::{BatchRef, SeriesBuilder};
 pub use db::{AppendOutcome, Db, Health};
 pub use error::{Error, Result};
-pub use labels_ref::{LabelPair, LabelsRef};
+pub use labels_ref::{LabelPair, LabelsRef, RawLabels, RawPair};
 pub use matcher::{MatchOp, Matcher};
 pub use options::{Options, WalSync};
 pub use query::{Querier, SeriesRef};

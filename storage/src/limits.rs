@@ -33,8 +33,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::batch_ref::BatchRef;
+use crate::error::Result;
 use crate::index::{Index, Stat};
-use crate::labels_ref::LabelsRef;
+use crate::labels_ref::{LabelPair, LabelsRef, RawLabels};
 use crate::types::{Labels, SeriesId};
 
 /// Milliseconds in a UTC day.
@@ -250,25 +251,49 @@ impl Cardinality {
 
     /// Resolves the series of every entry of `batch` to an id, creating new series unless a limit
     /// refuses them. `now_ms` decides the UTC day.
-    pub(crate) fn resolve(&self, index: &Index, batch: &BatchRef<'_>, now_ms: i64) -> Resolved {
+    ///
+    /// Known series are found by their label bytes, unchecked: bytes equal to a stored series'
+    /// labels are valid UTF-8. The labels of new series are checked, all before any is created:
+    /// if one is not UTF-8 this fails with [`crate::Error::InvalidLabels`] and creates nothing.
+    pub(crate) fn resolve(&self, index: &Index, batch: &BatchRef<'_>, now_ms: i64) -> Result<Resolved> {
         let mut out = Resolved {
             ids: Vec::with_capacity(batch.len()),
             created: 0,
             rejected: SeriesRejections::default(),
             first_rejected: None,
         };
+        // The hit path: known series need no lock beyond the index's own.
+        let mut misses = Vec::new();
+        for (i, (labels, samples)) in batch.iter().enumerate() {
+            if samples.is_empty() {
+                out.ids.push(None);
+                continue;
+            }
+            let (id, hash) = index.get_raw_hashed(labels);
+            if id.is_none() {
+                misses.push((i, hash));
+            }
+            out.ids.push(id);
+        }
+        if misses.is_empty() {
+            return Ok(out);
+        }
+        let entries: Vec<RawLabels<'_>> = batch.iter().map(|(labels, _)| labels).collect();
+        let mut new: Vec<(usize, u64, Vec<LabelPair<'_>>)> = Vec::with_capacity(misses.len());
+        for (i, hash) in misses {
+            if let Some(labels) = entries.get(i) {
+                new.push((i, hash, labels.to_str_pairs()?));
+            }
+        }
         if !self.limits.any() {
             let mut created: Vec<&str> = Vec::new();
-            for (labels, samples) in batch.iter() {
-                if samples.is_empty() {
-                    out.ids.push(None);
-                    continue;
-                }
-                let (id, new) = index.get_or_create_ref(labels);
-                if new {
+            for (i, hash, pairs) in &new {
+                let labels = LabelsRef::new_unchecked(pairs);
+                let (id, is_new) = index.get_or_create_hashed(*hash, labels);
+                if is_new {
                     created.push(metric_of(&labels));
                 }
-                out.ids.push(Some(id));
+                out.ids[*i] = Some(id);
             }
             if !created.is_empty() {
                 out.created = created.len() as u64;
@@ -278,35 +303,22 @@ impl Cardinality {
                     today.created.add(metric, 1);
                 }
             }
-            return out;
+            return Ok(out);
         }
-        // The hit path: known series need no lock beyond the index's own.
-        let mut misses = Vec::new();
-        for (i, (labels, samples)) in batch.iter().enumerate() {
-            let id = if samples.is_empty() { None } else { index.get_ref(labels) };
-            if id.is_none() && !samples.is_empty() {
-                misses.push(i);
-            }
-            out.ids.push(id);
-        }
-        if misses.is_empty() {
-            return out;
-        }
-        let entries: Vec<(LabelsRef<'_>, _)> = batch.iter().collect();
         let mut today = self.today.lock();
         today.roll(now_ms);
-        for i in misses {
-            let Some(&(labels, _)) = entries.get(i) else { continue };
+        for (i, hash, pairs) in &new {
+            let (i, hash, labels) = (*i, *hash, LabelsRef::new_unchecked(pairs));
             // Created meanwhile by another appender, or earlier in this batch.
-            if let Some(id) = index.get_ref(labels) {
+            if let Some(id) = index.get_hashed(hash, labels) {
                 out.ids[i] = Some(id);
                 continue;
             }
             let metric = metric_of(&labels);
             match self.refusal(index, metric, today.created.total) {
                 None => {
-                    let (id, new) = index.get_or_create_ref(labels);
-                    if new {
+                    let (id, is_new) = index.get_or_create_hashed(hash, labels);
+                    if is_new {
                         out.created += 1;
                         today.created.add(metric, 1);
                     }
@@ -329,7 +341,7 @@ impl Cardinality {
         for limit in SeriesLimit::ALL {
             self.rejected_total[limit.index()].fetch_add(out.rejected.get(limit), Ordering::Relaxed);
         }
-        out
+        Ok(out)
     }
 
     /// The first limit creating one more series of `metric` would exceed, if any. Called under
@@ -399,7 +411,7 @@ mod tests {
     #[test]
     fn unlimited_creates_everything_and_tallies_by_metric() {
         let (index, card) = (Index::new(), Cardinality::new(SeriesLimits::default()));
-        let r = card.resolve(&index, &batch(&[("a", "1"), ("a", "2"), ("b", "1"), ("a", "1")]), T);
+        let r = card.resolve(&index, &batch(&[("a", "1"), ("a", "2"), ("b", "1"), ("a", "1")]), T).unwrap();
         assert_eq!((created_ids(&r), r.created, r.rejected.total()), (4, 3, 0));
         let s = card.stats(10, T);
         assert_eq!(s.created_today, 3);
@@ -415,8 +427,9 @@ mod tests {
     fn each_limit_refuses_new_series_and_keeps_existing_ones() {
         let index = Index::new();
         let card = Cardinality::new(SeriesLimits { max_series_per_metric: 2, ..SeriesLimits::default() });
-        let r =
-            card.resolve(&index, &batch(&[("a", "1"), ("a", "2"), ("a", "3"), ("b", "1"), ("a", "1")]), T);
+        let r = card
+            .resolve(&index, &batch(&[("a", "1"), ("a", "2"), ("a", "3"), ("b", "1"), ("a", "1")]), T)
+            .unwrap();
         assert_eq!(r.ids.iter().map(Option::is_some).collect::<Vec<_>>(), [true, true, false, true, true]);
         assert_eq!(r.rejected.max_series_per_metric, 1);
         let first = r.first_rejected.unwrap();
@@ -427,20 +440,23 @@ mod tests {
 
         let index = Index::new();
         let card = Cardinality::new(SeriesLimits { max_series: 2, ..SeriesLimits::default() });
-        let r = card.resolve(&index, &batch(&[("a", "1"), ("b", "1"), ("c", "1")]), T);
+        let r = card.resolve(&index, &batch(&[("a", "1"), ("b", "1"), ("c", "1")]), T).unwrap();
         assert_eq!((created_ids(&r), r.rejected.max_series), (2, 1));
         // Existing series are still resolved once the limit is reached.
-        let r = card.resolve(&index, &batch(&[("b", "1"), ("d", "1")]), T);
+        let r = card.resolve(&index, &batch(&[("b", "1"), ("d", "1")]), T).unwrap();
         assert_eq!(r.ids, vec![Some(1), None]);
 
         let index = Index::new();
         let card = Cardinality::new(SeriesLimits { max_new_series_per_day: 1, ..SeriesLimits::default() });
         assert_eq!(
-            card.resolve(&index, &batch(&[("a", "1"), ("a", "2")]), T).rejected.max_new_series_per_day,
+            card.resolve(&index, &batch(&[("a", "1"), ("a", "2")]), T)
+                .unwrap()
+                .rejected
+                .max_new_series_per_day,
             1
         );
         // A new UTC day gives a new allowance.
-        let r = card.resolve(&index, &batch(&[("a", "2")]), T + DAY_MS);
+        let r = card.resolve(&index, &batch(&[("a", "2")]), T + DAY_MS).unwrap();
         assert_eq!(created_ids(&r), 1);
         let s = card.stats(10, T + DAY_MS);
         assert_eq!((s.created_today, s.rejected_total.max_new_series_per_day), (1, 1));
@@ -486,7 +502,7 @@ mod tests {
                                     let metric = if k % 2 == 0 { "even" } else { "odd" };
                                     b.push([("__name__", metric), ("host", h.as_str())], [Sample::new(T, 1.0)]);
                                 }
-                                created += card.resolve(index, &b, T).created;
+                                created += card.resolve(index, &b, T).unwrap().created;
                             }
                             created
                         })

@@ -164,7 +164,8 @@ impl ParsedRef<'_> {
     /// An owned copy: every label string is allocated.
     pub fn into_owned(self) -> Parsed {
         Parsed {
-            batch: self.batch().to_batch(),
+            // Never fails: line-protocol labels are checked strings.
+            batch: self.batch().to_batch().unwrap_or_default(),
             points: self.points,
             fields: self.fields,
             skipped_fields: self.skipped_fields,

@@ -6,7 +6,8 @@
 //! an empty value are dropped (Prometheus treats an empty value as an absent label); names and values must be valid UTF-8 (any UTF-8 is accepted
 //! in names, as remote write 2.0 and Prometheus 3 allow); pairs are sorted by name because senders
 //! may not sort them. No string is copied: validating UTF-8 is the only work per string, done
-//! once per series' stretch of labels in 1.0 and once per symbol in 2.0.
+//! once per series' stretch of labels in 1.0 and once per symbol in 2.0. (A 1.0 series in the
+//! usual encoding does not come here: `v1::series_fast` leaves its UTF-8 check to storage.)
 
 use storage::{LabelPair, METRIC_NAME};
 

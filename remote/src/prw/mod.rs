@@ -129,17 +129,23 @@ pub struct DecodedRef<'a> {
 }
 
 impl DecodedRef<'_> {
-    /// An owned copy: every label string is allocated.
-    pub fn into_owned(self) -> Decoded {
-        Decoded {
-            batch: self.batch.to_batch(),
+    /// An owned copy: every label string is allocated. Fails as appending the batch would for
+    /// new series: with [`Error::InvalidLabels`] if a label string is not UTF-8 (the 1.0
+    /// decoder leaves that check of the usual series to storage, see `v1`).
+    pub fn into_owned(self) -> Result<Decoded> {
+        let batch = self.batch.to_batch().map_err(|e| match e {
+            storage::Error::InvalidLabels { series, reason } => Error::InvalidLabels { series, reason },
+            other => Error::InvalidLabels { series: String::new(), reason: other.to_string() },
+        })?;
+        Ok(Decoded {
+            batch,
             metadata: self.metadata,
             samples: self.samples,
             histograms: self.histograms,
             stale_histograms: self.stale_histograms,
             exemplars: self.exemplars,
             created_timestamps: self.created_timestamps,
-        }
+        })
     }
 }
 
@@ -177,7 +183,7 @@ pub struct Decoded {
 /// invalid request is stored, and the sender must not retry it.
 pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Decoded> {
     let raw = decompress(body, limits)?;
-    decode_ref(version, &raw, limits).map(DecodedRef::into_owned)
+    decode_ref(version, &raw, limits).and_then(DecodedRef::into_owned)
 }
 
 /// Decompresses a snappy (block format) request body, within [`Limits::body_bytes_max`] and
@@ -209,12 +215,16 @@ pub fn decompress_into<'b>(body: &[u8], limits: &Limits, buf: &'b mut Vec<u8>) -
 /// Decodes an uncompressed protobuf request of `version` (what [`decode`] does after snappy)
 /// into owned data; for fuzzing and callers that decompress themselves.
 pub fn decode_uncompressed(version: Version, buf: &[u8], limits: &Limits) -> Result<Decoded> {
-    decode_ref(version, buf, limits).map(DecodedRef::into_owned)
+    decode_ref(version, buf, limits).and_then(DecodedRef::into_owned)
 }
 
 /// Decodes an uncompressed protobuf request of `version` without copying label strings: the
-/// batch borrows them from `buf`, and validation (UTF-8, label rules, limits) is the same as
-/// [`decode`]'s. The server's path: [`decompress`], `decode_ref`, `Db::append_ref`.
+/// batch borrows them from `buf`, and validation (label rules, limits) is the same as
+/// [`decode`]'s, but for one check: the label strings of a 1.0 series in the usual encoding
+/// may reach the batch unchecked as UTF-8. `storage::Db::append_ref` checks them for new
+/// series and refuses the batch with `storage::Error::InvalidLabels` (the same message as
+/// [`Error::InvalidLabels`]) if one is not UTF-8; a known series' bytes equal valid stored
+/// strings. The server's path: [`decompress`], `decode_ref`, `Db::append_ref`.
 pub fn decode_ref<'a>(version: Version, buf: &'a [u8], limits: &Limits) -> Result<DecodedRef<'a>> {
     limits.check_decoded(buf.len())?;
     match version {

@@ -49,7 +49,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use crate::labels_ref::{LabelPair, LabelsRef};
+use crate::labels_ref::{LabelPair, LabelsRef, RawLabels};
 use crate::matcher::Matcher;
 use crate::types::{Label, Labels, SeriesId};
 use inverted::InvertedIndex;
@@ -123,7 +123,13 @@ impl Index {
     ///
     /// As [`Index::get_or_create`].
     pub fn get_or_create_ref(&self, labels: LabelsRef<'_>) -> (SeriesId, bool) {
-        let hash = self.series.hash_ref(labels);
+        self.get_or_create_hashed(self.series.hash_ref(labels), labels)
+    }
+
+    /// [`Index::get_or_create_ref`] with the hash of `labels` as [`Index::get_raw_hashed`] gave
+    /// it for the same bytes (the hash reads bytes only), so a series found missing by its
+    /// unchecked bytes is created without hashing it again.
+    pub(crate) fn get_or_create_hashed(&self, hash: u64, labels: LabelsRef<'_>) -> (SeriesId, bool) {
         self.series.get_or_insert_with(
             hash,
             |stored| labels == *stored,
@@ -176,6 +182,24 @@ impl Index {
     /// The id of this borrowed label set, if the series exists.
     pub fn get_ref(&self, labels: LabelsRef<'_>) -> Option<SeriesId> {
         self.series.get(self.series.hash_ref(labels), |stored| labels == *stored)
+    }
+
+    /// The id of a label set of unchecked bytes, if the series exists: found by hashing and
+    /// comparing bytes, so bytes that are not UTF-8 never match (every stored string is).
+    pub fn get_raw(&self, labels: RawLabels<'_>) -> Option<SeriesId> {
+        self.get_raw_hashed(labels).0
+    }
+
+    /// [`Index::get_raw`], also giving the hash of `labels`, for [`Index::get_hashed`] and
+    /// [`Index::get_or_create_hashed`] after a miss.
+    pub(crate) fn get_raw_hashed(&self, labels: RawLabels<'_>) -> (Option<SeriesId>, u64) {
+        let hash = self.series.hash_raw(labels);
+        (self.series.get(hash, |stored| labels == *stored), hash)
+    }
+
+    /// [`Index::get_ref`] with the hash [`Index::get_raw_hashed`] gave for the same bytes.
+    pub(crate) fn get_hashed(&self, hash: u64, labels: LabelsRef<'_>) -> Option<SeriesId> {
+        self.series.get(hash, |stored| labels == *stored)
     }
 
     /// The labels of a live series (None if the id was never created or has been removed).

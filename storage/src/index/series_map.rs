@@ -15,7 +15,7 @@ use std::hash::{BuildHasher, Hasher};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use parking_lot::RwLock;
 
-use crate::labels_ref::LabelsRef;
+use crate::labels_ref::{LabelsRef, RawLabels};
 use crate::types::{Labels, SeriesId};
 
 /// 64 shards: contention is negligible on the machines strata targets, and the empty map
@@ -59,11 +59,17 @@ impl SeriesMap {
 
     /// The hash of a label set, computed once per call of the public API.
     pub(super) fn hash(&self, labels: &Labels) -> u64 {
-        self.hash_pairs(labels.iter().map(|l| (&*l.name, &*l.value)))
+        self.hash_pairs(labels.iter().map(|l| (l.name.as_bytes(), l.value.as_bytes())))
     }
 
     /// The hash of a borrowed label set: equal to [`SeriesMap::hash`] of the same labels.
     pub(super) fn hash_ref(&self, labels: LabelsRef<'_>) -> u64 {
+        self.hash_pairs(labels.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())))
+    }
+
+    /// The hash of a label set of unchecked bytes: equal to [`SeriesMap::hash`] of the same
+    /// labels (the hash reads bytes only).
+    pub(super) fn hash_raw(&self, labels: RawLabels<'_>) -> u64 {
         self.hash_pairs(labels.iter())
     }
 
@@ -71,11 +77,11 @@ impl SeriesMap {
     /// `("ab", "c")` and `("a", "bc")` differ without separators; and a collision costs only a
     /// comparison, since every probe compares the labels themselves.
     #[inline]
-    fn hash_pairs<'s>(&self, pairs: impl Iterator<Item = (&'s str, &'s str)>) -> u64 {
+    fn hash_pairs<'s>(&self, pairs: impl Iterator<Item = (&'s [u8], &'s [u8])>) -> u64 {
         let mut h = self.hasher.build_hasher();
         for (name, value) in pairs {
-            h.write(name.as_bytes());
-            h.write(value.as_bytes());
+            h.write(name);
+            h.write(value);
         }
         h.finish()
     }
