@@ -863,18 +863,38 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 /// Takes an exclusive lock on the data directory so two processes never share it.
+///
+/// A lock that is busy is tried again for up to [`LOCK_WAIT`] before giving up: the lock
+/// belongs to an open file description, and a process that has just let it go may still share
+/// that description with a child it forked a moment before the child's `exec` closed it (a
+/// test harness or supervisor that spawns processes while holding a database), or with a
+/// previous strata still exiting. A second strata running on the directory holds it for good
+/// and is refused after the wait.
 fn lock_dir(dir: &Path) -> Result<File> {
     let path = filenames::lock(dir);
     let f = File::create(&path).map_err(|e| Error::io(format!("create {}", path.display()), e))?;
-    match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidInput(format!(
-            "data directory {} is in use by another strata process",
-            dir.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(format!("lock {}", path.display()), e)),
+    let start = Instant::now();
+    loop {
+        match f.try_lock() {
+            Ok(()) => return Ok(f),
+            Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::InvalidInput(format!(
+                    "data directory {} is in use by another strata process",
+                    dir.display()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Error::io(format!("lock {}", path.display()), e));
+            }
+        }
     }
 }
+
+/// How long [`lock_dir`] waits for a busy lock.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Removes partition files and directories the manifest does not list, and `.tmp` leftovers:
 /// the remains of flushes or compactions interrupted before their manifest commit, or of
