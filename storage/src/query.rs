@@ -90,10 +90,15 @@ pub trait Querier: Send + Sync {
     /// the decoded samples give. Storages may answer only when both ends of the windows are
     /// non-decreasing, as PromQL steps make them. The default has no statistics and returns
     /// false.
+    ///
+    /// `sums`: the caller needs [`WindowAgg::exact_sum`] (`sum_over_time`, `avg_over_time`), so
+    /// only blocks whose sum statistic is exact may be answered from statistics; a storage
+    /// declines (returns false) rather than answer mostly without exact sums.
     fn window_aggregates(
         &self,
         _series: &SeriesRef,
         _windows: &[(i64, i64)],
+        _sums: bool,
         _out: &mut Vec<WindowAgg>,
         _stats: &mut ScanStats,
     ) -> Result<bool> {

@@ -266,10 +266,11 @@ impl Querier for Snapshot {
         &self,
         series: &SeriesRef,
         windows: &[(i64, i64)],
+        sums: bool,
         out: &mut Vec<WindowAgg>,
         stats: &mut ScanStats,
     ) -> Result<bool> {
-        window::window_aggregates(self, series, windows, out, stats)
+        window::window_aggregates(self, series, windows, sums, out, stats)
     }
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {

@@ -8,10 +8,14 @@
 //! block's statistics are merged with [`WindowAgg::merge_block`], which gives the same result as
 //! pushing the block's samples in order (see the proof on [`WindowAgg`]).
 //!
-//! Sums and averages are not offered: PromQL's `sum_over_time` and `avg_over_time` use
+//! Sums are offered only where they are exact: PromQL's `sum_over_time` and `avg_over_time` use
 //! Neumaier-compensated summation (and `avg` switches to an incremental mean on overflow), whose
-//! result depends on every intermediate value, so a block's plain `sum` statistic cannot be
-//! combined into the same bits. Those functions decode.
+//! result in general depends on every intermediate value, so a block's plain `sum` statistic
+//! cannot be combined into the same bits. But when every value is an integer and every partial
+//! sum stays below 2^53 in magnitude, each addition is exact, the compensation stays 0 and the
+//! result is the exact integer sum, whatever the order or grouping. [`WindowAgg::exact_sum`]
+//! gives that sum when it can vouch for it (integer data, such as counters and the TSBS
+//! values, which is most metrics), and `None` otherwise, and callers then decode.
 
 use crate::encoding::BlockStats;
 use crate::error::Result;
@@ -41,16 +45,37 @@ pub struct WindowAgg {
     pub first: f64,
     /// Value of the latest sample.
     pub last: f64,
+    /// The sum of the values, exact while `sum_exact` holds.
+    sum: f64,
+    /// Sum of the values' magnitudes (or an upper bound on it): bounds every partial sum.
+    sum_bound: f64,
+    /// True while every value folded in is an integer below 2^53, not -0.0, and `sum_bound`
+    /// is below 2^53: then `sum` is exact.
+    sum_exact: bool,
 }
+
+/// 2^53: integers below it in magnitude, and their sums while these stay below it, are exact.
+const EXACT_LIMIT: f64 = 9_007_199_254_740_992.0;
 
 impl Default for WindowAgg {
     fn default() -> Self {
-        WindowAgg { count: 0, min: f64::NAN, max: f64::NAN, first: f64::NAN, last: f64::NAN }
+        WindowAgg {
+            count: 0,
+            min: f64::NAN,
+            max: f64::NAN,
+            first: f64::NAN,
+            last: f64::NAN,
+            sum: 0.0,
+            sum_bound: 0.0,
+            sum_exact: true,
+        }
     }
 }
 
 impl PartialEq for WindowAgg {
-    /// Bit-exact comparison of the floats: push-down must not change a single bit.
+    /// Bit-exact comparison of the floats: push-down must not change a single bit. The sum is
+    /// not compared: whether it is known exactly depends on how the window was read (block
+    /// headers may not tell), and where both know it, it is the same exact value.
     fn eq(&self, o: &Self) -> bool {
         self.count == o.count
             && [self.min, self.max, self.first, self.last]
@@ -66,13 +91,39 @@ impl WindowAgg {
         self.count == 0
     }
 
+    /// The exact sum of the window's values, if every value is an integer (not -0.0) and the
+    /// sum of their magnitudes is below 2^53. Then Prometheus' compensated `sum_over_time` and
+    /// `avg_over_time` folds are exact at every step and equal `sum` and `sum / count`.
+    /// `None` if unknown, and for an empty window.
+    pub fn exact_sum(&self) -> Option<f64> {
+        (self.sum_exact && self.count > 0).then_some(self.sum)
+    }
+
+    /// Adds `magnitude` (a bound on the magnitude of every partial sum of `sum`) and `sum` (exact
+    /// by the caller's guarantee) to the running sum, or gives up on it.
+    fn add_exact(&mut self, sum: f64, magnitude: f64, known: bool) {
+        if !self.sum_exact {
+            return;
+        }
+        let bound = self.sum_bound + magnitude;
+        // `<` on rounded values is safe: rounding is monotone and 2^53 is representable, so a
+        // true bound at or above 2^53 never rounds below it.
+        if known && bound < EXACT_LIMIT {
+            self.sum += sum;
+            self.sum_bound = bound;
+        } else {
+            self.sum_exact = false;
+        }
+    }
+
     /// Folds in the next value, in time order. Stale markers are ignored.
     pub fn push(&mut self, v: f64) {
         if is_stale(v) {
             return;
         }
+        self.add_exact(v, v.abs(), is_small_integer(v));
         if self.count == 0 {
-            *self = WindowAgg { count: 1, min: v, max: v, first: v, last: v };
+            (self.count, self.min, self.max, self.first, self.last) = (1, v, v, v, v);
             return;
         }
         self.count += 1;
@@ -87,13 +138,17 @@ impl WindowAgg {
 
     /// Folds in a whole block that comes next in time order, from its statistics alone. The
     /// result equals pushing the block's samples one by one (see the type's documentation).
-    pub fn merge_block(&mut self, b: &BlockStats) {
+    /// `integral`: the block's non-stale values are known to be integers below 2^53, not -0.0
+    /// (`encoding::integral_values`); only then does its `sum` statistic count towards an exact
+    /// sum. Its plain sum is then exact too: `max(|min|, |max|) × count` bounds its partial sums.
+    pub fn merge_block(&mut self, b: &BlockStats, integral: bool) {
         if b.count == 0 {
             return;
         }
+        self.add_exact(b.sum, b.min.abs().max(b.max.abs()) * f64::from(b.count), integral);
         if self.count == 0 {
-            *self =
-                WindowAgg { count: u64::from(b.count), min: b.min, max: b.max, first: b.first, last: b.last };
+            (self.count, self.min, self.max, self.first, self.last) =
+                (u64::from(b.count), b.min, b.max, b.first, b.last);
             return;
         }
         self.count += u64::from(b.count);
@@ -105,6 +160,11 @@ impl WindowAgg {
         }
         self.last = b.last;
     }
+}
+
+/// True if `v` is an integer below 2^53 in magnitude and not -0.0.
+fn is_small_integer(v: f64) -> bool {
+    v.abs() < EXACT_LIMIT && v.trunc() == v && v.to_bits() != (-0.0f64).to_bits()
 }
 
 /// What answering windowed aggregates cost: shown to users in query statistics so they can see
@@ -221,9 +281,16 @@ mod tests {
             cuts.sort_unstable();
             let mut merged = WindowAgg::default();
             for w in cuts.windows(2) {
-                merged.merge_block(&BlockStats::from_samples(&samples[w[0]..w[1]]));
+                let block = &samples[w[0]..w[1]];
+                let integral = block.iter().all(|s| is_stale(s.v) || is_small_integer(s.v));
+                merged.merge_block(&BlockStats::from_samples(block), integral);
             }
-            prop_assert_eq!(merged, fold(&samples));
+            let folded = fold(&samples);
+            prop_assert_eq!(merged, folded);
+            // A sum vouched for from statistics is the one pushing the samples gives.
+            if let Some(sum) = merged.exact_sum() {
+                prop_assert_eq!(Some(sum.to_bits()), folded.exact_sum().map(f64::to_bits));
+            }
         }
     }
 }

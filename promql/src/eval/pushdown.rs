@@ -1,5 +1,5 @@
-//! Push-down of range aggregations: `min|max|count|first|last|present_over_time(sel[r])` over a
-//! plain range selector are answered by [`storage::Querier::window_aggregates`], one call per
+//! Push-down of range aggregations: `min|max|count|first|last|present_over_time(sel[r])`, and
+//! `sum|avg_over_time(sel[r])` over integer data, over a plain range selector are answered by [`storage::Querier::window_aggregates`], one call per
 //! series covering the windows of all steps, instead of decoding every sample and folding each
 //! window here.
 //!
@@ -10,10 +10,16 @@
 //! blocks with statistics). `EngineOptions::pushdown = false` keeps the decoding path, which is
 //! the oracle the property tests compare against.
 //!
+//! `sum_over_time` and `avg_over_time` use compensated (Neumaier) summation, and `avg` switches
+//! to an incremental mean on overflow: in general the result depends on every intermediate
+//! value and a block's plain sum cannot be combined into the same bits. Over integers whose
+//! magnitudes sum to less than 2^53 every addition is exact and the compensation stays 0, so
+//! Prometheus' fold gives `sum + 0` and `sum / n + 0 / n` for the exact sum, which storage
+//! vouches for ([`WindowAgg::exact_sum`]) from block statistics where the block header shows
+//! integer values. If any window lacks an exact sum (floats, NaN, huge values), the series is
+//! decoded as usual.
+//!
 //! Not pushed down, and why:
-//! - `sum_over_time`, `avg_over_time`: compensated (Neumaier) summation, and `avg`'s switch to
-//!   an incremental mean, depend on every intermediate value; a block's plain sum cannot be
-//!   combined into the same bits.
 //! - `rate`, `increase`: they need counter resets inside the range, which block statistics do
 //!   not carry, and the first and last samples' times for extrapolation.
 //! - subqueries (their points are results, not stored samples), `anchored`/`smoothed` ranges
@@ -39,6 +45,8 @@ pub(crate) enum Pushed {
     First,
     Last,
     Present,
+    Sum,
+    Avg,
 }
 
 impl Pushed {
@@ -51,20 +59,34 @@ impl Pushed {
             "first_over_time" => Pushed::First,
             "last_over_time" => Pushed::Last,
             "present_over_time" => Pushed::Present,
+            "sum_over_time" => Pushed::Sum,
+            "avg_over_time" => Pushed::Avg,
             _ => return None,
         })
     }
 
-    /// The function's value for one non-empty window.
-    fn value(self, a: &WindowAgg) -> f64 {
-        match self {
+    /// Whether the function needs the windows' exact sums.
+    fn sums(self) -> bool {
+        matches!(self, Pushed::Sum | Pushed::Avg)
+    }
+
+    /// The function's value for one non-empty window; `None` if it needs an exact sum storage
+    /// could not vouch for.
+    fn value(self, a: &WindowAgg) -> Option<f64> {
+        Some(match self {
             Pushed::Min => a.min,
             Pushed::Max => a.max,
             Pushed::Count => a.count as f64,
             Pushed::First => a.first,
             Pushed::Last => a.last,
             Pushed::Present => 1.0,
-        }
+            // `range_fn`'s folds with a compensation of exactly 0 (see the module docs).
+            Pushed::Sum => a.exact_sum()? + 0.0,
+            Pushed::Avg => {
+                let n = a.count as f64;
+                a.exact_sum()? / n + 0.0 / n
+            }
+        })
     }
 
     /// `first_over_time` and `last_over_time` keep the metric name, as in Prometheus.
@@ -96,17 +118,20 @@ impl SeriesCtx<'_> {
         self.check_deadline()?;
         let mut aggs = Vec::with_capacity(windows.len());
         let mut scan = ScanStats::default();
-        if !self.querier.window_aggregates(series, windows, &mut aggs, &mut scan)? {
+        if !self.querier.window_aggregates(series, windows, f.sums(), &mut aggs, &mut scan)? {
             return Ok(None);
+        }
+        let mut points: Vec<FPoint> = Vec::with_capacity(aggs.len());
+        for (i, a) in aggs.iter().enumerate().filter(|(_, a)| !a.is_empty()) {
+            match f.value(a) {
+                Some(v) => points.push(FPoint { t: g.ts(i), f: v }),
+                // A window without an exact sum: decode the series instead (the work done here
+                // is not counted, as the decoding path counts its own).
+                None => return Ok(None),
+            }
         }
         self.samples_read += scan.samples_decoded;
         self.scan.add(&scan);
-        let points: Vec<FPoint> = aggs
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| !a.is_empty())
-            .map(|(i, a): (usize, &WindowAgg)| FPoint { t: g.ts(i), f: f.value(a) })
-            .collect();
         if points.is_empty() {
             return Ok(Some(None));
         }

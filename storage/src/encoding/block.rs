@@ -103,6 +103,22 @@ pub fn decode_block(bytes: &[u8], out: &mut Vec<Sample>) -> Result<()> {
     result
 }
 
+/// True if every non-stale value of the block is an integer of magnitude below 2^53 other than
+/// -0.0, told from the header and the value codec's parameters without decoding a sample:
+/// then any sum of its values whose partial sums stay below 2^53 is exact, in any order (what
+/// push-down of `sum_over_time`/`avg_over_time` needs, see `crate::window`). `stale_count` is
+/// the block's stale-marker count from its statistics.
+///
+/// False whenever that cannot be told cheaply: a timestamp section other than a constant
+/// interval (its length is known only by decoding it), Gorilla XOR values, decimal values, or
+/// exceptions in the scaled codec other than the stale markers. Corrupt bytes also give false.
+pub fn integral_values(bytes: &[u8], stale_count: u32) -> bool {
+    let mut pos = 0;
+    let Ok(h) = BlockHeader::read(bytes, &mut pos) else { return false };
+    timestamps::skip_const(h.ts_codec, bytes, &mut pos).is_ok()
+        && values::integral(h.value_codec, bytes, &mut pos, stale_count)
+}
+
 fn decode_into(bytes: &[u8], out: &mut Vec<Sample>, start: usize) -> Result<()> {
     let mut pos = 0;
     let h = BlockHeader::read(bytes, &mut pos)?;

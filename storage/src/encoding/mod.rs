@@ -42,6 +42,6 @@ pub mod varint;
 pub(crate) mod xor;
 mod xor_chunk;
 
-pub use block::{BlockHeader, block_header, decode_block, encode_block};
+pub use block::{BlockHeader, block_header, decode_block, encode_block, integral_values};
 pub use stats::BlockStats;
 pub use xor_chunk::{XorChunk, XorIter};

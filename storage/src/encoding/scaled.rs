@@ -239,6 +239,32 @@ pub(crate) fn min_bytes(packing: u8, n: usize) -> usize {
 
 /// Decodes a scaled section whose integers are packed as `packing` at `*pos` into the values
 /// of `out` (one per sample) and advances `*pos` past it.
+/// True if `v` is an integer below 2^53 in magnitude and not -0.0: what the scaled codec stores
+/// at exponent 0 without an exception.
+pub(crate) fn is_small_integer(v: f64) -> bool {
+    v.abs() < MAX_MANTISSA && v.trunc() == v && v.to_bits() != (-0.0f64).to_bits()
+}
+
+/// True if the scaled section at `*pos` stores integers (exponent 0) and its only exceptions are
+/// the block's `stale_count` stale markers. Every stale marker is an exception (it qualifies at
+/// no exponent), so equal counts mean no other value is one; every other value was checked by
+/// [`scale`] to be an integer below 2^53 that is not -0.0. Reads the parameters only.
+pub(crate) fn integral(bytes: &[u8], pos: &mut usize, stale_count: u32) -> bool {
+    let Ok(params) = get_u8(bytes, pos) else { return false };
+    if params & EXPONENT_MASK != 0 {
+        return false;
+    }
+    let n_exc = if params & HAS_EXCEPTIONS != 0 {
+        match get_uvarint(bytes, pos) {
+            Ok(n) => n,
+            Err(_) => return false,
+        }
+    } else {
+        0
+    };
+    n_exc == u64::from(stale_count)
+}
+
 pub(crate) fn decode(packing: u8, bytes: &[u8], pos: &mut usize, out: &mut [Sample]) -> Result<()> {
     let n = out.len();
     let params = get_u8(bytes, pos)?;

@@ -114,6 +114,17 @@ pub(crate) fn min_bytes(codec: u8, n: usize) -> Option<usize> {
 
 /// Decodes `n` timestamps at `*pos` with `codec`, pushing `Sample { t, v: 0.0 }` to `out`, and
 /// advances `*pos` past the section. On error `out` may hold some of the samples.
+/// Moves `*pos` past a [`TS_CONST`] section without producing timestamps; an error for any
+/// other codec (their length is known only by decoding them) or bad bytes.
+pub(crate) fn skip_const(codec: u8, bytes: &[u8], pos: &mut usize) -> Result<()> {
+    if codec != TS_CONST {
+        return Err(Error::Decode(format!("timestamp codec {codec} cannot be skipped")));
+    }
+    get_varint(bytes, pos)?;
+    get_uvarint(bytes, pos)?;
+    Ok(())
+}
+
 pub(crate) fn decode(
     codec: u8,
     bytes: &[u8],

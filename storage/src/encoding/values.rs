@@ -95,6 +95,20 @@ pub(crate) fn min_bytes(codec: u8, n: usize) -> Option<usize> {
     }
 }
 
+/// True if the value section at `*pos` (codec `codec`) holds only integers below 2^53 in
+/// magnitude, none of them -0.0, apart from its `stale_count` stale markers; see
+/// [`super::block::integral_values`]. False when unknown without decoding.
+pub(crate) fn integral(codec: u8, bytes: &[u8], pos: &mut usize, stale_count: u32) -> bool {
+    match codec {
+        VAL_CONST => {
+            let (Ok(class), false) = (get_u8(bytes, pos), stale_count > 0) else { return false };
+            read_float(class, bytes, pos).is_ok_and(scaled::is_small_integer)
+        }
+        VAL_SCALED_FOR | VAL_SCALED_RICE | VAL_SCALED_RUNS => scaled::integral(bytes, pos, stale_count),
+        _ => false,
+    }
+}
+
 /// Decodes a value section at `*pos` into `out` (one value per sample, timestamps untouched)
 /// and advances `*pos` past it.
 pub(crate) fn decode(codec: u8, bytes: &[u8], pos: &mut usize, out: &mut [Sample]) -> Result<()> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use crate::encoding::varint::{get_uvarint, get_varint};
-use crate::encoding::{BlockStats, decode_block};
+use crate::encoding::{BlockStats, decode_block, integral_values};
 use crate::error::{Error, Result};
 use crate::flush::keep_from;
 use crate::hist;
@@ -270,19 +270,35 @@ impl PartitionFile {
         Ok(out)
     }
 
-    /// Decodes one block, verifying its checksum, appending its samples to `out`.
-    pub fn read_block(&self, b: &BlockMeta, out: &mut Vec<Sample>) -> Result<()> {
+    /// A block's bytes, its checksum verified.
+    fn block_bytes(&self, b: &BlockMeta) -> Result<&[u8]> {
         let start = b.offset as usize;
         let end = start.saturating_add(b.len as usize);
-        let corrupt = |reason: String| Error::corruption(&self.path, Some(b.offset), reason);
-        let bytes = self.mmap.get(start..end).ok_or_else(|| corrupt("block out of range".into()))?;
-        let crc = read4(&self.mmap, end)
-            .map(u32::from_le_bytes)
-            .ok_or_else(|| corrupt("block CRC missing".into()))?;
+        let corrupt = |reason: &str| Error::corruption(&self.path, Some(b.offset), reason);
+        let bytes = self.mmap.get(start..end).ok_or_else(|| corrupt("block out of range"))?;
+        let crc =
+            read4(&self.mmap, end).map(u32::from_le_bytes).ok_or_else(|| corrupt("block CRC missing"))?;
         if crc32fast::hash(bytes) != crc {
-            return Err(corrupt("block checksum mismatch".into()));
+            return Err(corrupt("block checksum mismatch"));
         }
-        decode_block(bytes, out).map_err(|e| corrupt(e.to_string()))
+        Ok(bytes)
+    }
+
+    /// Decodes one block, verifying its checksum, appending its samples to `out`.
+    pub fn read_block(&self, b: &BlockMeta, out: &mut Vec<Sample>) -> Result<()> {
+        let bytes = self.block_bytes(b)?;
+        decode_block(bytes, out).map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
+    }
+
+    /// Whether the block's non-stale values are all integers below 2^53 (not -0.0), as far as
+    /// its header tells without decoding ([`integral_values`]): then its `sum` statistic is
+    /// exact and can stand for its samples in an exact sum. Checks the block's checksum first.
+    pub fn block_integral(&self, b: &BlockMeta) -> Result<bool> {
+        if b.stats.count == 0 {
+            // Only stale markers: nothing to sum.
+            return Ok(true);
+        }
+        Ok(integral_values(self.block_bytes(b)?, b.stats.stale_count))
     }
 
     /// Appends the series' samples in `[mint, maxt]` to `out` (sorted, unique timestamps).

@@ -10,7 +10,11 @@
 //!   tombstone that applies to its file covers part of it. Then no newer write can replace one
 //!   of its samples and nothing hides one;
 //! - every window that overlaps its time range contains all of it, so each such window takes
-//!   either all of the block's samples or none.
+//!   either all of the block's samples or none;
+//! - when the caller needs exact sums (`sum_over_time`, `avg_over_time`), its header shows its
+//!   values are integers ([`crate::encoding::integral_values`]), so its `sum` statistic is
+//!   exact. Otherwise it is decoded, and a series of floats declines the push-down as a whole
+//!   rather than answer windows without an exact sum.
 //!
 //! Every other block overlapping a window is decoded, and the decoded samples of all sources are
 //! merged exactly as [`Querier::samples`](crate::Querier::samples) merges them (newest write
@@ -47,6 +51,9 @@ struct Block<'a> {
     partition: usize,
     file: &'a LiveFile,
     meta: BlockMeta,
+    /// Its values are known to be integers (see [`WindowAgg::merge_block`]); checked only for
+    /// blocks answered from statistics.
+    integral: bool,
     /// Tombstones (closed ranges) that apply to the block's file and this series.
     tombstones: Arc<Vec<(i64, i64)>>,
     use_: Use,
@@ -63,6 +70,7 @@ pub(super) fn window_aggregates(
     snap: &Snapshot,
     series: &SeriesRef,
     windows: &[(i64, i64)],
+    sums: bool,
     out: &mut Vec<WindowAgg>,
     stats: &mut ScanStats,
 ) -> Result<bool> {
@@ -76,19 +84,28 @@ pub(super) fn window_aggregates(
         return Ok(false);
     }
     let mut blocks = file_blocks(snap, series, mint, maxt)?;
-    if blocks.is_empty() {
+    // Windows that contain no whole block (narrower than the blocks, or not aligned with
+    // them, as a dashboard's `now`-relative steps usually are) can take nothing from
+    // statistics: decline before reading the heads.
+    if !blocks.iter().any(|b| contained(b.range(), windows) == Some(true)) {
         return Ok(false);
     }
     let heads = read_heads(snap, series, mint, maxt);
     classify(&mut blocks, &heads, windows);
+    for b in blocks.iter_mut().filter(|b| b.use_ == Use::Stats) {
+        b.integral = b.file.file.block_integral(&b.meta)?;
+        if sums && !b.integral {
+            b.use_ = Use::Decode;
+        }
+    }
     if !worth_it(&blocks, &heads) {
         return Ok(false);
     }
 
     let decoded = decode(&blocks, heads, mint, maxt, stats)?;
-    let mut from_stats: Vec<&BlockMeta> =
-        blocks.iter().filter(|b| b.use_ == Use::Stats).map(|b| &b.meta).collect();
-    from_stats.sort_by_key(|b| b.stats.min_t);
+    let mut from_stats: Vec<(&BlockMeta, bool)> =
+        blocks.iter().filter(|b| b.use_ == Use::Stats).map(|b| (&b.meta, b.integral)).collect();
+    from_stats.sort_by_key(|(b, _)| b.stats.min_t);
     stats.blocks_from_stats += from_stats.len() as u64;
 
     let mut prev: Option<((i64, i64), WindowAgg)> = None;
@@ -159,7 +176,14 @@ fn file_blocks<'a>(snap: &'a Snapshot, series: &SeriesRef, mint: i64, maxt: i64)
             for meta in f.file.blocks(series.id)? {
                 if meta.stats.max_t >= mint && meta.stats.min_t <= maxt {
                     let tombstones = Arc::clone(&tombstones);
-                    out.push(Block { partition, file: f, meta, tombstones, use_: Use::Decode });
+                    out.push(Block {
+                        partition,
+                        file: f,
+                        meta,
+                        integral: false,
+                        tombstones,
+                        use_: Use::Decode,
+                    });
                 }
             }
         }
@@ -172,14 +196,10 @@ fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i6
     let overlapped = overlapped_by_other_blocks(blocks);
     for (b, overlapped) in blocks.iter_mut().zip(overlapped) {
         let (lo, hi) = b.range();
-        // Windows overlapping the block: ends >= lo (a suffix) and starts <= hi (a prefix).
-        let first = windows.partition_point(|w| w.1 < lo);
-        let end = windows.partition_point(|w| w.0 <= hi);
-        if first >= end {
+        let Some(contained) = contained((lo, hi), windows) else {
             b.use_ = Use::Skip;
             continue;
-        }
-        let contained = windows[end - 1].0 <= lo && windows[first].1 >= hi;
+        };
         let in_head = heads.iter().any(|run| {
             let i = run.partition_point(|s| s.t < lo);
             run.get(i).is_some_and(|s| s.t <= hi)
@@ -187,6 +207,18 @@ fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i6
         let hidden = b.tombstones.iter().any(|&(tlo, thi)| tlo <= hi && thi >= lo);
         b.use_ = if contained && !overlapped && !in_head && !hidden { Use::Stats } else { Use::Decode };
     }
+}
+
+/// Whether every window overlapping the time range `(lo, hi)` contains all of it; `None` if no
+/// window overlaps it. Windows are well ordered (see [`well_ordered`]).
+fn contained((lo, hi): (i64, i64), windows: &[(i64, i64)]) -> Option<bool> {
+    // Windows overlapping the range: ends >= lo (a suffix) and starts <= hi (a prefix).
+    let first = windows.partition_point(|w| w.1 < lo);
+    let end = windows.partition_point(|w| w.0 <= hi);
+    if first >= end {
+        return None;
+    }
+    Some(windows[end - 1].0 <= lo && windows[first].1 >= hi)
 }
 
 /// For each block, whether another block's time range overlaps its own. Blocks of one series
@@ -258,19 +290,19 @@ fn decode(
 
 /// One window's aggregate: the decoded samples and the statistics-answered blocks it contains,
 /// folded in time order. Neither list has an entry inside another's block range.
-fn fold_window((lo, hi): (i64, i64), decoded: &[Sample], from_stats: &[&BlockMeta]) -> WindowAgg {
+fn fold_window((lo, hi): (i64, i64), decoded: &[Sample], from_stats: &[(&BlockMeta, bool)]) -> WindowAgg {
     let mut agg = WindowAgg::default();
     let mut samples =
         decoded[decoded.partition_point(|s| s.t < lo)..].iter().take_while(|s| s.t <= hi).peekable();
     // A statistics block overlapping the window lies inside it, so its start decides.
-    let blocks = from_stats[from_stats.partition_point(|b| b.stats.min_t < lo)..]
+    let blocks = from_stats[from_stats.partition_point(|(b, _)| b.stats.min_t < lo)..]
         .iter()
-        .take_while(|b| b.stats.min_t <= hi);
-    for b in blocks {
+        .take_while(|(b, _)| b.stats.min_t <= hi);
+    for &(b, integral) in blocks {
         while let Some(s) = samples.next_if(|s| s.t < b.stats.min_t) {
             agg.push(s.v);
         }
-        agg.merge_block(&b.stats);
+        agg.merge_block(&b.stats, integral);
     }
     for s in samples {
         agg.push(s.v);

@@ -286,3 +286,38 @@ fn automatic_choice_matches_golden_intent() {
         }
     }
 }
+
+/// `integral_values` vouches for integer blocks from their header, and never for a block with
+/// a value that is not an integer below 2^53 (other than stale markers).
+#[test]
+fn integral_values_from_the_header() {
+    let at = |vs: &[f64]| -> Vec<Sample> {
+        vs.iter().enumerate().map(|(i, &v)| Sample::new(1_000 + i as i64 * 10_000, v)).collect()
+    };
+    let integral = |samples: &[Sample], val: Option<u8>| {
+        let mut out = Vec::new();
+        let stats = encode_block_with(samples, &mut out, None, val);
+        integral_values(&out, stats.stale_count)
+    };
+    let walk: Vec<f64> = (0..300u64).map(|i| (hash(i) % 50) as f64 - 20.0).collect();
+    assert!(integral(&at(&walk), None));
+    for codec in [VAL_SCALED_FOR, VAL_SCALED_RICE, VAL_SCALED_RUNS] {
+        assert!(integral(&at(&walk), Some(codec)), "codec {codec}");
+    }
+    let mut stale = walk.clone();
+    stale.push(stale_nan());
+    assert!(integral(&at(&stale), None), "a stale marker is not a value");
+    assert!(integral(&at(&[7.0; 20]), None), "constant");
+    for bad in [f64::NAN, 0.5, -0.0, f64::INFINITY, 9_007_199_254_740_992.0] {
+        let mut vs = walk.clone();
+        vs[100] = bad;
+        assert!(!integral(&at(&vs), None), "{bad}");
+        assert!(!integral(&at(&[bad; 20]), None), "constant {bad}");
+    }
+    assert!(!integral(&at(&walk), Some(VAL_XOR)), "XOR does not tell");
+    // Timestamps other than a constant interval cannot be skipped without decoding them.
+    let mut jitter = at(&walk);
+    jitter[5].t += 1;
+    assert!(!integral(&jitter, None));
+    assert!(!integral_values(&[0x20, 5, 1], 0), "corrupt bytes");
+}
