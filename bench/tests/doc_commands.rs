@@ -252,11 +252,11 @@ fn cargo(ctx: &Ctx, dir: &Path, env: &[&str], words: &[&str]) -> Result<(), Stri
     match *sub {
         "fmt" | "clippy" => ci_runs(ctx, &format!("cargo {sub}")),
         "fuzz" => match opts {
-            ["run", "--fuzz-dir", fuzz_dir, target, ..] => {
+            ["run" | "cmin", "--fuzz-dir", fuzz_dir, target, ..] => {
                 exists(&dir.join(fuzz_dir).join(format!("fuzz_targets/{target}.rs")))
             }
-            ["run", PLACEHOLDER, ..] => exists(&package.join("fuzz_targets")),
-            ["run", target, ..] => exists(&package.join(format!("fuzz_targets/{target}.rs"))),
+            ["run" | "cmin", PLACEHOLDER, ..] => exists(&package.join("fuzz_targets")),
+            ["run" | "cmin", target, ..] => exists(&package.join(format!("fuzz_targets/{target}.rs"))),
             _ => Err("unknown cargo fuzz use".into()),
         },
         "bench" => {
