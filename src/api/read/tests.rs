@@ -352,14 +352,10 @@ async fn a_stream_stops_when_the_client_goes_away() {
     assert_eq!(streamed_answer(&answer, 1)[0].len(), 3);
 }
 
-/// Native histograms come back in the `SAMPLES` answer's `histograms`, beside the floats of the
-/// same series (here a stale marker after them), within the query's range.
-#[tokio::test]
-async fn samples_answer_carries_native_histograms() {
-    let server = Server::new(RemoteReadConfig::default());
-    let db = server.state.db().unwrap();
-    let labels = Labels::from_pairs(&[("__name__", "latency"), ("job", "a")]);
-    let h = |k: f64| storage::FloatHistogram {
+/// The `k`-th histogram of the native-histogram tests: integer counts (for `k` whole), two
+/// positive buckets and a zero bucket.
+fn latency_histogram(k: f64) -> storage::FloatHistogram {
+    storage::FloatHistogram {
         schema: 2,
         zero_threshold: 1e-128,
         zero_count: 1.0,
@@ -367,7 +363,17 @@ async fn samples_answer_carries_native_histograms() {
         sum: k * 0.5,
         positive: vec![(1, k), (3, k)],
         ..storage::FloatHistogram::default()
-    };
+    }
+}
+
+/// Native histograms come back in the `SAMPLES` answer's `histograms`, beside the floats of the
+/// same series (here a stale marker after them), within the query's range.
+#[tokio::test]
+async fn samples_answer_carries_native_histograms() {
+    let server = Server::new(RemoteReadConfig::default());
+    let db = server.state.db().unwrap();
+    let labels = Labels::from_pairs(&[("__name__", "latency"), ("job", "a")]);
+    let h = latency_histogram;
     let mut batch = Batch::new();
     batch.push_histograms(
         labels.clone(),
@@ -406,15 +412,7 @@ async fn streamed_answer_carries_native_histograms_as_histogram_chunks() {
     let server = Server::new(RemoteReadConfig::default());
     let db = server.state.db().unwrap();
     let labels = Labels::from_pairs(&[("__name__", "latency"), ("job", "a")]);
-    let h = |k: f64| storage::FloatHistogram {
-        schema: 2,
-        zero_threshold: 1e-128,
-        zero_count: 1.0,
-        count: 1.0 + 2.0 * k,
-        sum: k * 0.5,
-        positive: vec![(1, k), (3, k)],
-        ..storage::FloatHistogram::default()
-    };
+    let h = latency_histogram;
     let histograms: Vec<_> =
         (0..5).map(|i| storage::HistogramSample { t: T0 + i * 1000, h: h(i as f64 + 1.0) }).collect();
     let mut batch = Batch::new();
