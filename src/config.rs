@@ -85,6 +85,12 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "2h", value_parser = positive_duration)]
     pub head_flush_interval: PromDuration,
 
+    /// Flush the head when its samples span this much time (newest minus oldest timestamp),
+    /// once it holds at least 1/64 of --head-samples-max: a backfill or bulk load goes to
+    /// partition files as it arrives instead of waiting in memory.
+    #[arg(long, value_name = "DURATION", default_value = "3h", value_parser = positive_duration)]
+    pub head_span_max: PromDuration,
+
     /// How often the background worker looks for flush, compaction and retention work.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
     pub maintenance_interval: PromDuration,
@@ -314,6 +320,7 @@ impl Cli {
         opts.block_grid_ms = self.block_grid.as_millis();
         opts.head_samples_max = self.head_samples_max;
         opts.head_flush_interval = self.head_flush_interval.as_std();
+        opts.head_span_max_ms = self.head_span_max.as_millis();
         opts.maintenance_interval = self.maintenance_interval.as_std();
         opts.compact_files_min = self.compact_files_min;
         opts.series_limits = storage::limits::SeriesLimits {

@@ -8,6 +8,10 @@
 //!   database to `<data-dir>/snapshots/<name>` ([`storage::Db::backup_to`]) that
 //!   `strata --data-dir <that dir>` serves; answers `{"name":"<name>"}`.
 //!
+//! * `POST|PUT /api/v1/admin/tsdb/compact` (strata's own, not in Prometheus): merges every
+//!   partition's files into one ([`storage::Db::compact_all`]), as VictoriaMetrics'
+//!   `/internal/force_merge` does, for after a bulk import; 204.
+//!
 //! All of them are off unless strata runs with `--web.enable-admin-api`, and then answer what
 //! Prometheus answers: 503 `unavailable`, "admin APIs disabled" (without `Retry-After`, since
 //! retrying does not help). Parameters are read from the URL and the form body.
@@ -39,6 +43,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/v1/admin/tsdb/delete_series", post(delete_series).put(delete_series))
         .route("/api/v1/admin/tsdb/clean_tombstones", post(clean_tombstones).put(clean_tombstones))
         .route("/api/v1/admin/tsdb/snapshot", post(snapshot).put(snapshot))
+        .route("/api/v1/admin/tsdb/compact", post(compact).put(compact))
 }
 
 /// Prometheus' answer while the admin API is disabled.
@@ -83,6 +88,16 @@ async fn clean_tombstones(State(state): State<Arc<AppState>>) -> Response {
     gated(&state, async {
         let db = api::db(&state)?;
         blocking(move || Ok(db.clean_tombstones()?)).await?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
+}
+
+/// `POST|PUT /api/v1/admin/tsdb/compact`.
+async fn compact(State(state): State<Arc<AppState>>) -> Response {
+    gated(&state, async {
+        let db = api::db(&state)?;
+        blocking(move || Ok(db.compact_all()?)).await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     })
     .await

@@ -58,6 +58,7 @@ fn every_flag_reaches_its_option() {
         "--block-grid=30m",
         "--head-samples-max=1000",
         "--head-flush-interval=15m",
+        "--head-span-max=90m",
         "--maintenance-interval=1s",
         "--compact-files-min=8",
     ])
@@ -75,6 +76,7 @@ fn every_flag_reaches_its_option() {
     assert_eq!(o.block_grid_ms, 30 * 60_000);
     assert_eq!(o.head_samples_max, 1000);
     assert_eq!(o.head_flush_interval, std::time::Duration::from_secs(15 * 60));
+    assert_eq!(o.head_span_max_ms, 90 * 60_000);
     assert_eq!(o.maintenance_interval, std::time::Duration::from_secs(1));
     assert_eq!(o.compact_files_min, 8);
 }

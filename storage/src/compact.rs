@@ -29,25 +29,40 @@ use crate::query::StartTimestamp;
 use crate::start_ts;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
 
+/// Which files a compaction pass merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CompactMode {
+    /// What the background worker does: the tiered policy of [`pick_run`].
+    Policy,
+    /// Exactly the partitions that live tombstones apply to, all files of each (the admin
+    /// "clean tombstones" operation).
+    Tombstones,
+    /// Every partition with more than one file, into one file (the admin "compact" operation).
+    All,
+}
+
 impl Inner {
-    /// One compaction pass. With `tombstones_only`, rewrites exactly the partitions that live
-    /// tombstones apply to (the admin "clean tombstones" operation).
-    pub(crate) fn compact_locked(&self, m: &mut Manifest, tombstones_only: bool) -> Result<()> {
+    /// One compaction pass, choosing the files to merge as `mode` says.
+    pub(crate) fn compact_locked(&self, m: &mut Manifest, mode: CompactMode) -> Result<()> {
         let state = self.state.read().clone();
         let newest = newest_time(&state.partitions, state.head.time_bounds().map(|b| b.1));
         for (p, files) in &state.partitions {
-            let run = if tombstones_only {
-                let touched = files.iter().any(|f| state.tombstones.iter().any(|t| t.applies_to(&f.entry)));
-                if touched { files.clone() } else { Vec::new() }
-            } else {
-                pick_run(
+            let run = match mode {
+                CompactMode::Tombstones => {
+                    let touched =
+                        files.iter().any(|f| state.tombstones.iter().any(|t| t.applies_to(&f.entry)));
+                    if touched { files.clone() } else { Vec::new() }
+                }
+                CompactMode::All if files.len() > 1 => files.clone(),
+                CompactMode::All => Vec::new(),
+                CompactMode::Policy => pick_run(
                     files,
                     *p,
                     self.opts.partition_ms,
                     self.opts.ooo_window_ms,
                     newest,
                     self.opts.compact_files_min,
-                )
+                ),
             };
             if run.is_empty() {
                 continue;

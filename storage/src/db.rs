@@ -21,6 +21,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch_codec::{self, IdMap};
 use crate::batch_ref::BatchRef;
+use crate::compact::CompactMode;
 use crate::error::{Error, Result};
 use crate::filenames;
 use crate::fsutil;
@@ -476,7 +477,20 @@ impl Db {
     /// Runs one compaction pass over all partitions.
     pub fn compact(&self) -> Result<()> {
         let mut m = self.inner.maint.lock();
-        self.inner.compact_locked(&mut m, false)
+        self.inner.compact_locked(&mut m, CompactMode::Policy)
+    }
+
+    /// Merges every partition that has more than one file into one file, whatever the tiered
+    /// policy would wait for: what a bulk import or backfill wants once it is done (the
+    /// counterpart of VictoriaMetrics' `/internal/force_merge`). Reads keep being served; the
+    /// old files go once no snapshot uses them.
+    ///
+    /// A flush that is due (the worker may not have got to it yet) is done first, so the files
+    /// it would add are merged too.
+    pub fn compact_all(&self) -> Result<()> {
+        let mut m = self.inner.maint.lock();
+        self.inner.flush_if_due_locked(&mut m)?;
+        self.inner.compact_locked(&mut m, CompactMode::All)
     }
 
     /// Removes partitions past the retention period.
@@ -496,7 +510,7 @@ impl Db {
     /// Rewrites every file that tombstones apply to, dropping the deleted data from disk.
     pub fn clean_tombstones(&self) -> Result<()> {
         let mut m = self.inner.maint.lock();
-        self.inner.compact_locked(&mut m, true)
+        self.inner.compact_locked(&mut m, CompactMode::Tombstones)
     }
 
     /// Writes a consistent copy of the database into `dir` (new or empty) that a new strata can
@@ -748,10 +762,17 @@ impl Inner {
         out.histograms_appended = kept_hists.len() as u64;
         self.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
         self.counters.samples_out_of_order.fetch_add(out_of_order, Ordering::Relaxed);
-        if head.flush_weight() >= self.opts.head_samples_max as u64 {
+        if head.flush_weight() >= self.opts.head_samples_max as u64 || self.span_flush_due(&head) {
             self.wake_worker();
         }
         Ok(out)
+    }
+
+    /// True when the head's samples span more than `head_span_max_ms` and there are enough of
+    /// them to be worth a file (see [`Options::head_span_flush_min_samples`]).
+    fn span_flush_due(&self, head: &Head) -> bool {
+        head.time_bounds().is_some_and(|(lo, hi)| hi.saturating_sub(lo) > self.opts.head_span_max_ms)
+            && head.flush_weight() >= self.opts.head_span_flush_min_samples()
     }
 
     /// Refuses an append while the samples waiting to be flushed (the active head and heads
@@ -812,19 +833,27 @@ impl Inner {
 
     fn maintenance_once(&self) -> Result<()> {
         let mut m = self.maint.lock();
+        self.flush_if_due_locked(&mut m)?;
+        self.compact_locked(&mut m, CompactMode::Policy)?;
+        self.retention_locked(&mut m)?;
+        self.sweep_locked(&m)
+    }
+
+    /// Flushes the head if one of the flush triggers holds, or finishes a flush that left
+    /// frozen heads behind.
+    pub(crate) fn flush_if_due_locked(&self, m: &mut Manifest) -> Result<()> {
         let (due, frozen_left) = {
             let s = self.state.read();
             let h = &s.head;
             let due = h.flush_weight() >= self.opts.head_samples_max as u64
-                || (h.sample_count() > 0 && h.created().elapsed() >= self.opts.head_flush_interval);
+                || (h.sample_count() > 0 && h.created().elapsed() >= self.opts.head_flush_interval)
+                || self.span_flush_due(h);
             (due, !s.frozen.is_empty())
         };
         if due || frozen_left {
-            self.flush_locked(&mut m)?;
+            self.flush_locked(m)?;
         }
-        self.compact_locked(&mut m, false)?;
-        self.retention_locked(&mut m)?;
-        self.sweep_locked(&m)
+        Ok(())
     }
 
     /// Publishes a new state built from the current one.

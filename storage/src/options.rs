@@ -43,8 +43,14 @@ pub struct Options {
     pub block_grid_ms: i64,
     /// The head is flushed to partition files when it holds this many samples ...
     pub head_samples_max: usize,
-    /// ... or when its oldest append is this old.
+    /// ... or when its oldest append is this old ...
     pub head_flush_interval: Duration,
+    /// ... or when its samples span this much time (newest minus oldest timestamp) and it holds
+    /// at least [`Options::head_span_flush_min_samples`]. A backfill or a bulk load (TSBS,
+    /// `promtool`-style imports, a sender catching up) writes hours of data in seconds; without
+    /// this it would all wait in the head, where queries decode every sample, until the sample
+    /// or age limit. Like Prometheus, which persists head data once it spans 1.5 block ranges.
+    pub head_span_max_ms: i64,
     /// How often the background worker checks for flush, compaction and retention work.
     pub maintenance_interval: Duration,
     /// A partition with at least this many files gets compacted into one.
@@ -55,6 +61,13 @@ pub struct Options {
 }
 
 impl Options {
+    /// The fewest samples a head must hold before its time span alone makes it due for a
+    /// flush: 1/64 of `head_samples_max`. Keeps a trickle of samples with odd timestamps (a
+    /// clock far off, a late batch job) from flushing a nearly empty head again and again.
+    pub fn head_span_flush_min_samples(&self) -> u64 {
+        (self.head_samples_max as u64 / 64).max(1)
+    }
+
     /// Defaults for a data directory: 15 d retention, 1 d partitions, 1 h out-of-order window,
     /// fsync per batch.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -72,6 +85,7 @@ impl Options {
             block_grid_ms: HOUR,
             head_samples_max: 50_000_000,
             head_flush_interval: Duration::from_secs(2 * 3600),
+            head_span_max_ms: 3 * HOUR,
             maintenance_interval: Duration::from_secs(10),
             compact_files_min: 4,
             series_limits: SeriesLimits::default(),

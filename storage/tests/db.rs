@@ -313,3 +313,65 @@ fn an_inverted_range_holds_nothing() {
         assert!(out.is_empty(), "flushed: {flushed}");
     }
 }
+
+/// A bulk load of hours of data in one go is flushed by its time span, without waiting for
+/// the sample limit or the head's age (the worker is woken by the append), and a head of
+/// only a few samples with an odd timestamp is not.
+#[test]
+fn a_head_spanning_more_than_head_span_max_is_flushed_by_the_worker() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path());
+    o.head_samples_max = 64 * 100; // a span flush needs 100 samples
+    o.head_span_max_ms = 3 * HOUR;
+    let db = Db::open(o).unwrap();
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(300));
+    // 2.5 h of data: within the span, stays in the head.
+    let a = series("bulk", "a");
+    let load: Vec<(i64, f64)> = (0..1000).map(|i| (BASE + i * 9_000, i as f64)).collect();
+    append(&db, &a, &load);
+    pause();
+    assert_eq!(db.disk_stats().unwrap().partitions.len(), 0, "nothing flushed yet");
+    // One more hour of it: the head now spans more than 3 h.
+    let more: Vec<(i64, f64)> = (1000..1400).map(|i| (BASE + i * 9_000, i as f64)).collect();
+    append(&db, &a, &more);
+    let started = std::time::Instant::now();
+    while db.head_stats().samples > 0 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "the span flush did not happen");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!db.disk_stats().unwrap().partitions.is_empty());
+    let all: Vec<(i64, f64)> = load.iter().chain(&more).copied().collect();
+    assert_eq!(read(&db, &a), bits(&all));
+    // Two samples a day apart: too few for a file of their own.
+    append(&db, &series("odd", "a"), &[(BASE, 1.0), (BASE + 24 * HOUR, 2.0)]);
+    pause();
+    assert_eq!(db.head_stats().samples, 2, "a nearly empty head is not flushed for its span");
+}
+
+/// `compact_all` merges every partition's files into one, whatever their sizes, and keeps
+/// every sample.
+#[test]
+fn compact_all_leaves_one_file_per_partition() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(opts(d.path())).unwrap();
+    let a = series("m", "a");
+    let mut all = Vec::new();
+    // Files of very different sizes, which the tiered policy would not merge.
+    for (round, n) in [1000i64, 10, 200].into_iter().enumerate() {
+        let from = round as i64 * 2000;
+        let part: Vec<(i64, f64)> = (from..from + n).map(|i| (BASE + i * 10_000, i as f64)).collect();
+        append(&db, &a, &part);
+        db.flush().unwrap();
+        all.extend(part);
+    }
+    db.compact().unwrap();
+    let files = |db: &Db| db.disk_stats().unwrap().partitions.iter().map(|p| p.files).collect::<Vec<_>>();
+    assert!(files(&db).iter().any(|&f| f > 1), "the policy left several files: {:?}", files(&db));
+    db.compact_all().unwrap();
+    assert!(files(&db).iter().all(|&f| f == 1), "{:?}", files(&db));
+    assert_eq!(read(&db, &a), bits(&all));
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(opts(d.path())).unwrap();
+    assert_eq!(read(&db, &a), bits(&all));
+}

@@ -109,7 +109,9 @@ impl System {
     /// What "disk" means for it, for the report.
     pub fn disk_note(self) -> &'static str {
         match self {
-            System::Strata => "whole data dir after a clean shutdown (the head is flushed on shutdown)",
+            System::Strata => {
+                "whole data dir after /api/v1/admin/tsdb/compact (each partition merged into one file, like VictoriaMetrics' force_merge) and a clean shutdown (the head is flushed on shutdown)"
+            }
             System::VictoriaMetrics => {
                 "data/ + indexdb/ after /internal/force_flush, /internal/force_merge and a clean shutdown (cache/ excluded)"
             }
@@ -225,7 +227,8 @@ impl Server {
         let mut cmd = Command::new(&found.bin);
         match found.system {
             System::Strata => {
-                cmd.arg("--data-dir").arg(&data_dir).args(["--listen", &listen]);
+                // The admin API for the compact call of `settle`.
+                cmd.arg("--data-dir").arg(&data_dir).args(["--listen", &listen, "--web.enable-admin-api"]);
             }
             System::VictoriaMetrics => {
                 cmd.arg(format!("-storageDataPath={}", data_dir.display()))
@@ -325,7 +328,19 @@ impl Server {
                 let name = v["data"]["name"].as_str().ok_or("Prometheus snapshot: no name in answer")?;
                 Ok(Some(super::procstat::dir_bytes(&self.data_dir.join("snapshots").join(name), &[])))
             }
-            System::Strata | System::InfluxDb => Ok(None),
+            System::Strata => {
+                // Merges each partition's files into one (after a flush the load made due).
+                let (status, body) =
+                    http.post(&format!("{}/api/v1/admin/tsdb/compact", self.base), &[], "")?;
+                if status != 204 {
+                    return Err(format!(
+                        "strata compact: status {status}: {}",
+                        String::from_utf8_lossy(&body)
+                    ));
+                }
+                Ok(None)
+            }
+            System::InfluxDb => Ok(None),
         }
     }
 

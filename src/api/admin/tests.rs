@@ -72,7 +72,7 @@ fn contents(db: &Db) -> Vec<(String, Vec<(i64, u64)>)> {
 #[tokio::test]
 async fn disabled_admin_answers_like_prometheus() {
     let server = Server::new(false);
-    for path in ["delete_series?match[]=up", "clean_tombstones", "snapshot"] {
+    for path in ["delete_series?match[]=up", "clean_tombstones", "snapshot", "compact"] {
         for method in [Method::POST, Method::PUT] {
             let (status, retry_after, body) =
                 server.call(method, &format!("/api/v1/admin/tsdb/{path}"), None).await;
@@ -113,6 +113,26 @@ async fn delete_series_hides_the_matching_range() {
     let (status, _, _) = server.call(Method::POST, "/api/v1/admin/tsdb/clean_tombstones", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(contents(&server.db), hidden);
+}
+
+#[tokio::test]
+async fn compact_merges_each_partition_into_one_file() {
+    let server = Server::new(true);
+    server.db.flush().unwrap();
+    let mut batch = Batch::new();
+    batch.push(Labels::from_pairs(&[("__name__", "up"), ("job", "a")]), vec![Sample::new(T0 + 200_000, 7.0)]);
+    server.db.append(&batch).unwrap();
+    server.db.flush().unwrap();
+    let before = contents(&server.db);
+    let files = |db: &Db| db.disk_stats().unwrap().partitions.iter().map(|p| p.files).sum::<usize>();
+    assert_eq!(files(&server.db), 2);
+    for method in [Method::POST, Method::PUT] {
+        let (status, _, body) = server.call(method, "/api/v1/admin/tsdb/compact", None).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+        assert!(body.is_empty());
+        assert_eq!(files(&server.db), 1);
+        assert_eq!(contents(&server.db), before);
+    }
 }
 
 #[tokio::test]
