@@ -25,7 +25,14 @@ fn main() -> ExitCode {
     }
     let mut config = cli.server_config();
     config.status.flags = flags;
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Queries are evaluated on the blocking pool's threads (`api::blocking`): give them the
+    // stack the engine needs and say so, so the engine does not start a thread per query.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(promql::EVAL_STACK_BYTES)
+        .on_thread_start(|| promql::declare_thread_stack(promql::EVAL_STACK_BYTES))
+        .build();
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(err) => {
             tracing::error!("cannot start the async runtime: {err}");

@@ -21,7 +21,7 @@ pub mod pool;
 pub mod value;
 
 pub use annotations::{Annotation, Level};
-pub use engine::Engine;
+pub use engine::{EVAL_STACK_BYTES, Engine, declare_thread_stack};
 pub use error::{Error, Result};
 pub use eval::detect_histogram_reset;
 pub use options::EngineOptions;
