@@ -55,10 +55,11 @@ pub struct EngineOptions {
     pub parallel_min_series: usize,
     /// ... or when its series times the estimated points per series (steps plus samples in
     /// the read range at one per 15 s) reach this many. Below both, the loop stays on the
-    /// query's thread: a dashboard panel of a few series pays nothing for the pool. 250,000
-    /// points is a few milliseconds of decoding, against tens of microseconds to hand chunks to
-    /// the pool; TSBS `double-groupby-1` (100 series, a day at 10 s, ~600,000 estimated points)
-    /// is above it and ran 1.6-1.8x faster on an idle second core (docs/benchmarks.md).
+    /// query's thread: a dashboard panel of a few series pays nothing for the pool. 50,000
+    /// points is about half a millisecond of decoding, against tens of microseconds to hand
+    /// chunks to the pool: TSBS `double-groupby-1` over 8 h (100 series, ~190,000 estimated
+    /// points, below the earlier 250,000) went from 4.75 to 2.85 ms p50 on an idle second core
+    /// (docs/benchmarks.md).
     pub parallel_min_points: usize,
 }
 
@@ -81,7 +82,7 @@ impl Default for EngineOptions {
             pushdown: true,
             parallel: None,
             parallel_min_series: 256,
-            parallel_min_points: 250_000,
+            parallel_min_points: 50_000,
         }
     }
 }
