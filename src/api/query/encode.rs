@@ -266,6 +266,13 @@ fn go_float(out: &mut Vec<u8>, v: f64, exp_digits: ExponentDigits) {
         out.extend_from_slice(if v.is_sign_negative() { b"-0" } else { b"0" });
         return;
     }
+    // Whole numbers below 2^53 (most gauges and counters) print as their integer digits in
+    // Go's 'f' layout; integer formatting is several times cheaper than the shortest-digits
+    // search.
+    if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+        integer(out, v as i64);
+        return;
+    }
     let mut buf = ryu::Buffer::new();
     let formatted = buf.format_finite(v).as_bytes();
     let abs = v.abs();
@@ -414,6 +421,24 @@ mod tests {
         for (v, want) in cases {
             assert_eq!(value(*v), *want, "{v:e}");
         }
+    }
+
+    /// The whole-number fast path prints what the shortest-digits path prints (Rust's
+    /// `Display` is the shortest round-trip digits without an exponent, as Go's 'f' layout).
+    #[test]
+    fn whole_numbers_print_as_their_digits() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut cases: Vec<f64> = vec![58.0, -7.0, 9_007_199_254_740_991.0, -9_007_199_254_740_991.0];
+        for _ in 0..10_000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let bits = (x >> 33) as u32 % 54;
+            let n = (x as i64) >> (64 - bits.max(1));
+            cases.push(n as f64);
+        }
+        for v in cases {
+            assert_eq!(value(v), format!("{v}"), "{v:e}");
+        }
+        assert_eq!(value(9_007_199_254_740_992.0), "9007199254740992");
     }
 
     #[test]
