@@ -85,9 +85,10 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "2h", value_parser = positive_duration)]
     pub head_flush_interval: PromDuration,
 
-    /// Flush the head when its samples span this much time (newest minus oldest timestamp),
-    /// once it holds at least 1/64 of --head-samples-max: a backfill or bulk load goes to
-    /// partition files as it arrives instead of waiting in memory.
+    /// Flush the head when its samples span more than this (newest minus oldest timestamp)
+    /// with their mean more than half of it before the newest, once it holds at least 1/64 of
+    /// --head-samples-max: a backfill or bulk load goes to partition files as it arrives
+    /// instead of waiting in memory.
     #[arg(long, value_name = "DURATION", default_value = "3h", value_parser = positive_duration)]
     pub head_span_max: PromDuration,
 

@@ -768,10 +768,17 @@ impl Inner {
         Ok(out)
     }
 
-    /// True when the head's samples span more than `head_span_max_ms` and there are enough of
-    /// them to be worth a file (see [`Options::head_span_flush_min_samples`]).
+    /// True when the head holds old data in bulk: its samples span more than
+    /// `head_span_max_ms`, their mean time lies more than half of that before the newest (as
+    /// for a bulk load spread evenly over the span; a live head with a few late samples, from a
+    /// skewed clock or a catching-up sender, has its mean near the newest and waits for the age
+    /// or size limit instead of flushing again and again), and there are enough of them to be
+    /// worth a file (see [`Options::head_span_flush_min_samples`]).
     fn span_flush_due(&self, head: &Head) -> bool {
-        head.time_bounds().is_some_and(|(lo, hi)| hi.saturating_sub(lo) > self.opts.head_span_max_ms)
+        let span = self.opts.head_span_max_ms;
+        let (Some((lo, hi)), Some(mean)) = (head.time_bounds(), head.mean_time()) else { return false };
+        hi.saturating_sub(lo) > span
+            && hi.saturating_sub(mean) > span / 2
             && head.flush_weight() >= self.opts.head_span_flush_min_samples()
     }
 

@@ -221,6 +221,12 @@ pub struct Head {
     hist_weight: AtomicU64,
     min_t: AtomicI64,
     max_t: AtomicI64,
+    /// Sum over the samples appended of their timestamps in seconds relative to `base_ms`
+    /// (each clamped to ±2^32 s, so 2 billion samples cannot overflow): with `samples`, the
+    /// mean time, which tells a head of old data from a live head with a few late samples.
+    time_sum_s: AtomicI64,
+    /// The wall clock when the head was created, in milliseconds since the epoch.
+    base_ms: i64,
     created: Instant,
 }
 
@@ -240,6 +246,8 @@ impl Head {
             hist_weight: AtomicU64::new(0),
             min_t: AtomicI64::new(i64::MAX),
             max_t: AtomicI64::new(i64::MIN),
+            time_sum_s: AtomicI64::new(0),
+            base_ms: crate::db::now_ms(),
             created: Instant::now(),
         }
     }
@@ -284,6 +292,14 @@ impl Head {
         self.samples.fetch_add(samples.len() as u64, Ordering::Relaxed);
         self.min_t.fetch_min(first.t, Ordering::Relaxed);
         self.max_t.fetch_max(last.t, Ordering::Relaxed);
+        let sum = samples.iter().fold(0i64, |acc, s| acc.saturating_add(self.relative_secs(s.t)));
+        self.time_sum_s.fetch_add(sum, Ordering::Relaxed);
+    }
+
+    /// `t` in seconds after `base_ms`, clamped to ±2^32.
+    fn relative_secs(&self, t: i64) -> i64 {
+        const LIMIT: i64 = 1 << 32;
+        (t.saturating_sub(self.base_ms) / 1000).clamp(-LIMIT, LIMIT)
     }
 
     /// Stores the histograms of histogram samples whose markers [`Head::append_with_starts`]
@@ -422,6 +438,13 @@ impl Head {
         (lo <= hi).then_some((lo, hi))
     }
 
+    /// The mean timestamp of the samples appended (to the second), if any.
+    pub fn mean_time(&self) -> Option<i64> {
+        let n = self.samples.load(Ordering::Relaxed);
+        let sum = self.time_sum_s.load(Ordering::Relaxed);
+        (n > 0).then(|| self.base_ms.saturating_add((sum / n as i64).saturating_mul(1000)))
+    }
+
     /// When this head was created (a flush is due once it gets old).
     pub fn created(&self) -> Instant {
         self.created
@@ -500,6 +523,20 @@ mod tests {
         let mut out = Vec::new();
         h.read(id, i64::MIN, i64::MAX, &mut out);
         out.iter().map(|s| (s.t, s.v)).collect()
+    }
+
+    #[test]
+    fn mean_time_is_the_mean_of_appended_timestamps_to_the_second() {
+        let h = Head::new();
+        assert_eq!(h.mean_time(), None);
+        let t0 = 1_700_000_000_000;
+        h.append(1, &[Sample::new(t0, 1.0), Sample::new(t0 + 10_000, 1.0)]);
+        h.append(2, &[Sample::new(t0 + 20_000, 1.0), Sample::new(t0 + 30_000, 1.0)]);
+        let mean = h.mean_time().unwrap();
+        assert!((mean - (t0 + 15_000)).abs() <= 1000, "{mean}");
+        // Absurd timestamps are clamped, never overflow.
+        h.append(3, &[Sample::new(i64::MIN, 1.0), Sample::new(i64::MAX, 1.0)]);
+        assert!(h.mean_time().is_some());
     }
 
     #[test]

@@ -45,8 +45,9 @@ pub struct Options {
     pub head_samples_max: usize,
     /// ... or when its oldest append is this old ...
     pub head_flush_interval: Duration,
-    /// ... or when its samples span this much time (newest minus oldest timestamp) and it holds
-    /// at least [`Options::head_span_flush_min_samples`]. A backfill or a bulk load (TSBS,
+    /// ... or when its samples span more than this (newest minus oldest timestamp), their mean
+    /// time lies more than half of it before the newest, and it holds at least
+    /// [`Options::head_span_flush_min_samples`]. A backfill or a bulk load (TSBS,
     /// `promtool`-style imports, a sender catching up) writes hours of data in seconds; without
     /// this it would all wait in the head, where queries decode every sample, until the sample
     /// or age limit. Like Prometheus, which persists head data once it spans 1.5 block ranges.

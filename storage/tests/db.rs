@@ -348,6 +348,24 @@ fn a_head_spanning_more_than_head_span_max_is_flushed_by_the_worker() {
     assert_eq!(db.head_stats().samples, 2, "a nearly empty head is not flushed for its span");
 }
 
+/// A live head with a few late samples (a skewed clock, a sender catching up) spans more than
+/// `head_span_max` too, but its samples are mostly recent: it is not flushed for its span, so a
+/// trickle of old samples cannot make strata flush again and again.
+#[test]
+fn a_few_old_samples_do_not_make_a_live_head_due() {
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path());
+    o.head_samples_max = 64 * 100;
+    o.head_span_max_ms = 3 * HOUR;
+    let db = Db::open(o).unwrap();
+    append(&db, &series("late", "a"), &(0..5).map(|i| (BASE + i * 1000, 1.0)).collect::<Vec<_>>());
+    let live: Vec<(i64, f64)> = (0..2000).map(|i| (BASE + 24 * HOUR + i * 1000, i as f64)).collect();
+    append(&db, &series("live", "a"), &live);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(db.head_stats().samples, 2005);
+    assert!(db.disk_stats().unwrap().partitions.is_empty());
+}
+
 /// `compact_all` merges every partition's files into one, whatever their sizes, and keeps
 /// every sample.
 #[test]
