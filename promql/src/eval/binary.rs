@@ -8,7 +8,7 @@ use storage::{FloatHistogram, Labels};
 
 use super::float_histogram as fh;
 use super::histogram_trim;
-use super::series::{OutputBuilder, StepCursor, StepSample, merge_same_labelsets};
+use super::series::{OutputBuilder, StepCursor, StepSample, has_duplicate_labels, merge_same_labelsets};
 use super::{Evaluator, Grid, Val, drop_metric_labels, labels};
 use crate::annotations::Annotations;
 use crate::error::{Error, Result};
@@ -124,6 +124,15 @@ fn labels_string(l: &Labels) -> String {
 }
 
 /// The labels two series are matched on.
+/// True if no signature number occurs on both sides.
+fn disjoint(lsig: &[usize], rsig: &[usize], nsigs: usize) -> bool {
+    let mut left = vec![false; nsigs];
+    for &i in lsig {
+        left[i] = true;
+    }
+    !rsig.iter().any(|&i| left[i])
+}
+
 fn signature(l: &Labels, m: &VectorMatching) -> Labels {
     if m.on {
         labels::keep(l, &m.labels)
@@ -252,6 +261,18 @@ impl<'a> Evaluator<'a> {
         let lsig: Vec<usize> = lhs.iter().map(|s| number(&s.labels)).collect();
         let rsig: Vec<usize> = rhs.iter().map(|s| number(&s.labels)).collect();
         let nsigs = sig_labels.len();
+        if b.op == BinOp::Or
+            && disjoint(&lsig, &rsig, nsigs)
+            && !has_duplicate_labels(&lhs)
+            && !has_duplicate_labels(&rhs)
+        {
+            // No right-hand series can ever meet a left-hand one with its signature, so at
+            // every step the answer is all left-hand samples followed by all right-hand ones:
+            // the series themselves, moved rather than rebuilt point by point (an `or` of ten
+            // per-metric aggregates copied the first one's points nine times over).
+            let out = lhs.into_iter().chain(rhs).filter(|s| !s.points.is_empty() || !s.hpoints.is_empty());
+            return Ok(Val::Vector(out.collect()));
+        }
         let (mut lc, mut rc) = (StepCursor::new(&lhs), StepCursor::new(&rhs));
         let (mut lstep, mut rstep) = (Vec::new(), Vec::new());
         let mut out = OutputBuilder::new(g);
