@@ -187,6 +187,9 @@ impl<'a> Evaluator<'a> {
         let mut out = OutputBuilder::new(g);
         let mut cursor = StepCursor::new(&input);
         let mut step = Vec::new();
+        // One accumulator per group, reused across steps: each is taken (and so reset) when its
+        // step's result is written.
+        let mut accs = if k_style { Vec::new() } else { vec![Acc::default(); group_names.len()] };
         for (si, ts) in g.timestamps().enumerate() {
             self.check_deadline()?;
             cursor.at(&input, ts, &mut step);
@@ -195,7 +198,6 @@ impl<'a> Evaluator<'a> {
                 self.aggregate_k(a.op, param, &step, &group_of, group_names.len(), ts, a.start, &mut out)?;
                 continue;
             }
-            let mut accs = vec![Acc::default(); group_names.len()];
             for s in &step {
                 let acc = &mut accs[group_of[s.idx]];
                 let f = s.f;
@@ -266,6 +268,7 @@ impl<'a> Evaluator<'a> {
                 if !acc.seen {
                     continue;
                 }
+                let mut acc = std::mem::take(acc);
                 if acc.reset_seen && acc.not_reset_seen {
                     self.annotations
                         .warn("conflicting counter resets during histogram aggregation", expr_pos);
