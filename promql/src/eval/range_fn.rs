@@ -370,7 +370,7 @@ impl<'a> Evaluator<'a> {
                    sts: &[i64]|
          -> Result<Option<Series>> {
             step_scalars.resize(scalar_args.len(), 0.0);
-            let mut result: Vec<FPoint> = Vec::new();
+            let mut result: Vec<FPoint> = Vec::with_capacity(refs.len().min(points.len()));
             let mut overlap_warned = false;
             let (mut lo, mut hi) = (0usize, 0usize);
             for (i, &r) in refs.iter().enumerate() {

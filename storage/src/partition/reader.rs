@@ -303,12 +303,23 @@ impl PartitionFile {
 
     /// Appends the series' samples in `[mint, maxt]` to `out` (sorted, unique timestamps).
     pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
-        for b in self.blocks(id)? {
-            if b.stats.max_t < mint || b.stats.min_t > maxt {
-                continue;
-            }
+        let blocks = self.blocks(id)?;
+        let overlapping = |b: &&BlockMeta| b.stats.max_t >= mint && b.stats.min_t <= maxt;
+        // One allocation for all the blocks rather than one growth per block; bounded by what
+        // the blocks' bytes can hold, as `decode_block` bounds it, so corrupt counts cannot
+        // make it huge.
+        let total: usize = blocks
+            .iter()
+            .filter(overlapping)
+            .map(|b| {
+                let count = b.stats.count as usize + b.stats.stale_count as usize;
+                count.min((b.len as usize).saturating_mul(64))
+            })
+            .sum();
+        out.reserve(total);
+        for b in blocks.iter().filter(overlapping) {
             let from = out.len();
-            self.read_block(&b, out)?;
+            self.read_block(b, out)?;
             if b.stats.min_t < mint || b.stats.max_t > maxt {
                 keep_from(out, from, |s| s.t >= mint && s.t <= maxt);
             }
