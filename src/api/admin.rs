@@ -85,19 +85,19 @@ async fn delete_series(State(state): State<Arc<AppState>>, params: Params) -> Re
 
 /// `POST|PUT /api/v1/admin/tsdb/clean_tombstones`.
 async fn clean_tombstones(State(state): State<Arc<AppState>>) -> Response {
-    gated(&state, async {
-        let db = api::db(&state)?;
-        blocking(move || Ok(db.clean_tombstones()?)).await?;
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })
-    .await
+    maintenance(&state, storage::Db::clean_tombstones).await
 }
 
 /// `POST|PUT /api/v1/admin/tsdb/compact`.
 async fn compact(State(state): State<Arc<AppState>>) -> Response {
-    gated(&state, async {
-        let db = api::db(&state)?;
-        blocking(move || Ok(db.compact_all()?)).await?;
+    maintenance(&state, storage::Db::compact_all).await
+}
+
+/// Runs a maintenance operation of the database off the async threads; 204 when it is done.
+async fn maintenance(state: &AppState, work: fn(&storage::Db) -> storage::Result<()>) -> Response {
+    gated(state, async {
+        let db = api::db(state)?;
+        blocking(move || Ok(work(&db)?)).await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     })
     .await
