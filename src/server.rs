@@ -119,13 +119,15 @@ pub fn router(state: Arc<AppState>) -> Router {
 pub fn secured_router(state: Arc<AppState>, auth: Option<Arc<Authenticator>>) -> Router {
     // axum's default body limit (2 MB) would refuse ordinary remote-write batches with a 413,
     // which senders drop: the write routes get the configured limit instead.
+    // Outermost on each write route: a request waits for a slot before its body is read; a
+    // request refused there is answered in its route's error dialect.
+    use crate::ingest::admission::{Dialect, admit};
+    let admitted = |dialect: Dialect| middleware::from_fn_with_state((Arc::clone(&state), dialect), admit);
     let writes = Router::new()
-        .route("/api/v1/write", post(remote_write::write))
-        .route("/write", post(line_protocol::write_v1))
-        .route("/api/v2/write", post(line_protocol::write_v2))
-        .layer(DefaultBodyLimit::max(state.limits().body_bytes_max))
-        // Outermost on the write routes: a request waits for a slot before its body is read.
-        .layer(middleware::from_fn_with_state(Arc::clone(&state), crate::ingest::admission::admit));
+        .route("/api/v1/write", post(remote_write::write).layer(admitted(Dialect::RemoteWrite)))
+        .route("/write", post(line_protocol::write_v1).layer(admitted(Dialect::Influx)))
+        .route("/api/v2/write", post(line_protocol::write_v2).layer(admitted(Dialect::Influx)))
+        .layer(DefaultBodyLimit::max(state.limits().body_bytes_max));
     let mut routes = Router::new()
         .route("/-/healthy", get(health::healthy))
         .route("/-/ready", get(health::ready))

@@ -80,6 +80,13 @@ fn writes_beyond_the_concurrency_limit_wait_then_get_503_with_retry_after() {
     assert!(busy.header("Retry-After").is_some(), "{:?}", busy.headers);
     assert!(busy.body.contains("busy"), "{}", busy.body);
     assert!(waited >= Duration::from_millis(250), "answered after {waited:?}, without waiting");
+    // Each write route answers in its own dialect: InfluxDB's error object and version header
+    // for line protocol, the Prometheus envelope for remote write.
+    assert!(busy.body.starts_with(r#"{"error":"#), "{}", busy.body);
+    assert!(busy.header("X-Influxdb-Version").is_some(), "{:?}", busy.headers);
+    let busy_v2 = strata.post("/api/v2/write?bucket=x", &[], b"fast,host=b value=2 1700000000000000000\n");
+    assert_eq!(busy_v2.status, 503, "{}", busy_v2.body);
+    assert!(busy_v2.header("X-Influxdb-Version").is_some(), "{:?}", busy_v2.headers);
     let busy_v1 = strata.post("/api/v1/write", &[("Content-Encoding", "snappy")], b"");
     assert_eq!(busy_v1.status, 503, "{}", busy_v1.body);
     assert!(busy_v1.body.starts_with(r#"{"status":"error","errorType":"unavailable""#), "{}", busy_v1.body);

@@ -61,24 +61,38 @@ impl Default for WriteAdmission {
     }
 }
 
-/// Middleware on the write routes: runs the request once it holds a slot, or answers 503.
-pub async fn admit(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+/// How a write route answers errors: each route passes its own to [`admit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// Prometheus remote write (1.0 or 2.0, told apart by the content type): the Prometheus
+    /// error envelope.
+    RemoteWrite,
+    /// Influx line protocol: InfluxDB's `{"error": ...}` and version headers.
+    Influx,
+}
+
+/// Middleware on a write route: runs the request once it holds a slot, or answers 503 in the
+/// route's dialect.
+pub async fn admit(
+    State((state, dialect)): State<(Arc<AppState>, Dialect)>,
+    request: Request,
+    next: Next,
+) -> Response {
     let admission = state.write_admission();
     let slot = tokio::time::timeout(admission.max_queue, Arc::clone(&admission.slots).acquire_owned()).await;
     match slot {
         Ok(Ok(_slot)) => next.run(request).await,
         // The semaphore is never closed; should it be, refusing is the safe answer.
-        Ok(Err(_)) | Err(_) => refuse(&state, &request, admission),
+        Ok(Err(_)) | Err(_) => refuse(&state, dialect, &request, admission),
     }
 }
 
-fn refuse(state: &AppState, request: &Request, admission: &WriteAdmission) -> Response {
+fn refuse(state: &AppState, dialect: Dialect, request: &Request, admission: &WriteAdmission) -> Response {
     let err = ApiError::Unavailable(format!(
         "strata is busy: {} write requests are being processed and this one waited {:?} for a slot; retry later",
         admission.max_concurrency, admission.max_queue
     ));
-    let path = request.uri().path();
-    if path == "/api/v1/write" {
+    if dialect == Dialect::RemoteWrite {
         let v2 = request
             .headers()
             .get(CONTENT_TYPE)
