@@ -55,11 +55,12 @@ pub struct EngineOptions {
     pub parallel_min_series: usize,
     /// ... or when its series times the estimated points per series (steps plus samples in
     /// the read range at one per 15 s) reach this many. Below both, the loop stays on the
-    /// query's thread: a dashboard panel of a few series pays nothing for the pool. 50,000
-    /// points is about half a millisecond of decoding, against tens of microseconds to hand
-    /// chunks to the pool: TSBS `double-groupby-1` over 8 h (100 series, ~190,000 estimated
-    /// points, below the earlier 250,000) went from 4.75 to 2.85 ms p50 on an idle second core
-    /// (docs/benchmarks.md).
+    /// query's thread: a dashboard panel of a few series pays nothing for the pool. 10,000
+    /// points is about a tenth of a millisecond of decoding, against tens of microseconds to
+    /// hand chunks to the pool: TSBS `double-groupby-1` over 8 h (100 series, ~190,000
+    /// estimated points) went from 4.75 to 2.85 ms p50 when the threshold went from 250,000 to
+    /// 50,000, and `cpu-max-all-8` (ten selectors of 8 series, ~15,000 points each) from 3.53
+    /// to 2.67-3.01 ms when it went to 10,000, on an idle second core (docs/benchmarks.md).
     pub parallel_min_points: usize,
 }
 
@@ -82,7 +83,7 @@ impl Default for EngineOptions {
             pushdown: true,
             parallel: None,
             parallel_min_series: 256,
-            parallel_min_points: 50_000,
+            parallel_min_points: 10_000,
         }
     }
 }
