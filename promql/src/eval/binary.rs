@@ -123,7 +123,6 @@ fn labels_string(l: &Labels) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
-/// The labels two series are matched on.
 /// True if no signature number occurs on both sides.
 fn disjoint(lsig: &[usize], rsig: &[usize], nsigs: usize) -> bool {
     let mut left = vec![false; nsigs];
@@ -133,6 +132,7 @@ fn disjoint(lsig: &[usize], rsig: &[usize], nsigs: usize) -> bool {
     !rsig.iter().any(|&i| left[i])
 }
 
+/// The labels two series are matched on.
 fn signature(l: &Labels, m: &VectorMatching) -> Labels {
     if m.on {
         labels::keep(l, &m.labels)
