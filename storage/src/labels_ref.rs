@@ -204,17 +204,42 @@ impl<'a> RawLabels<'a> {
 
     /// Prometheus notation, lossy, cut after about `max` bytes (with `...`).
     pub fn render(&self, max: usize) -> String {
-        let mut out = self.to_string();
-        if out.len() > max {
-            let mut cut = max;
-            while !out.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            out.truncate(cut);
-            out.push_str("...");
-        }
-        out
+        render_raw(self.iter(), max)
     }
+}
+
+/// Label pairs in Prometheus' notation for an error message, as [`RawLabels`] prints them
+/// (metric name first, invalid UTF-8 as U+FFFD), cut after `max` bytes with `...`. Formatting
+/// stops once past `max`, so a huge label set costs little. For pairs that need not follow
+/// the rules of [`LabelsRef`] (a decoder's error about a series it refuses).
+pub fn render_raw<'a>(pairs: impl Iterator<Item = RawPair<'a>> + Clone, max: usize) -> String {
+    use std::fmt::Write;
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let name = METRIC_NAME.as_bytes();
+    let mut out = String::new();
+    if let Some((_, v)) = pairs.clone().find(|(n, _)| *n == name) {
+        out.push_str(&lossy(v));
+    }
+    out.push('{');
+    for (i, (n, v)) in pairs.filter(|(n, _)| *n != name).enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{}={:?}", lossy(n), lossy(v));
+        if out.len() > max {
+            break;
+        }
+    }
+    out.push('}');
+    if out.len() > max {
+        let mut cut = max;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push_str("...");
+    }
+    out
 }
 
 /// Longest rendering of a series in an error message (senders log the message as is).

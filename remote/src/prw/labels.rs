@@ -227,36 +227,9 @@ impl<'a> SeriesLabels<'a> {
 const RENDER_MAX: usize = 512;
 
 /// Prometheus notation for error messages: `name{a="1", b="2"}`, lossy for invalid UTF-8 and
-/// cut at [`RENDER_MAX`] bytes.
+/// cut at [`RENDER_MAX`] bytes (storage's renderer of raw label pairs).
 pub(crate) fn render(pairs: &[(Str<'_>, Str<'_>)]) -> String {
-    use std::fmt::Write;
-    let lossy = |s: &Str<'_>| String::from_utf8_lossy(s.bytes).into_owned();
-    let mut out = String::new();
-    if let Some((_, v)) = pairs.iter().find(|(n, _)| n.bytes == METRIC_NAME.as_bytes()) {
-        out.push_str(&lossy(v));
-    }
-    out.push('{');
-    let mut first = true;
-    for (n, v) in pairs.iter().filter(|(n, _)| n.bytes != METRIC_NAME.as_bytes()) {
-        if !first {
-            out.push_str(", ");
-        }
-        first = false;
-        let _ = write!(out, "{}={:?}", lossy(n), lossy(v));
-        if out.len() > RENDER_MAX {
-            break;
-        }
-    }
-    out.push('}');
-    if out.len() > RENDER_MAX {
-        let mut cut = RENDER_MAX;
-        while !out.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        out.truncate(cut);
-        out.push_str("...");
-    }
-    out
+    storage::labels_ref::render_raw(pairs.iter().map(|(n, v)| (n.bytes, v.bytes)), RENDER_MAX)
 }
 
 #[cfg(test)]
