@@ -366,21 +366,28 @@ fn latency_histogram(k: f64) -> storage::FloatHistogram {
     }
 }
 
+/// A server holding `latency{job="a"}`: five native histograms at `T0`, `T0 + 1s`, ... (which
+/// are returned), then a stale marker at `T0 + 5s`.
+fn server_with_latency_histograms() -> (Server, Vec<storage::HistogramSample>) {
+    let server = Server::new(RemoteReadConfig::default());
+    let db = server.state.db().unwrap();
+    let labels = Labels::from_pairs(&[("__name__", "latency"), ("job", "a")]);
+    let histograms: Vec<_> = (0..5)
+        .map(|i| storage::HistogramSample { t: T0 + i * 1000, h: latency_histogram(i as f64 + 1.0) })
+        .collect();
+    let mut batch = Batch::new();
+    batch.push_histograms(labels.clone(), histograms.clone());
+    batch.push(labels, vec![Sample::new(T0 + 5000, f64::from_bits(STALE_NAN_BITS))]);
+    db.append(&batch).unwrap();
+    (server, histograms)
+}
+
 /// Native histograms come back in the `SAMPLES` answer's `histograms`, beside the floats of the
 /// same series (here a stale marker after them), within the query's range.
 #[tokio::test]
 async fn samples_answer_carries_native_histograms() {
-    let server = Server::new(RemoteReadConfig::default());
-    let db = server.state.db().unwrap();
-    let labels = Labels::from_pairs(&[("__name__", "latency"), ("job", "a")]);
+    let (server, _) = server_with_latency_histograms();
     let h = latency_histogram;
-    let mut batch = Batch::new();
-    batch.push_histograms(
-        labels.clone(),
-        (0..5).map(|i| storage::HistogramSample { t: T0 + i * 1000, h: h(i as f64 + 1.0) }).collect(),
-    );
-    batch.push(labels.clone(), vec![Sample::new(T0 + 5000, f64::from_bits(STALE_NAN_BITS))]);
-    db.append(&batch).unwrap();
     let mut q = query(vec![matcher(MATCH_EQ, "__name__", "latency")]);
     q.start_timestamp_ms = T0 + 1000;
     q.end_timestamp_ms = T0 + 10_000;
@@ -409,16 +416,7 @@ async fn samples_answer_carries_native_histograms() {
 /// time order with the series' float chunks: the histograms, then the stale marker's XOR chunk.
 #[tokio::test]
 async fn streamed_answer_carries_native_histograms_as_histogram_chunks() {
-    let server = Server::new(RemoteReadConfig::default());
-    let db = server.state.db().unwrap();
-    let labels = Labels::from_pairs(&[("__name__", "latency"), ("job", "a")]);
-    let h = latency_histogram;
-    let histograms: Vec<_> =
-        (0..5).map(|i| storage::HistogramSample { t: T0 + i * 1000, h: h(i as f64 + 1.0) }).collect();
-    let mut batch = Batch::new();
-    batch.push_histograms(labels.clone(), histograms.clone());
-    batch.push(labels.clone(), vec![Sample::new(T0 + 5000, f64::from_bits(STALE_NAN_BITS))]);
-    db.append(&batch).unwrap();
+    let (server, histograms) = server_with_latency_histograms();
     let mut q = query(vec![matcher(MATCH_EQ, "__name__", "latency")]);
     q.start_timestamp_ms = T0 + 1000;
     q.end_timestamp_ms = T0 + 10_000;
