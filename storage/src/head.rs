@@ -287,12 +287,14 @@ impl Head {
             }
         }
         // Samples are sorted by time, but an unsorted slice must not make the bounds lie.
-        let (lo, hi) = samples.iter().fold((first.t, last.t), |(lo, hi), s| (lo.min(s.t), hi.max(s.t)));
+        // One pass for the bounds and the time sum.
+        let (lo, hi, sum) = samples.iter().fold((first.t, last.t, 0i64), |(lo, hi, sum), s| {
+            (lo.min(s.t), hi.max(s.t), sum.saturating_add(self.relative_secs(s.t)))
+        });
         self.bounds.widen(id, lo, hi);
         self.samples.fetch_add(samples.len() as u64, Ordering::Relaxed);
         self.min_t.fetch_min(first.t, Ordering::Relaxed);
         self.max_t.fetch_max(last.t, Ordering::Relaxed);
-        let sum = samples.iter().fold(0i64, |acc, s| acc.saturating_add(self.relative_secs(s.t)));
         self.time_sum_s.fetch_add(sum, Ordering::Relaxed);
     }
 
