@@ -11,6 +11,7 @@
 //! A block carries no checksum; the partition file that holds it covers it with its own.
 
 use super::stats::BlockStats;
+use super::timestamps::TS_IMPLIED;
 use super::varint::{get_u8, get_uvarint, put_uvarint};
 use super::{timestamps, values};
 use crate::error::{Error, Result};
@@ -26,7 +27,18 @@ pub fn encode_block(samples: &[Sample], out: &mut Vec<u8>) -> BlockStats {
     encode_block_with(samples, out, None, None)
 }
 
-/// [`encode_block`] with codecs pinned (tests use this to cover every codec).
+/// [`encode_block`] for a block whose returned statistics the caller stores beside it (a
+/// partition file of format version 2): when the timestamps are a constant interval, the block
+/// leaves out its count and timestamp section (codec [`TS_IMPLIED`]), which the statistics
+/// already say: 8-10 bytes less for every regular block. Decode it with
+/// [`decode_indexed_block`] and the same statistics.
+pub fn encode_indexed_block(samples: &[Sample], out: &mut Vec<u8>) -> BlockStats {
+    let constant = timestamps::constant_interval(&samples.iter().map(|s| s.t).collect::<Vec<_>>()).is_some();
+    encode_block_with(samples, out, constant.then_some(TS_IMPLIED), None)
+}
+
+/// [`encode_block`] with codecs pinned (tests use this to cover every codec; [`TS_IMPLIED`]
+/// only for a constant interval).
 pub(crate) fn encode_block_with(
     samples: &[Sample],
     out: &mut Vec<u8>,
@@ -44,8 +56,16 @@ pub(crate) fn encode_block_with(
     // The codec byte is known only after the sections are written: reserve it, patch it.
     let header_at = out.len();
     out.push(0);
-    put_uvarint(out, samples.len() as u64);
-    let tc = timestamps::encode(&ts, out, ts_codec);
+    let tc = if ts_codec == Some(TS_IMPLIED) {
+        debug_assert!(
+            timestamps::constant_interval(&ts).is_some(),
+            "implied timestamps need a constant interval"
+        );
+        TS_IMPLIED
+    } else {
+        put_uvarint(out, samples.len() as u64);
+        timestamps::encode(&ts, out, ts_codec)
+    };
     let vc = values::encode(&vs, out, val_codec);
     if let Some(b) = out.get_mut(header_at) {
         *b = tc | vc << 4;
@@ -57,7 +77,7 @@ pub(crate) fn encode_block_with(
 /// sample limit check `count` before [`decode_block`] allocates.
 pub fn block_header(bytes: &[u8]) -> Result<BlockHeader> {
     let mut pos = 0;
-    BlockHeader::read(bytes, &mut pos)
+    BlockHeader::read(bytes, &mut pos, None)
 }
 
 /// The fixed part of a block.
@@ -72,9 +92,18 @@ pub struct BlockHeader {
 }
 
 impl BlockHeader {
-    fn read(bytes: &[u8], pos: &mut usize) -> Result<BlockHeader> {
+    /// Reads the header; `stats` are the block's statistics from the file index, which a
+    /// [`TS_IMPLIED`] block takes its count from (an error without them).
+    fn read(bytes: &[u8], pos: &mut usize, stats: Option<&BlockStats>) -> Result<BlockHeader> {
         let codecs = get_u8(bytes, pos)?;
-        let count = get_uvarint(bytes, pos)?;
+        let count = if codecs & 0x0f == TS_IMPLIED {
+            let st = stats.ok_or_else(|| {
+                Error::Decode("timestamp codec 4 needs the block's statistics from a file index".into())
+            })?;
+            u64::from(st.count) + u64::from(st.stale_count)
+        } else {
+            get_uvarint(bytes, pos)?
+        };
         let count = u32::try_from(count)
             .ok()
             .filter(|&c| c > 0)
@@ -95,8 +124,21 @@ impl BlockHeader {
 /// `count` samples, up to `u32::MAX`. Callers decoding untrusted files check
 /// [`block_header`]`(bytes)?.count` against their sample limit first.
 pub fn decode_block(bytes: &[u8], out: &mut Vec<Sample>) -> Result<()> {
+    decode_checked(bytes, None, out)
+}
+
+/// [`decode_block`] for a block written by [`encode_indexed_block`] (or [`encode_block`]),
+/// given the statistics stored beside it; a [`TS_IMPLIED`] block takes its count and
+/// timestamps from them. Total like [`decode_block`]; statistics that imply no constant
+/// interval for their count give an error. The count comes from statistics covered by the file
+/// index's checksum; callers bound it against their sample limit as for [`decode_block`].
+pub fn decode_indexed_block(bytes: &[u8], stats: &BlockStats, out: &mut Vec<Sample>) -> Result<()> {
+    decode_checked(bytes, Some(stats), out)
+}
+
+fn decode_checked(bytes: &[u8], stats: Option<&BlockStats>, out: &mut Vec<Sample>) -> Result<()> {
     let start = out.len();
-    let result = decode_into(bytes, out, start);
+    let result = decode_into(bytes, stats, out, start);
     if result.is_err() {
         out.truncate(start);
     }
@@ -114,14 +156,22 @@ pub fn decode_block(bytes: &[u8], out: &mut Vec<Sample>) -> Result<()> {
 /// exceptions in the scaled codec other than the stale markers. Corrupt bytes also give false.
 pub fn integral_values(bytes: &[u8], stale_count: u32) -> bool {
     let mut pos = 0;
-    let Ok(h) = BlockHeader::read(bytes, &mut pos) else { return false };
+    let Ok(h) = BlockHeader::read(bytes, &mut pos, None) else { return false };
     timestamps::skip_const(h.ts_codec, bytes, &mut pos).is_ok()
         && values::integral(h.value_codec, bytes, &mut pos, stale_count)
 }
 
-fn decode_into(bytes: &[u8], out: &mut Vec<Sample>, start: usize) -> Result<()> {
+/// [`integral_values`] for a block stored with its statistics (see [`decode_indexed_block`]).
+pub fn integral_indexed_values(bytes: &[u8], stats: &BlockStats) -> bool {
     let mut pos = 0;
-    let h = BlockHeader::read(bytes, &mut pos)?;
+    let Ok(h) = BlockHeader::read(bytes, &mut pos, Some(stats)) else { return false };
+    (h.ts_codec == TS_IMPLIED || timestamps::skip_const(h.ts_codec, bytes, &mut pos).is_ok())
+        && values::integral(h.value_codec, bytes, &mut pos, stats.stale_count)
+}
+
+fn decode_into(bytes: &[u8], stats: Option<&BlockStats>, out: &mut Vec<Sample>, start: usize) -> Result<()> {
+    let mut pos = 0;
+    let h = BlockHeader::read(bytes, &mut pos, stats)?;
     let n = h.count as usize;
     let ts_min = timestamps::min_bytes(h.ts_codec, n)
         .ok_or_else(|| Error::Decode(format!("unknown timestamp codec {}", h.ts_codec)))?;
@@ -132,7 +182,10 @@ fn decode_into(bytes: &[u8], out: &mut Vec<Sample>, start: usize) -> Result<()> 
         return Err(Error::Decode(format!("block of {n} samples cannot fit in {remaining} bytes")));
     }
     out.reserve(n.min(remaining.saturating_mul(64)));
-    timestamps::decode(h.ts_codec, bytes, &mut pos, n, out)?;
+    match stats {
+        Some(st) if h.ts_codec == TS_IMPLIED => timestamps::decode_implied(st.min_t, st.max_t, n, out)?,
+        _ => timestamps::decode(h.ts_codec, bytes, &mut pos, n, out)?,
+    }
     let decoded = out.get_mut(start..).unwrap_or(&mut []);
     if decoded.len() != n {
         return Err(Error::Decode(format!("decoded {} timestamps, header says {n}", decoded.len())));

@@ -149,6 +149,112 @@ impl BlockStats {
     }
 }
 
+/// What one block of a series leaves behind for the next block's statistics to be predicted
+/// from, in a partition file's block list (format version 2, `docs/format/block.md`,
+/// "Chained BlockStats"). Regular series repeat the same gap between blocks, the same time
+/// span and the same count block after block (a 10 s scrape cut into hour blocks: 10 s, 3590 s,
+/// 360 samples); a chained entry says "same as before" with a bit instead of 5-9 bytes.
+///
+/// Start each series' block list with [`StatsChain::default`]; the encoder and the decoder
+/// advance their chains in step.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StatsChain {
+    prev_max_t: i64,
+    gap: i64,
+    span: u64,
+    count: u32,
+}
+
+impl StatsChain {
+    fn advance(&mut self, st: &BlockStats) {
+        *self = StatsChain {
+            prev_max_t: st.max_t,
+            gap: st.min_t.wrapping_sub(self.prev_max_t),
+            span: st.max_t.wrapping_sub(st.min_t) as u64,
+            count: st.count,
+        };
+    }
+}
+
+/// Chained encoding's header word: the gap from the previous block, the span and the count
+/// repeat the previous block's and are left out; `stale_count` follows. The float classes
+/// follow from bit [`CHAINED_CLASSES`] on, so a regular integer series' word is one byte.
+const SAME_GAP: u64 = 1;
+const SAME_SPAN: u64 = 1 << 1;
+const SAME_COUNT: u64 = 1 << 2;
+const CHAINED_STALE: u64 = 1 << 3;
+const CHAINED_CLASSES: u32 = 4;
+
+impl BlockStats {
+    /// Appends the chained encoding (format version 2): a header word first, then only the
+    /// time and count fields that differ from what `chain` predicts, then the stale count and
+    /// the five floats as in [`encode`](Self::encode). Advances `chain` past this block.
+    pub fn encode_chained(&self, chain: &mut StatsChain, out: &mut Vec<u8>) {
+        let gap = self.min_t.wrapping_sub(chain.prev_max_t);
+        let span = self.max_t.wrapping_sub(self.min_t) as u64;
+        let classes = self.floats().map(FloatClass::of);
+        let mut word = classes
+            .iter()
+            .enumerate()
+            .fold(0u64, |acc, (i, c)| acc | u64::from(c.class()) << (CHAINED_CLASSES as usize + 2 * i));
+        if gap == chain.gap {
+            word |= SAME_GAP;
+        }
+        if span == chain.span {
+            word |= SAME_SPAN;
+        }
+        if self.count == chain.count {
+            word |= SAME_COUNT;
+        }
+        if self.stale_count != 0 {
+            word |= CHAINED_STALE;
+        }
+        put_uvarint(out, word);
+        if word & SAME_GAP == 0 {
+            put_varint(out, gap);
+        }
+        if word & SAME_SPAN == 0 {
+            put_uvarint(out, span);
+        }
+        if word & SAME_COUNT == 0 {
+            put_uvarint(out, u64::from(self.count));
+        }
+        if self.stale_count != 0 {
+            put_uvarint(out, u64::from(self.stale_count));
+        }
+        for c in classes {
+            c.write(out);
+        }
+        chain.advance(self);
+    }
+
+    /// Decodes what [`encode_chained`](Self::encode_chained) wrote at `*pos` with a chain in
+    /// the same state, advancing `*pos` and `chain`. On error neither moves.
+    pub fn decode_chained(bytes: &[u8], pos: &mut usize, chain: &mut StatsChain) -> Result<BlockStats> {
+        let mut at = *pos;
+        let word = get_uvarint(bytes, &mut at)?;
+        if word >> (CHAINED_CLASSES + 10) != 0 {
+            return Err(Error::Decode(format!("block stats header word {word:#x} has unknown bits")));
+        }
+        let gap = if word & SAME_GAP != 0 { chain.gap } else { get_varint(bytes, &mut at)? };
+        let span = if word & SAME_SPAN != 0 { chain.span } else { get_uvarint(bytes, &mut at)? };
+        let count = if word & SAME_COUNT != 0 { chain.count } else { get_u32(bytes, &mut at)? };
+        let stale_count = if word & CHAINED_STALE != 0 { get_u32(bytes, &mut at)? } else { 0 };
+        let min_t = chain.prev_max_t.wrapping_add(gap);
+        let max_t = min_t.wrapping_add(span as i64);
+        let mut floats = [0.0; 5];
+        for (i, f) in floats.iter_mut().enumerate() {
+            let class = ((word >> (CHAINED_CLASSES as usize + 2 * i)) & 3) as u8;
+            *f = read_float(class, bytes, &mut at)?;
+        }
+        let [sum, min, max, first, last] = floats;
+        let st = BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last };
+        chain.advance(&st);
+        *pos = at;
+        Ok(st)
+    }
+}
+
 fn get_u32(bytes: &[u8], pos: &mut usize) -> Result<u32> {
     let v = get_uvarint(bytes, pos)?;
     u32::try_from(v).map_err(|_| Error::Decode(format!("block stats count {v} exceeds u32")))
@@ -252,6 +358,120 @@ mod tests {
             put_uvarint(&mut bad_tags, v);
         }
         assert!(BlockStats::decode(&bad_tags, &mut 0).is_err());
+    }
+
+    fn arb_stats() -> impl Strategy<Value = BlockStats> {
+        (any::<(i64, i64)>(), any::<(u32, u32)>(), proptest::array::uniform5(arb_f64())).prop_map(
+            |(t, c, f)| BlockStats {
+                min_t: t.0,
+                max_t: t.1,
+                count: c.0,
+                stale_count: c.1,
+                sum: f[0],
+                min: f[1],
+                max: f[2],
+                first: f[3],
+                last: f[4],
+            },
+        )
+    }
+
+    /// Encodes a series' block list chained, decodes it back, checks every entry and that the
+    /// decoder stops exactly where the encoder did. Returns the encoded length.
+    fn chained_round_trip(list: &[BlockStats]) -> usize {
+        let mut out = vec![0xEE];
+        let mut chain = StatsChain::default();
+        for st in list {
+            st.encode_chained(&mut chain, &mut out);
+        }
+        let len = out.len() - 1;
+        out.push(0xAB);
+        let (mut pos, mut chain) = (1, StatsChain::default());
+        for st in list {
+            let got = BlockStats::decode_chained(&out, &mut pos, &mut chain).unwrap();
+            assert_eq!(&got, st);
+            assert_eq!(got.floats().map(f64::to_bits), st.floats().map(f64::to_bits));
+        }
+        assert_eq!(pos, out.len() - 1);
+        len
+    }
+
+    /// A regular integer series cut into hour blocks: 10 s apart, 360 samples a block.
+    fn hour_blocks(n: i64) -> Vec<BlockStats> {
+        (0..n)
+            .map(|b| {
+                let samples: Vec<Sample> = (0..360)
+                    .map(|i| Sample::new(1_700_000_010_000 + (b * 360 + i) * 10_000, ((b + i) % 90) as f64))
+                    .collect();
+                BlockStats::from_samples(&samples)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chained_encoding_drops_repeated_fields() {
+        let list = hour_blocks(24);
+        let mut relative = Vec::new();
+        let mut base_t = 0;
+        for st in &list {
+            st.encode_relative(base_t, &mut relative);
+            base_t = st.max_t;
+        }
+        let chained = chained_round_trip(&list);
+        // After the first two blocks, gap, span and count repeat: 8 bytes less per block.
+        assert!(chained + 8 * 22 <= relative.len(), "{chained} vs {}", relative.len());
+    }
+
+    #[test]
+    fn chained_rejects_bad_bytes() {
+        let list = hour_blocks(3);
+        let mut out = Vec::new();
+        let mut chain = StatsChain::default();
+        for st in &list {
+            st.encode_chained(&mut chain, &mut out);
+        }
+        for cut in 0..out.len() {
+            let (mut pos, mut chain) = (0, StatsChain::default());
+            let all = (0..3)
+                .try_for_each(|_| BlockStats::decode_chained(&out[..cut], &mut pos, &mut chain).map(drop));
+            assert!(all.is_err(), "truncated at {cut}");
+        }
+        let mut bad_word = Vec::new();
+        put_uvarint(&mut bad_word, 1 << 14);
+        assert!(BlockStats::decode_chained(&bad_word, &mut 0, &mut StatsChain::default()).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn chained_lists_round_trip(list in proptest::collection::vec(arb_stats(), 0..12)) {
+            chained_round_trip(&list);
+        }
+
+        #[test]
+        fn chained_repeats_round_trip(st in arb_stats(), gaps in proptest::collection::vec(0i64..3, 1..8)) {
+            // Runs of blocks that repeat some of the previous block's fields exercise each flag.
+            let mut list = vec![st];
+            for g in gaps {
+                let prev = list[list.len() - 1];
+                let mut next = prev;
+                next.min_t = prev.max_t.wrapping_add(g);
+                next.max_t = next.min_t.wrapping_add(prev.max_t.wrapping_sub(prev.min_t));
+                next.count = if g == 2 { prev.count.wrapping_add(1) } else { prev.count };
+                list.push(next);
+            }
+            chained_round_trip(&list);
+        }
+
+        #[test]
+        fn chained_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let (mut pos, mut chain) = (0, StatsChain::default());
+            while BlockStats::decode_chained(&bytes, &mut pos, &mut chain).is_ok() {
+                prop_assert!(pos <= bytes.len());
+                if pos == bytes.len() {
+                    break;
+                }
+            }
+        }
     }
 
     proptest! {

@@ -27,6 +27,10 @@ pub(crate) const TS_DOD: u8 = 1;
 pub(crate) const TS_SEQ: u8 = 2;
 /// Codec id: intervals as uvarints.
 pub(crate) const TS_DELTA_VARINT: u8 = 3;
+/// Codec id: no section at all, and no count in the block header: a constant interval whose
+/// count and first and last timestamps are in the block's statistics in the file index
+/// (partition files of format version 2; see [`decode_implied`]).
+pub(crate) const TS_IMPLIED: u8 = 4;
 
 /// Appends the timestamps (strictly increasing, non-empty) with the codec `force` (tests use it
 /// to pin a codec; `TS_CONST` is honoured only for constant intervals) or, if `None`, the one
@@ -53,7 +57,7 @@ pub(crate) fn encode(ts: &[i64], out: &mut Vec<u8>, force: Option<u8>) -> u8 {
 }
 
 /// The common interval if all intervals are equal (0 for a single timestamp).
-fn constant_interval(ts: &[i64]) -> Option<u64> {
+pub(crate) fn constant_interval(ts: &[i64]) -> Option<u64> {
     let d = match ts {
         [a, b, ..] => b.wrapping_sub(*a),
         _ => 0,
@@ -108,6 +112,7 @@ pub(crate) fn min_bytes(codec: u8, n: usize) -> Option<usize> {
         // Params, the first timestamp, then packed residuals (Runs may hold any count in 2 bytes).
         TS_SEQ => Some(2 + 2 * usize::from(rest > 0)),
         TS_DELTA_VARINT => Some(1 + rest),
+        TS_IMPLIED => Some(0),
         _ => None,
     }
 }
@@ -122,6 +127,29 @@ pub(crate) fn skip_const(codec: u8, bytes: &[u8], pos: &mut usize) -> Result<()>
     }
     get_varint(bytes, pos)?;
     get_uvarint(bytes, pos)?;
+    Ok(())
+}
+
+/// The `n` timestamps of a [`TS_IMPLIED`] block from its statistics: `min_t`, then steps of
+/// `(max_t − min_t) / (n − 1)` up to `max_t`, pushed as `Sample { t, v: 0.0 }`. An error
+/// unless they are strictly increasing integers: `n = 1` needs `min_t = max_t`, a larger `n` a
+/// positive span that `n − 1` divides.
+pub(crate) fn decode_implied(min_t: i64, max_t: i64, n: usize, out: &mut Vec<Sample>) -> Result<()> {
+    let span = i128::from(max_t) - i128::from(min_t);
+    let rest = n.saturating_sub(1) as i128;
+    let step = match rest {
+        0 if span == 0 => 0,
+        r if r > 0 && span > 0 && span % r == 0 => span / r,
+        _ => {
+            return Err(Error::Decode(format!(
+                "statistics {min_t}..={max_t} imply no constant interval for {n} timestamps"
+            )));
+        }
+    };
+    // `step` fits an i64 (it is at most the span, below 2^64) only as u64: wrapping
+    // arithmetic gives the exact timestamps, all between min_t and max_t.
+    let step = step as u64 as i64;
+    out.extend((0..n as i64).map(|i| Sample::new(min_t.wrapping_add(step.wrapping_mul(i)), 0.0)));
     Ok(())
 }
 

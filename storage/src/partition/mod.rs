@@ -16,8 +16,13 @@ use crate::types::Sample;
 pub const MAGIC: &[u8; 8] = b"STRATAPF";
 /// Footer magic, the last 4 bytes.
 pub const FOOTER_MAGIC: &[u8; 4] = b"SPF1";
-/// Format version after the magic.
-pub const VERSION: u32 = 1;
+/// Format version after the magic, the one written. Version 2 chains each block's statistics
+/// on the previous block's and leaves a regular block's count and timestamps to them
+/// (`docs/format/partition.md`); readers still open version 1 files.
+pub const VERSION: u32 = 2;
+/// Oldest format version readers open: version 1 stores statistics relative to the previous
+/// block's last timestamp only, and every block carries its own count and timestamps.
+pub const VERSION_MIN: u32 = 1;
 /// Bytes of the header (magic + version).
 pub const HEADER_LEN: usize = 12;
 /// Bytes of the footer.

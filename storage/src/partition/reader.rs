@@ -6,7 +6,9 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use crate::encoding::varint::{get_uvarint, get_varint};
-use crate::encoding::{BlockStats, decode_block, integral_values};
+use crate::encoding::{
+    BlockStats, StatsChain, decode_block, decode_indexed_block, integral_indexed_values, integral_values,
+};
 use crate::error::{Error, Result};
 use crate::flush::keep_from;
 use crate::hist;
@@ -14,7 +16,7 @@ use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
 use crate::types::{HistogramSample, Label, Labels, Sample, SeriesId};
 
-use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, HISTS_TAG, MAGIC, STARTS_TAG, VERSION};
+use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, HISTS_TAG, MAGIC, STARTS_TAG, VERSION, VERSION_MIN};
 
 /// Where one block lives and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,6 +43,8 @@ pub struct PartitionFile {
     /// (runtime series id, (offset, length with CRC) of its histogram chunks in the data
     /// region), sorted by id, for the series that have native histograms; empty for most files.
     hists: Vec<(SeriesId, (u64, u32))>,
+    /// Format version (`VERSION_MIN..=VERSION`): how block lists are encoded.
+    version: u32,
 }
 
 impl std::fmt::Debug for PartitionFile {
@@ -63,7 +67,7 @@ impl PartitionFile {
             return Err(corrupt(Some(0), "bad magic"));
         }
         let version = u32::from_le_bytes(read4(&mmap, 8).ok_or_else(|| corrupt(Some(8), "short header"))?);
-        if version != VERSION {
+        if !(VERSION_MIN..=VERSION).contains(&version) {
             return Err(corrupt(Some(8), &format!("unsupported version {version}")));
         }
         let f = len - FOOTER_LEN;
@@ -158,7 +162,7 @@ impl PartitionFile {
             ));
         }
         series.sort_unstable_by_key(|(id, _)| *id);
-        Ok(PartitionFile { path: path.to_path_buf(), mmap, series, starts, hists })
+        Ok(PartitionFile { path: path.to_path_buf(), mmap, series, starts, hists, version })
     }
 
     /// True if the series has native histograms in this file.
@@ -257,10 +261,16 @@ impl PartitionFile {
         }
         let mut offset = get_uvarint(buf, &mut pos).map_err(corrupt)?;
         let mut base_t = 0i64;
+        let mut chain = StatsChain::default();
         let mut out = Vec::with_capacity(n as usize);
         for _ in 0..n {
             let len = get_uvarint(buf, &mut pos).map_err(corrupt)?;
-            let stats = BlockStats::decode_relative(buf, &mut pos, base_t).map_err(corrupt)?;
+            let stats = if self.version >= 2 {
+                BlockStats::decode_chained(buf, &mut pos, &mut chain)
+            } else {
+                BlockStats::decode_relative(buf, &mut pos, base_t)
+            }
+            .map_err(corrupt)?;
             let len = u32::try_from(len)
                 .map_err(|_| Error::corruption(&self.path, Some(at as u64), "block too long"))?;
             out.push(BlockMeta { offset, len, stats });
@@ -287,7 +297,13 @@ impl PartitionFile {
     /// Decodes one block, verifying its checksum, appending its samples to `out`.
     pub fn read_block(&self, b: &BlockMeta, out: &mut Vec<Sample>) -> Result<()> {
         let bytes = self.block_bytes(b)?;
-        decode_block(bytes, out).map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
+        // Version 1 blocks never leave their timestamps to the statistics.
+        let result = if self.version >= 2 {
+            decode_indexed_block(bytes, &b.stats, out)
+        } else {
+            decode_block(bytes, out)
+        };
+        result.map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
     }
 
     /// Whether the block's non-stale values are all integers below 2^53 (not -0.0), as far as
@@ -298,7 +314,12 @@ impl PartitionFile {
             // Only stale markers: nothing to sum.
             return Ok(true);
         }
-        Ok(integral_values(self.block_bytes(b)?, b.stats.stale_count))
+        let bytes = self.block_bytes(b)?;
+        Ok(if self.version >= 2 {
+            integral_indexed_values(bytes, &b.stats)
+        } else {
+            integral_values(bytes, b.stats.stale_count)
+        })
     }
 
     /// Appends the series' samples in `[mint, maxt]` to `out` (sorted, unique timestamps).

@@ -135,3 +135,39 @@ fn histogram_sections_round_trip_and_flips_are_detected() {
         }
     }
 }
+
+/// Files are written in format version 2: a regular series' blocks leave their count and
+/// timestamps to their statistics (codec 4), an irregular one's keep them, and both read back.
+/// (Version 1 files still open: `tests/db.rs` opens the golden databases written before it.)
+#[test]
+fn version_2_blocks_leave_regular_timestamps_to_their_statistics() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("1.spf");
+    let regular = Labels::from_pairs(&[("__name__", "regular")]);
+    let ragged = Labels::from_pairs(&[("__name__", "z_ragged")]);
+    let sr = samples(1000, 10_000);
+    let mut sz = samples(1000, 10_000);
+    for (i, s) in sz.iter_mut().enumerate() {
+        s.t += (i % 7) as i64;
+    }
+    let mut w = FileWriter::create(&path, 1024, 3_600_000).unwrap();
+    w.add_series(&regular, &sr).unwrap();
+    w.add_series(&ragged, &sz).unwrap();
+    w.finish().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes[8..12], VERSION.to_le_bytes());
+    assert_eq!(VERSION, 2);
+    let f = PartitionFile::open(&path, |l, _| u32::from(l.get("__name__") != Some("regular"))).unwrap();
+    for (id, want, implied) in [(0, &sr, true), (1, &sz, false)] {
+        let blocks = f.blocks(id).unwrap();
+        assert!(blocks.len() >= 3);
+        for b in &blocks {
+            // A single sample is a constant interval too.
+            let want = implied || b.stats.count == 1;
+            assert_eq!(bytes[b.offset as usize] & 0x0f == 4, want, "series {id} block at {}", b.offset);
+        }
+        let mut out = Vec::new();
+        f.read(id, i64::MIN, i64::MAX, &mut out).unwrap();
+        assert_eq!(&out, want);
+    }
+}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::encoding::varint::put_uvarint;
-use crate::encoding::{BlockStats, encode_block};
+use crate::encoding::{BlockStats, StatsChain, encode_indexed_block};
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::query::StartTimestamp;
@@ -153,18 +153,18 @@ impl FileWriter {
         put_uvarint(&mut list, blocks.len() as u64);
         let mut block = std::mem::take(&mut self.block_buf);
         // Blocks of a series are written back to back, so only the first offset is stored;
-        // each block's statistics are stored relative to the previous block's last timestamp.
+        // each block's statistics are chained on the previous block's (gap, span and count
+        // usually repeat), and a regular block leaves its count and timestamps to them.
         put_uvarint(&mut list, self.offset);
-        let mut base_t = 0i64;
+        let mut chain = StatsChain::default();
         for b in blocks {
             block.clear();
-            let stats: BlockStats = encode_block(b, &mut block);
+            let stats: BlockStats = encode_indexed_block(b, &mut block);
             let crc = crc32fast::hash(&block);
             block.extend_from_slice(&crc.to_le_bytes());
             self.write(&block)?;
             put_uvarint(&mut list, (block.len() - 4) as u64);
-            stats.encode_relative(base_t, &mut list);
-            base_t = stats.max_t;
+            stats.encode_chained(&mut chain, &mut list);
         }
         self.block_buf = block;
         put_uvarint(&mut entry, list.len() as u64);

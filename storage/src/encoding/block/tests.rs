@@ -1,8 +1,9 @@
 //! Block round trips, golden bytes and corruption tests.
 
 use super::*;
+use crate::encoding::stats::StatsChain;
 use crate::encoding::test_support::{arb_samples, config, hash, regular_series};
-use crate::encoding::timestamps::{TS_CONST, TS_DELTA_VARINT, TS_DOD, TS_SEQ};
+use crate::encoding::timestamps::{TS_CONST, TS_DELTA_VARINT, TS_DOD, TS_IMPLIED, TS_SEQ};
 use crate::encoding::values::{VAL_CONST, VAL_SCALED_FOR, VAL_SCALED_RICE, VAL_SCALED_RUNS, VAL_XOR};
 use crate::types::stale_nan;
 use proptest::prelude::*;
@@ -150,6 +151,89 @@ fn header_errors() {
     assert!(decode_all(&ok).is_err(), "trailing byte");
 }
 
+/// An indexed block round-trips with its statistics; with a constant interval it leaves out
+/// its count and timestamps (codec 4) and is smaller than the self-contained block by them.
+fn check_indexed(samples: &[Sample]) -> Vec<u8> {
+    let mut out = vec![0xEE];
+    let stats = encode_indexed_block(samples, &mut out);
+    let block = out.split_off(1);
+    assert_eq!(stats, BlockStats::from_samples(samples));
+    let mut decoded = vec![Sample::new(-5, 1.0)];
+    decode_indexed_block(&block, &stats, &mut decoded).unwrap();
+    assert_eq!(&decoded[1..], samples);
+    let mut plain = Vec::new();
+    encode_block(samples, &mut plain);
+    let implied = timestamps::constant_interval(&samples.iter().map(|s| s.t).collect::<Vec<_>>()).is_some();
+    assert_eq!(block[0] & 0x0f == TS_IMPLIED, implied);
+    if implied {
+        // Same value section, without the count and the constant-interval section.
+        assert!(block.len() + 3 <= plain.len(), "{} vs {}", block.len(), plain.len());
+        assert!(decode_all(&block).is_err(), "codec 4 needs the statistics");
+    } else {
+        assert_eq!(block, plain);
+    }
+    block
+}
+
+proptest! {
+    #![proptest_config(config(128))]
+    #[test]
+    fn indexed_blocks_round_trip(samples in arb_samples(1..300), regular in any::<bool>(), step in 1i64..100_000) {
+        check_indexed(&samples);
+        if regular {
+            let t0 = samples[0].t.min(i64::MAX - 300 * step);
+            let regular: Vec<Sample> =
+                samples.iter().enumerate().map(|(i, s)| Sample::new(t0 + i as i64 * step, s.v)).collect();
+            check_indexed(&regular);
+        }
+    }
+
+    #[test]
+    fn indexed_decode_with_any_stats_never_panics(
+        samples in arb_samples(1..100),
+        min_t: i64,
+        span in prop_oneof![any::<i64>(), 0i64..1000],
+        counts in (0u32..200, 0u32..4),
+    ) {
+        let mut bytes = Vec::new();
+        encode_indexed_block(&samples, &mut bytes);
+        let mut stats = BlockStats::from_samples(&samples);
+        (stats.min_t, stats.max_t) = (min_t, min_t.wrapping_add(span));
+        (stats.count, stats.stale_count) = counts;
+        let mut out = vec![Sample::new(7, 7.0)];
+        match decode_indexed_block(&bytes, &stats, &mut out) {
+            Ok(()) => {
+                prop_assert!(out[1..].windows(2).all(|w| w[0].t < w[1].t));
+                if bytes[0] & 0x0f == TS_IMPLIED {
+                    prop_assert_eq!(out[1].t, stats.min_t);
+                }
+            }
+            Err(e) => {
+                prop_assert!(matches!(e, Error::Decode(_)));
+                prop_assert_eq!(out, vec![Sample::new(7, 7.0)]);
+            }
+        }
+    }
+}
+
+#[test]
+fn implied_timestamps_at_the_extremes() {
+    check_indexed(&[Sample::new(i64::MIN, 1.0), Sample::new(i64::MAX, 2.0)]);
+    check_indexed(&[Sample::new(i64::MAX, 1.0)]);
+    check_indexed(&[Sample::new(i64::MIN, 1.0)]);
+    check_indexed(&regular_series(1000, i64::MAX - 999, 1, |i| i as f64));
+    let bytes = check_indexed(&regular_series(10, 0, 1000, |i| i as f64));
+    let stats = BlockStats::from_samples(&regular_series(10, 0, 1000, |i| i as f64));
+    // Statistics that imply no constant interval for their count are refused.
+    for (min_t, max_t, count) in [(0, 9001, 10), (0, 0, 10), (5, 5, 2), (9000, 0, 10), (0, 9000, 0)] {
+        let st = BlockStats { min_t, max_t, count, ..stats };
+        assert!(
+            matches!(decode_indexed_block(&bytes, &st, &mut Vec::new()), Err(Error::Decode(_))),
+            "{st:?}"
+        );
+    }
+}
+
 #[test]
 fn a_constant_block_is_tiny_for_any_count() {
     let samples = regular_series(100_000, 1_700_000_000_000, 10_000, |_| 1.0);
@@ -249,6 +333,49 @@ fn golden_blocks() {
         // Old bytes keep decoding to the same samples.
         assert_eq!(decode_all(&std::fs::read(golden_path(name)).unwrap()).unwrap(), samples, "{name}");
     }
+}
+
+/// An hour of 10 s samples of an integer walk, as a regular scrape leaves it: the block
+/// partition files of format version 2 write for it, and its chained statistics.
+#[test]
+fn golden_indexed_block_and_chained_stats() {
+    let walk = |b: usize| -> Vec<Sample> {
+        let t0 = 1_700_000_010_000 + b as i64 * 3_600_000;
+        (0..360u64)
+            .scan(50i64 + b as i64, |v, i| {
+                *v += [0, 0, 0, 1, 1, -1, -1, 2][(hash(i + 1000 * b as u64) % 8) as usize];
+                Some(*v as f64)
+            })
+            .enumerate()
+            .map(|(i, v)| Sample::new(t0 + i as i64 * 10_000, v))
+            .collect()
+    };
+    let samples = walk(0);
+    let bytes = check_indexed(&samples);
+    assert_eq!(bytes[0], TS_IMPLIED | VAL_SCALED_FOR << 4);
+    compare_golden("block_indexed_ts_implied_val_scaled_for", &bytes);
+    let stats = BlockStats::from_samples(&samples);
+    let mut old = Vec::new();
+    decode_indexed_block(
+        &std::fs::read(golden_path("block_indexed_ts_implied_val_scaled_for")).unwrap(),
+        &stats,
+        &mut old,
+    )
+    .unwrap();
+    assert_eq!(old, samples);
+
+    let list: Vec<BlockStats> = (0..4).map(|b| BlockStats::from_samples(&walk(b))).collect();
+    let (mut bytes, mut chain) = (Vec::new(), StatsChain::default());
+    for st in &list {
+        st.encode_chained(&mut chain, &mut bytes);
+    }
+    compare_golden("block_stats_chained", &bytes);
+    let file = std::fs::read(golden_path("block_stats_chained")).unwrap();
+    let (mut pos, mut chain) = (0, StatsChain::default());
+    for st in list {
+        assert_eq!(BlockStats::decode_chained(&file, &mut pos, &mut chain).unwrap(), st);
+    }
+    assert_eq!(pos, file.len());
 }
 
 #[test]
