@@ -44,9 +44,26 @@ fn prw_corpora() {
             if let Ok(d) = result {
                 // Every float and every histogram (a stale one among the floats) is in the batch.
                 assert_eq!((d.samples + d.histograms) as usize, d.batch.sample_count());
+                // Our sender's encoding brings back the same floats and, by bits, histograms.
+                let body = prw::encode(version, &d.batch, &d.metadata);
+                let again = prw::decode(version, &body, &Limits::default()).unwrap();
+                assert_eq!(again.batch.series, d.batch.series);
+                assert_eq!(histogram_bits(&again.batch), histogram_bits(&d.batch));
             }
         }
     }
+}
+
+/// Every histogram's counts, sum and thresholds as bits (`f64`'s `==` hides -0.0 and NaN).
+fn histogram_bits(batch: &storage::Batch) -> Vec<(i64, Vec<u64>)> {
+    let mut out = Vec::new();
+    for s in batch.histograms.iter().flat_map(|(_, s)| s) {
+        let h = &s.h;
+        let buckets = h.positive.iter().chain(&h.negative).map(|b| b.1);
+        let floats = [h.zero_threshold, h.zero_count, h.count, h.sum].into_iter().chain(buckets);
+        out.push((s.t, floats.chain(h.custom_values.iter().copied()).map(f64::to_bits).collect()));
+    }
+    out
 }
 
 #[test]

@@ -75,6 +75,34 @@ proptest! {
     }
 }
 
+/// A count of -0.0 is a whole number but no integer: such a histogram travels as a float
+/// histogram and keeps the sign (found by the prw_v2_decode fuzz target: an integer histogram
+/// would bring it back as 0.0).
+#[test]
+fn a_negative_zero_count_keeps_its_sign() {
+    let h = FloatHistogram {
+        counter_reset_hint: CounterResetHint::Unknown,
+        schema: 0,
+        zero_threshold: 0.001,
+        zero_count: -0.0,
+        count: 2.0,
+        sum: 3.0,
+        positive: vec![(1, 2.0)],
+        negative: Vec::new(),
+        custom_values: Vec::new(),
+    };
+    assert!(!prw::is_integer(&h));
+    for version in [Version::V1, Version::V2] {
+        let mut batch = Batch::new();
+        batch.push_histograms(
+            Labels::from_pairs(&[("__name__", "h")]),
+            vec![HistogramSample { t: 1, h: h.clone() }],
+        );
+        let got = decode(version, &batch).unwrap();
+        assert_eq!(got.batch.histograms[0].1[0].h.zero_count.to_bits(), (-0.0f64).to_bits(), "{version:?}");
+    }
+}
+
 #[test]
 fn a_histogram_stale_marker_becomes_the_float_stale_marker() {
     let h = v1::Histogram { sum: stale_nan(), timestamp: 5, ..v1::Histogram::default() };

@@ -36,10 +36,11 @@ pub fn encode_uncompressed(version: Version, batch: &storage::Batch, metadata: &
 }
 
 /// Whether `h` can travel as an integer histogram: every count a whole number (below 2^53, so
-/// exact) and the count the buckets' total (or at least it, when NaN observations make the sum
-/// NaN), as Prometheus' integer histograms always are.
+/// exact; not -0.0, which an integer would turn into 0.0) and the count the buckets' total (or
+/// at least it, when NaN observations make the sum NaN), as Prometheus' integer histograms
+/// always are.
 pub fn is_integer(h: &storage::FloatHistogram) -> bool {
-    let whole = |v: f64| v >= 0.0 && v.fract() == 0.0 && v < 9.0e15;
+    let whole = |v: f64| v.is_sign_positive() && v.fract() == 0.0 && v < 9.0e15;
     let total: f64 = h.zero_count + h.positive.iter().chain(&h.negative).map(|b| b.1).sum::<f64>();
     whole(h.count)
         && whole(h.zero_count)
