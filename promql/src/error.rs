@@ -38,6 +38,10 @@ pub enum Error {
     /// The storage layer failed.
     #[error("storage: {0}")]
     Storage(#[from] storage::Error),
+    /// The query is not small enough to run under `EngineOptions::inline_points_max`; run it
+    /// again without that option. Never an answer to a user (`internal` if it reached one).
+    #[error("query too large to evaluate inline")]
+    NotInline,
 }
 
 impl Error {
@@ -47,7 +51,7 @@ impl Error {
             Error::BadData(_) => "bad_data",
             Error::Execution(_) | Error::TooManySamples(_) | Error::TooManySeries(_) => "execution",
             Error::Timeout(_) => "timeout",
-            Error::Storage(_) => "internal",
+            Error::Storage(_) | Error::NotInline => "internal",
         }
     }
 }

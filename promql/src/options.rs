@@ -62,6 +62,16 @@ pub struct EngineOptions {
     /// 50,000, and `cpu-max-all-8` (ten selectors of 8 series, ~15,000 points each) from 3.53
     /// to 2.67-3.01 ms when it went to 10,000, on an idle second core (docs/benchmarks.md).
     pub parallel_min_points: usize,
+    /// Evaluation on a thread that must not be held long (the server runs small queries on its
+    /// async runtime's own threads, saving the hand-off to a blocking thread and back, about
+    /// 50 us of a 0.2 ms request): `Some(n)` makes the query stop with
+    /// [`crate::Error::NotInline`] as soon as it is not small, which the caller answers by
+    /// running it again where it may take long. Small means: every selector has an equality
+    /// matcher on a non-empty value (so looking its series up is cheap), no selector loop
+    /// matches `parallel_min_series` series, and the per-series loops together estimate fewer
+    /// than `n` points (steps plus samples read, as for `parallel_min_points`). `None` (the
+    /// default): any size.
+    pub inline_points_max: Option<usize>,
 }
 
 impl Default for EngineOptions {
@@ -84,6 +94,7 @@ impl Default for EngineOptions {
             parallel: None,
             parallel_min_series: 256,
             parallel_min_points: 10_000,
+            inline_points_max: None,
         }
     }
 }

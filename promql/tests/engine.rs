@@ -257,3 +257,42 @@ fn or_of_disjoint_sides_is_the_union_at_every_step() {
     let a1_first = range("a").iter().find(|(l, _)| l.contains("h=\"1\"")).unwrap().1[0].0;
     assert!(c1.1.iter().all(|&(t, _)| t < a1_first), "{c1:?}");
 }
+
+/// With `inline_points_max`, a small query answers exactly as without it, and a query that is
+/// not small stops with `NotInline` (the server then runs it on a blocking thread): too many
+/// estimated points, too many series for one loop, or a selector without an equality to
+/// narrow its lookup.
+#[test]
+fn inline_evaluation_answers_small_queries_and_declines_the_rest() {
+    let mut s = MemStore::new();
+    for i in 0..300 {
+        let l = Labels::from_pairs(&[("__name__", "req_total".to_string()), ("i", i.to_string())]);
+        let samples: Vec<Sample> = (0..240).map(|k| Sample::new(k * 15_000, (k * (i + 1)) as f64)).collect();
+        s.append(&l, &samples);
+    }
+    let inline = Engine::new(EngineOptions { inline_points_max: Some(5_000), ..EngineOptions::default() });
+    let anywhere = Engine::default();
+    let end = 239 * 15_000;
+    for q in [
+        "sum(rate(req_total{i=\"7\"}[5m]))",
+        "req_total{i=\"3\"} + on() group_left vector(1)",
+        "vector(time())",
+    ] {
+        let a = inline.range(&s, q, 300_000, end, 60_000).unwrap();
+        let b = anywhere.range(&s, q, 300_000, end, 60_000).unwrap();
+        assert_eq!(format!("{:?}", a.value), format!("{:?}", b.value), "{q}");
+    }
+    for q in [
+        // 300 series: one loop of parallel_min_series (256) or more.
+        "sum(rate(req_total[5m]))",
+        // 111 series of ~300 points each (the samples read and the steps): past 5,000.
+        "sum(rate({__name__=\"req_total\", i=~\"1.*\"}[5m]))",
+        // Nothing but a regex to look the series up by.
+        "count({__name__=~\"req.*\"})",
+        "count({i!=\"\"})",
+    ] {
+        let err = inline.range(&s, q, 300_000, end, 60_000).unwrap_err();
+        assert!(matches!(err, Error::NotInline), "{q}: {err}");
+        anywhere.range(&s, q, 300_000, end, 60_000).unwrap();
+    }
+}

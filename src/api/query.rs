@@ -26,7 +26,9 @@ use axum::routing::get;
 use promql::parser::ast::Expr;
 use promql::{Engine, EngineOptions, QueryResult};
 
-pub use service::{Admission, DEFAULT_MAX_CONCURRENCY, QueryConfig, QueryService};
+pub use service::{
+    Admission, DEFAULT_INLINE_MAX_POINTS, DEFAULT_MAX_CONCURRENCY, InlineSlot, QueryConfig, QueryService,
+};
 
 use crate::api::params::{Params, parse_duration_ms, parse_time};
 use crate::api::respond::{Success, json_bytes};
@@ -185,7 +187,9 @@ fn lookback_delta(params: &Params) -> Result<Option<i64>, ApiError> {
         .transpose()
 }
 
-/// Waits for a slot, evaluates on the blocking pool and encodes the answer there too.
+/// Waits for a slot, evaluates and encodes the answer: on this async runtime thread if the
+/// query turns out small and a spare thread is left ([`QueryService::try_inline`]), otherwise
+/// on the blocking pool.
 async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, ApiError> {
     let started = Instant::now();
     let service = state.query();
@@ -199,19 +203,36 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
     let admission = service.admit(deadline).await?;
     let queued = admission.queued;
     let mut options = service.options().clone();
-    options.timeout = deadline.saturating_duration_since(Instant::now());
     if let Some(ms) = request.lookback_delta_ms.filter(|ms| *ms > 0) {
         options.lookback_delta_ms = ms;
     }
     let max_response_bytes = service.max_response_bytes();
-    let body = crate::api::blocking(move || {
-        let result = evaluate(&db, options, &request)?;
+    // The answer, or `None` if the engine declined to run the query inline.
+    let run = move |db: &storage::Db, mut options: EngineOptions, request: &QueryRequest| {
+        options.timeout = deadline.saturating_duration_since(Instant::now());
+        let result = match evaluate(db, options, request) {
+            Err(promql::Error::NotInline) => return Ok(None),
+            result => result.map_err(|err| query_error(request, err))?,
+        };
         let timings = Timings { queued, total: started.elapsed() };
-        answer(result, &request, request.stats.then_some(timings), max_response_bytes)
-    })
-    .await?;
+        answer(result, request, request.stats.then_some(timings), max_response_bytes).map(Some)
+    };
+    if let Some(slot) = service.try_inline() {
+        let inline = EngineOptions { inline_points_max: Some(slot.max_points), ..options.clone() };
+        // The engine catches its own panics; this catches the encoder's, as the blocking
+        // pool's join does.
+        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&db, inline, &request)))
+            .unwrap_or_else(|_| Err(ApiError::Internal("query task panicked".into())));
+        drop(slot);
+        if let Some(body) = attempt.transpose() {
+            drop(admission);
+            return body.map(json_bytes);
+        }
+    }
+    let body = crate::api::blocking(move || run(&db, options, &request)).await?;
     drop(admission);
-    Ok(json_bytes(body))
+    // Without `inline_points_max` the engine never declines.
+    body.map(json_bytes).ok_or_else(|| ApiError::Internal("query declined outside the async runtime".into()))
 }
 
 /// Runs the query against a snapshot of the database.
@@ -219,16 +240,20 @@ fn evaluate(
     db: &storage::Db,
     options: EngineOptions,
     request: &QueryRequest,
-) -> Result<QueryResult, ApiError> {
+) -> Result<QueryResult, promql::Error> {
     let engine = Engine::new(options);
     let snapshot = db.snapshot();
     match request.evaluation {
-        Evaluation::Instant { time } => {
-            engine.instant(&snapshot, &request.query, time).map_err(instant_error)
-        }
-        Evaluation::Range { start, end, step } => {
-            engine.range(&snapshot, &request.query, start, end, step).map_err(ApiError::from)
-        }
+        Evaluation::Instant { time } => engine.instant(&snapshot, &request.query, time),
+        Evaluation::Range { start, end, step } => engine.range(&snapshot, &request.query, start, end, step),
+    }
+}
+
+/// The API error for an engine error of this request.
+fn query_error(request: &QueryRequest, err: promql::Error) -> ApiError {
+    match request.evaluation {
+        Evaluation::Instant { .. } => instant_error(err),
+        Evaluation::Range { .. } => ApiError::from(err),
     }
 }
 

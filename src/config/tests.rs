@@ -150,6 +150,7 @@ fn query_flags_default_to_the_engine_defaults() {
     assert_eq!(format!("{:?}", config.options), format!("{:?}", promql::EngineOptions::default()));
     assert_eq!(config.max_concurrency, crate::api::query::DEFAULT_MAX_CONCURRENCY);
     assert_eq!(config.max_parallelism, 0);
+    assert_eq!(config.inline_max_points, crate::api::query::DEFAULT_INLINE_MAX_POINTS);
 }
 
 #[test]
@@ -160,6 +161,7 @@ fn query_flags_and_features_reach_the_engine() {
         "--query.lookback-delta=1m",
         "--query.max-concurrency=4",
         "--query.max-parallelism=2",
+        "--query.inline-max-points=0",
         "--enable-feature=promql-experimental-functions,promql-duration-expr",
         "--enable-feature=promql-delayed-name-removal",
         "--enable-feature=native-histograms",
@@ -172,6 +174,7 @@ fn query_flags_and_features_reach_the_engine() {
     assert_eq!(o.lookback_delta_ms, 60_000);
     assert_eq!(config.max_concurrency, 4);
     assert_eq!(config.max_parallelism, 2);
+    assert_eq!(config.inline_max_points, 0);
     assert!(o.experimental_functions && o.duration_expressions && o.delayed_name_removal);
     assert!(!o.extended_range_selectors && !o.binop_fill_modifiers && !o.type_and_unit_labels);
     assert_eq!(cli.unknown_features(), vec!["native-histograms"]);

@@ -146,6 +146,8 @@ pub(crate) struct Evaluator<'a> {
     /// Prometheus' `HistogramStatsIterator` would.
     pub hist_stats: HistStatsScope,
     ticks: u32,
+    /// Points the per-series loops so far estimated, against `opts.inline_points_max`.
+    inline_points: usize,
 }
 
 /// The ancestors of the node being evaluated that matter for Prometheus'
@@ -208,6 +210,7 @@ impl<'a> Evaluator<'a> {
             scan: storage::window::ScanStats::default(),
             hist_stats: HistStatsScope::default(),
             ticks: 0,
+            inline_points: 0,
         }
     }
 

@@ -144,6 +144,12 @@ impl<'a> Evaluator<'a> {
         S: Default,
         F: Fn(&mut SeriesCtx<'a>, &mut S, &I) -> Result<Option<Series>> + Sync,
     {
+        if let Some(max) = self.opts.inline_points_max {
+            self.inline_points = self.inline_points.saturating_add(items.len().saturating_mul(est));
+            if items.len() >= self.opts.parallel_min_series || self.inline_points >= max {
+                return Err(Error::NotInline);
+            }
+        }
         let mut out = Vec::new();
         let Some((pool, _entered)) = self.pool_for(items.len(), est) else {
             let mut ctx = self.series_ctx();

@@ -116,6 +116,13 @@ pub(crate) fn interpolate(p1: FPoint, p2: FPoint, t: i64) -> f64 {
 impl<'a> Evaluator<'a> {
     /// Selects series (counting them against the series limit).
     pub fn select(&mut self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>> {
+        // Inline evaluation looks up only what an equality narrows down: a lone regex or
+        // negative matcher may scan the whole index.
+        if self.opts.inline_points_max.is_some()
+            && !matchers.iter().any(|m| m.op == storage::MatchOp::Equal && !m.value.is_empty())
+        {
+            return Err(Error::NotInline);
+        }
         let refs = self.querier.select(matchers, mint, maxt)?;
         if self.opts.max_series > 0 && refs.len() > self.opts.max_series {
             return Err(Error::TooManySeries(refs.len()));

@@ -7,6 +7,7 @@
 //! does the same with a semaphore, so a burst of dashboard loads queues up instead of
 //! oversubscribing the CPU.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use promql::{EngineOptions, QueryPool};
@@ -30,7 +31,15 @@ pub struct QueryConfig {
     pub max_parallelism: usize,
     /// Largest encoded answer of one query (`--query.max-response-bytes`); 0: unlimited.
     pub max_response_bytes: usize,
+    /// Queries estimated below this many points run on the async runtime's own threads
+    /// (`--query.inline-max-points`, see [`QueryService::try_inline`]); 0: never.
+    pub inline_max_points: usize,
 }
+
+/// `--query.inline-max-points`' default: about half a millisecond of evaluation, what a
+/// dashboard panel of a few series over hours needs, long enough to save the hand-off to a
+/// blocking thread and short enough not to hold up other requests on the runtime thread.
+pub const DEFAULT_INLINE_MAX_POINTS: usize = 50_000;
 
 /// `--query.max-response-bytes`' default: 1 GiB.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1 << 30;
@@ -42,6 +51,7 @@ impl Default for QueryConfig {
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             max_parallelism: 0,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            inline_max_points: DEFAULT_INLINE_MAX_POINTS,
         }
     }
 }
@@ -65,11 +75,29 @@ pub struct QueryService {
     gate: Semaphore,
     max_concurrency: usize,
     max_response_bytes: usize,
+    inline_max_points: usize,
+    /// Queries evaluating on async runtime threads right now.
+    inline_running: AtomicUsize,
 }
 
 impl Default for QueryService {
     fn default() -> Self {
         QueryService::new(&QueryConfig::default())
+    }
+}
+
+/// A query's turn to evaluate on an async runtime thread ([`QueryService::try_inline`]),
+/// given back when dropped.
+#[derive(Debug)]
+pub struct InlineSlot<'a> {
+    running: &'a AtomicUsize,
+    /// The `EngineOptions::inline_points_max` to evaluate with.
+    pub max_points: usize,
+}
+
+impl Drop for InlineSlot<'_> {
+    fn drop(&mut self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -96,7 +124,26 @@ impl QueryService {
             gate: Semaphore::new(max_concurrency),
             max_concurrency,
             max_response_bytes: config.max_response_bytes,
+            inline_max_points: config.inline_max_points,
+            inline_running: AtomicUsize::new(0),
         }
+    }
+
+    /// A slot to evaluate a query on the calling async runtime thread, with
+    /// `EngineOptions::inline_points_max` set to stop it early if it is not small: `None` when
+    /// inline evaluation is off, when the runtime has a single thread, or when as many queries
+    /// as it has threads but one already run inline, so one thread always stays free to serve
+    /// ingest and other requests.
+    pub fn try_inline(&self) -> Option<InlineSlot<'_>> {
+        if self.inline_max_points == 0 {
+            return None;
+        }
+        let threads = tokio::runtime::Handle::try_current().map_or(1, |h| h.metrics().num_workers());
+        let spare = threads.saturating_sub(1);
+        self.inline_running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < spare).then_some(n + 1))
+            .ok()?;
+        Some(InlineSlot { running: &self.inline_running, max_points: self.inline_max_points })
     }
 
     /// The server's engine options (`--query.*` flags and enabled features).

@@ -542,3 +542,45 @@ fn encode_speed_10k_series_by_1k_points() {
         (bytes >> 20) as f64 / took.as_secs_f64()
     );
 }
+
+/// A query answers the same, byte for byte, whether it runs inline on a runtime thread, is
+/// declined there and rerun on the blocking pool, or goes to the pool directly; errors too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_and_blocking_evaluation_answer_alike() {
+    let inline = fixture();
+    let declines = fixture_with(&QueryConfig { inline_max_points: 1, ..QueryConfig::default() });
+    let blocking = fixture_with(&QueryConfig { inline_max_points: 0, ..QueryConfig::default() });
+    for uri in [
+        "/api/v1/query?query=golden&time=1030",
+        "/api/v1/query?query=sum(golden)&time=1030",
+        "/api/v1/query_range?query=golden&start=1000&end=1060&step=7",
+        "/api/v1/query_range?query=max_over_time(golden%7Bkind%3D%22frac%22%7D%5B1m%5D)&start=1000&end=1060&step=5",
+        "/api/v1/query?query=count(%7Bkind%3D~%22n.*%22%7D)&time=1030",
+        "/api/v1/query?query=vector(1)&time=1030",
+        "/api/v1/query?query=sum(&time=1030",
+        "/api/v1/query?query=golden%20%2B%20on()%20golden&time=1030",
+    ] {
+        let want = get(&blocking.state, uri).await;
+        for f in [&inline, &declines] {
+            let got = get(&f.state, uri).await;
+            assert_eq!((got.status, &got.body), (want.status, &want.body), "{uri}");
+        }
+    }
+}
+
+/// Of two runtime threads one may evaluate inline at a time; the other stays free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_inline_slot_per_spare_runtime_thread() {
+    let service = QueryService::new(&QueryConfig::default());
+    let slot = service.try_inline().expect("one spare thread of two");
+    assert!(service.try_inline().is_none());
+    drop(slot);
+    assert!(service.try_inline().is_some());
+    let off = QueryService::new(&QueryConfig { inline_max_points: 0, ..QueryConfig::default() });
+    assert!(off.try_inline().is_none());
+}
+
+#[tokio::test]
+async fn a_single_runtime_thread_never_evaluates_inline() {
+    assert!(QueryService::new(&QueryConfig::default()).try_inline().is_none());
+}
