@@ -288,6 +288,17 @@ fn database_from_before_start_timestamps_opens() {
     drop(db);
     let db = Db::open(opts(d.path())).unwrap();
     assert_eq!(dump(&db), expected);
+    // Merged with the new file, the version 1 file becomes one of the current version.
+    db.compact_all().unwrap();
+    assert_eq!(dump(&db), expected);
+    let mut versions = Vec::new();
+    for part in std::fs::read_dir(d.path().join("partitions")).unwrap() {
+        for file in std::fs::read_dir(part.unwrap().path()).unwrap() {
+            let bytes = std::fs::read(file.unwrap().path()).unwrap();
+            versions.push(u32::from_le_bytes(bytes[8..12].try_into().unwrap()));
+        }
+    }
+    assert_eq!(versions, vec![storage::partition::VERSION]);
 }
 
 /// The engine asks for an inverted range when a window saturates at the ends of i64 (found by
