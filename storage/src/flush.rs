@@ -230,7 +230,14 @@ impl Inner {
 
 /// Merges per-source sample runs (each sorted, unique timestamps) given in priority order:
 /// where sources share a timestamp the later source wins.
-pub(crate) fn merge_sources(runs: Vec<Vec<Sample>>, out: &mut Vec<Sample>) {
+pub(crate) fn merge_sources(mut runs: Vec<Vec<Sample>>, out: &mut Vec<Sample>) {
+    // One source into an empty output: it is the answer as it stands (sorted, unique).
+    if out.is_empty() && runs.len() == 1 {
+        if let Some(run) = runs.pop() {
+            *out = run;
+        }
+        return;
+    }
     let mut merge = SourceConcat::new(out);
     for r in runs {
         let from = out.len();

@@ -93,7 +93,8 @@ pub trait Querier: Send + Sync {
     ///
     /// `sums`: the caller needs [`WindowAgg::exact_sum`] (`sum_over_time`, `avg_over_time`), so
     /// only blocks whose sum statistic is exact may be answered from statistics; a storage
-    /// declines (returns false) rather than answer mostly without exact sums.
+    /// declines (returns false) rather than answer mostly without exact sums. It needs only the
+    /// count and the exact sum then: windows may be [partial](WindowAgg::is_partial).
     fn window_aggregates(
         &self,
         _series: &SeriesRef,

@@ -52,6 +52,9 @@ pub struct WindowAgg {
     /// True while every value folded in is an integer below 2^53, not -0.0, and `sum_bound`
     /// is below 2^53: then `sum` is exact.
     sum_exact: bool,
+    /// Part of a block was folded in by its count and sum alone ([`WindowAgg::merge_part`]):
+    /// `count` and the exact sum hold, `min`, `max`, `first` and `last` are unknown.
+    partial: bool,
 }
 
 /// 2^53: integers below it in magnitude, and their sums while these stay below it, are exact.
@@ -68,6 +71,7 @@ impl Default for WindowAgg {
             sum: 0.0,
             sum_bound: 0.0,
             sum_exact: true,
+            partial: false,
         }
     }
 }
@@ -75,13 +79,16 @@ impl Default for WindowAgg {
 impl PartialEq for WindowAgg {
     /// Bit-exact comparison of the floats: push-down must not change a single bit. The sum is
     /// not compared: whether it is known exactly depends on how the window was read (block
-    /// headers may not tell), and where both know it, it is the same exact value.
+    /// headers may not tell), and where both know it, it is the same exact value. Of a
+    /// [partial](WindowAgg::is_partial) aggregate only the count is known to compare.
     fn eq(&self, o: &Self) -> bool {
         self.count == o.count
-            && [self.min, self.max, self.first, self.last]
-                .iter()
-                .zip([o.min, o.max, o.first, o.last])
-                .all(|(a, b)| a.to_bits() == b.to_bits())
+            && (self.partial
+                || o.partial
+                || [self.min, self.max, self.first, self.last]
+                    .iter()
+                    .zip([o.min, o.max, o.first, o.last])
+                    .all(|(a, b)| a.to_bits() == b.to_bits()))
     }
 }
 
@@ -136,6 +143,26 @@ impl WindowAgg {
         self.last = v;
     }
 
+    /// True if part of a block was folded in by its count and sum alone: only `count` and
+    /// [`exact_sum`](Self::exact_sum) are meaningful then, not `min`, `max`, `first`, `last`.
+    /// Only `Querier::window_aggregates` asked for sums answers so.
+    pub fn is_partial(&self) -> bool {
+        self.partial
+    }
+
+    /// Folds in, next in time order, `count` non-stale integer values (each below 2^53, not
+    /// -0.0) whose exact sum is `sum` and whose magnitudes sum to at most `bound`: the rest of
+    /// a block after a window boundary, its statistics less the decoded part before the
+    /// boundary. Makes the aggregate [partial](Self::is_partial).
+    pub fn merge_part(&mut self, count: u64, sum: f64, bound: f64) {
+        if count == 0 {
+            return;
+        }
+        self.add_exact(sum, bound, true);
+        self.count += count;
+        self.partial = true;
+    }
+
     /// Folds in a whole block that comes next in time order, from its statistics alone. The
     /// result equals pushing the block's samples one by one (see the type's documentation).
     /// `integral`: the block's non-stale values are known to be integers below 2^53, not -0.0
@@ -164,7 +191,9 @@ impl WindowAgg {
 
 /// True if `v` is an integer below 2^53 in magnitude and not -0.0.
 fn is_small_integer(v: f64) -> bool {
-    v.abs() < EXACT_LIMIT && v.trunc() == v && v.to_bits() != (-0.0f64).to_bits()
+    // Below 2^53 the conversion to i64 is exact for integers and truncates anything else (a
+    // single instruction, where `trunc` is a libm call on baseline x86-64).
+    v.abs() < EXACT_LIMIT && (v as i64) as f64 == v && v.to_bits() != (-0.0f64).to_bits()
 }
 
 /// What answering windowed aggregates cost: shown to users in query statistics so they can see

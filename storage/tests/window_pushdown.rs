@@ -57,10 +57,13 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Windows `[r - range + 1, r]` for `n` steps from `start` (seconds from `BASE`), as PromQL's
-/// `(r - range, r]`; step 0 repeats one window (`@`).
+/// `(r - range, r]`; step 0 repeats one window (`@`). A third of the lists tile time (range =
+/// step, as hourly `avg_over_time(x[1h])` does), mostly not aligned with the blocks, where
+/// sums split blocks at the window boundaries.
 fn windows() -> impl Strategy<Value = Vec<(i64, i64)>> {
-    (0i64..6 * 3600, prop_oneof![Just(0i64), 1i64..7200], 1i64..7200, 1usize..30).prop_map(
-        |(start, step, range, n)| {
+    (0i64..6 * 3600, prop_oneof![Just(0i64), 1i64..7200], 1i64..7200, 1usize..30, 0u8..3).prop_map(
+        |(start, step, range, n, tiled)| {
+            let range = if tiled == 0 && step > 0 { step } else { range };
             (0..n as i64)
                 .map(|i| {
                     let r = BASE + (start + i * step) * 1000;
@@ -254,4 +257,41 @@ fn aligned_windows_sum_integers_from_statistics() {
     // its window has no exact sum.
     let (got, _) = sums(&series[1]);
     assert_eq!((got[0], got[1]), (want[0], None));
+}
+
+/// Hourly windows 20 minutes off the hour blocks: for sums each block is split at the window
+/// boundary inside it, only its first 20 minutes are decoded, and the sums equal the decoded
+/// ones. Without sums (min, max, ...) the same windows cannot use the blocks.
+#[test]
+fn unaligned_windows_sum_integers_by_splitting_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path(), 1024, HOUR)).unwrap();
+    let samples: Vec<Sample> =
+        (1..=6 * 240).map(|i| Sample::new(BASE + i * 15_000, ((i * 7919) % 201) as f64 - 100.0)).collect();
+    let mut batch = Batch::new();
+    batch.push(labels(0), samples.clone());
+    db.append(&batch).unwrap();
+    db.flush().unwrap();
+    let off = 20 * MINUTE;
+    let hourly: Vec<(i64, i64)> =
+        (0..5).map(|h| (BASE + h * HOUR + off + 1, BASE + (h + 1) * HOUR + off)).collect();
+    check(&db, std::slice::from_ref(&hourly));
+    let snap = db.snapshot();
+    let series = snap.select(&[Matcher::equal("__name__", "m")], BASE, BASE + 7 * HOUR).unwrap();
+    let (mut got, mut st) = (Vec::new(), ScanStats::default());
+    assert!(snap.window_aggregates(&series[0], &hourly, true, &mut got, &mut st).unwrap());
+    for (w, agg) in hourly.iter().zip(&got) {
+        let inside: Vec<f64> = samples.iter().filter(|s| s.t >= w.0 && s.t <= w.1).map(|s| s.v).collect();
+        assert_eq!(agg.exact_sum(), Some(inside.iter().sum()), "{w:?}");
+        assert_eq!(agg.count, inside.len() as u64);
+    }
+    assert!(got.iter().all(WindowAgg::is_partial), "every window takes a block's rest");
+    // Hour blocks (cut also where the 3-hour partitions begin), each split 20 minutes in: 80
+    // of 240 samples decoded. The first block's first 20 minutes and the last block's last 40
+    // lie outside the windows.
+    assert!(st.blocks_decoded >= 6 && st.samples_decoded <= 6 * 80 + 2, "{st:?}");
+    let mut none = Vec::new();
+    assert!(
+        !snap.window_aggregates(&series[0], &hourly, false, &mut none, &mut ScanStats::default()).unwrap()
+    );
 }

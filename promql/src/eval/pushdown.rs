@@ -3,8 +3,9 @@
 //! series covering the windows of all steps, instead of decoding every sample and folding each
 //! window here.
 //!
-//! Storage answers whole blocks from their statistics where that is exact and decodes the
-//! rest, with the same fold as these functions (`storage::window::WindowAgg`), so the result is
+//! Storage answers whole blocks from their statistics where that is exact (for sums also the
+//! part of a block after a window boundary, as its sum less the decoded part before it) and
+//! decodes the rest, with the same fold as these functions (`storage::window::WindowAgg`), so the result is
 //! the same bit for bit. Where it can answer nothing from statistics it says so, and the series
 //! is decoded by the usual path (a plain sample read is faster than storage's merge of decoded
 //! blocks with statistics). `EngineOptions::pushdown = false` keeps the decoding path, which is

@@ -136,9 +136,26 @@ pub fn decode_indexed_block(bytes: &[u8], stats: &BlockStats, out: &mut Vec<Samp
     decode_checked(bytes, Some(stats), out)
 }
 
+/// [`decode_indexed_block`] of the samples up to `until_t` (inclusive) only: the values after
+/// them are not read, so a block cut by a window boundary costs its part before the boundary.
+/// Total like [`decode_block`]; bytes after the part it reads are not checked.
+pub fn decode_indexed_block_until(
+    bytes: &[u8],
+    stats: &BlockStats,
+    until_t: i64,
+    out: &mut Vec<Sample>,
+) -> Result<()> {
+    let start = out.len();
+    let result = decode_into(bytes, Some(stats), Some(until_t), out, start);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
 fn decode_checked(bytes: &[u8], stats: Option<&BlockStats>, out: &mut Vec<Sample>) -> Result<()> {
     let start = out.len();
-    let result = decode_into(bytes, stats, out, start);
+    let result = decode_into(bytes, stats, None, out, start);
     if result.is_err() {
         out.truncate(start);
     }
@@ -169,7 +186,13 @@ pub fn integral_indexed_values(bytes: &[u8], stats: &BlockStats) -> bool {
         && values::integral(h.value_codec, bytes, &mut pos, stats.stale_count)
 }
 
-fn decode_into(bytes: &[u8], stats: Option<&BlockStats>, out: &mut Vec<Sample>, start: usize) -> Result<()> {
+fn decode_into(
+    bytes: &[u8],
+    stats: Option<&BlockStats>,
+    until_t: Option<i64>,
+    out: &mut Vec<Sample>,
+    start: usize,
+) -> Result<()> {
     let mut pos = 0;
     let h = BlockHeader::read(bytes, &mut pos, stats)?;
     let n = h.count as usize;
@@ -183,15 +206,22 @@ fn decode_into(bytes: &[u8], stats: Option<&BlockStats>, out: &mut Vec<Sample>, 
     }
     out.reserve(n.min(remaining.saturating_mul(64)));
     match stats {
-        Some(st) if h.ts_codec == TS_IMPLIED => timestamps::decode_implied(st.min_t, st.max_t, n, out)?,
+        Some(st) if h.ts_codec == TS_IMPLIED => {
+            timestamps::decode_implied(st.min_t, st.max_t, n, until_t, out)?
+        }
         _ => timestamps::decode(h.ts_codec, bytes, &mut pos, n, out)?,
     }
     let decoded = out.get_mut(start..).unwrap_or(&mut []);
-    if decoded.len() != n {
+    // Implied timestamps stop at `until_t` already.
+    let implied_cut = until_t.is_some() && h.ts_codec == TS_IMPLIED && stats.is_some();
+    if decoded.len() != n && !implied_cut {
         return Err(Error::Decode(format!("decoded {} timestamps, header says {n}", decoded.len())));
     }
-    values::decode(h.value_codec, bytes, &mut pos, decoded)?;
-    if pos != bytes.len() {
+    let wanted = until_t.map_or(n, |u| decoded.partition_point(|s| s.t <= u));
+    out.truncate(start + wanted);
+    let decoded = out.get_mut(start..).unwrap_or(&mut []);
+    values::decode_prefix(h.value_codec, bytes, &mut pos, n, decoded)?;
+    if wanted == n && pos != bytes.len() {
         return Err(Error::Decode(format!("{} trailing bytes after block", bytes.len() - pos)));
     }
     Ok(())

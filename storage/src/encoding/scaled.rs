@@ -265,8 +265,27 @@ pub(crate) fn integral(bytes: &[u8], pos: &mut usize, stale_count: u32) -> bool 
     n_exc == u64::from(stale_count)
 }
 
+#[cfg(test)]
 pub(crate) fn decode(packing: u8, bytes: &[u8], pos: &mut usize, out: &mut [Sample]) -> Result<()> {
-    let n = out.len();
+    decode_prefix(packing, bytes, pos, out.len(), out)
+}
+
+/// Sentinel a sink returns to end a sequence early once it has every value it wants.
+const PREFIX_DONE: &str = "prefix decoded";
+
+/// [`decode`] of the first `out.len()` values of a section holding `n` (at least as many):
+/// the packed integers are read only as far as `out` reaches, so a short prefix of a block
+/// costs a short read. After an early stop `*pos` does not point past the section.
+pub(crate) fn decode_prefix(
+    packing: u8,
+    bytes: &[u8],
+    pos: &mut usize,
+    n: usize,
+    out: &mut [Sample],
+) -> Result<()> {
+    if out.len() > n {
+        return Err(Error::Decode(format!("prefix of {} values from {n}", out.len())));
+    }
     let params = get_u8(bytes, pos)?;
     let (exponent, order) = (params & EXPONENT_MASK, params >> 6);
     if exponent > MAX_EXPONENT {
@@ -291,22 +310,32 @@ pub(crate) fn decode(packing: u8, bytes: &[u8], pos: &mut usize, out: &mut [Samp
     }
 
     let mut slots = out.iter_mut();
-    if exponent == 0 {
+    let wanted = slots.len();
+    let done = || Err(Error::Decode(PREFIX_DONE.into()));
+    let read = if wanted == 0 {
+        Ok(())
+    } else if exponent == 0 {
         // Integers (most metrics): `descale` without its division, which the compiler would
         // otherwise compute for every value and select away (it doubled the loop's time).
-        intseq::read(order, packing, bytes, pos, n, |m| {
-            if let Some(s) = slots.next() {
+        intseq::read(order, packing, bytes, pos, n, |m| match slots.next() {
+            Some(s) => {
                 s.v = m as f64;
+                if slots.len() == 0 && wanted < n { done() } else { Ok(()) }
             }
-            Ok(())
-        })?;
+            None => Ok(()),
+        })
     } else {
-        intseq::read(order, packing, bytes, pos, n, |m| {
-            if let Some(s) = slots.next() {
+        intseq::read(order, packing, bytes, pos, n, |m| match slots.next() {
+            Some(s) => {
                 s.v = descale(m, pow);
+                if slots.len() == 0 && wanted < n { done() } else { Ok(()) }
             }
-            Ok(())
-        })?;
+            None => Ok(()),
+        })
+    };
+    match read {
+        Err(Error::Decode(msg)) if msg == PREFIX_DONE => {}
+        other => other?,
     }
 
     let mut at = exceptions_at;

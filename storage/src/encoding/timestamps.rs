@@ -131,10 +131,16 @@ pub(crate) fn skip_const(codec: u8, bytes: &[u8], pos: &mut usize) -> Result<()>
 }
 
 /// The `n` timestamps of a [`TS_IMPLIED`] block from its statistics: `min_t`, then steps of
-/// `(max_t − min_t) / (n − 1)` up to `max_t`, pushed as `Sample { t, v: 0.0 }`. An error
-/// unless they are strictly increasing integers: `n = 1` needs `min_t = max_t`, a larger `n` a
-/// positive span that `n − 1` divides.
-pub(crate) fn decode_implied(min_t: i64, max_t: i64, n: usize, out: &mut Vec<Sample>) -> Result<()> {
+/// `(max_t − min_t) / (n − 1)` up to `max_t`, pushed as `Sample { t, v: 0.0 }`; with `until`,
+/// only those up to it. An error unless they are strictly increasing integers: `n = 1` needs
+/// `min_t = max_t`, a larger `n` a positive span that `n − 1` divides.
+pub(crate) fn decode_implied(
+    min_t: i64,
+    max_t: i64,
+    n: usize,
+    until: Option<i64>,
+    out: &mut Vec<Sample>,
+) -> Result<()> {
     let span = i128::from(max_t) - i128::from(min_t);
     let rest = n.saturating_sub(1) as i128;
     let step = match rest {
@@ -146,10 +152,16 @@ pub(crate) fn decode_implied(min_t: i64, max_t: i64, n: usize, out: &mut Vec<Sam
             )));
         }
     };
+    // How many lie at or before `until`.
+    let take = match until {
+        Some(u) if u < min_t => 0,
+        Some(u) if step > 0 => ((i128::from(u) - i128::from(min_t)) / step + 1).min(n as i128) as usize,
+        _ => n,
+    };
     // `step` fits an i64 (it is at most the span, below 2^64) only as u64: wrapping
     // arithmetic gives the exact timestamps, all between min_t and max_t.
     let step = step as u64 as i64;
-    out.extend((0..n as i64).map(|i| Sample::new(min_t.wrapping_add(step.wrapping_mul(i)), 0.0)));
+    out.extend((0..take as i64).map(|i| Sample::new(min_t.wrapping_add(step.wrapping_mul(i)), 0.0)));
     Ok(())
 }
 

@@ -111,7 +111,20 @@ pub(crate) fn integral(codec: u8, bytes: &[u8], pos: &mut usize, stale_count: u3
 
 /// Decodes a value section at `*pos` into `out` (one value per sample, timestamps untouched)
 /// and advances `*pos` past it.
+#[cfg(test)]
 pub(crate) fn decode(codec: u8, bytes: &[u8], pos: &mut usize, out: &mut [Sample]) -> Result<()> {
+    decode_prefix(codec, bytes, pos, out.len(), out)
+}
+
+/// [`decode`] of the first `out.len()` of the section's `n` values, reading no further than
+/// they need; `*pos` is past the section only if `out.len() == n`.
+pub(crate) fn decode_prefix(
+    codec: u8,
+    bytes: &[u8],
+    pos: &mut usize,
+    n: usize,
+    out: &mut [Sample],
+) -> Result<()> {
     match codec {
         VAL_CONST => {
             let class = get_u8(bytes, pos)?;
@@ -132,7 +145,7 @@ pub(crate) fn decode(codec: u8, bytes: &[u8], pos: &mut usize, out: &mut [Sample
             *pos += r.bytes_consumed();
         }
         VAL_SCALED_FOR | VAL_SCALED_RICE | VAL_SCALED_RUNS => {
-            scaled::decode(packing_of(codec), bytes, pos, out)?
+            scaled::decode_prefix(packing_of(codec), bytes, pos, n, out)?
         }
         other => return Err(Error::Decode(format!("unknown value codec {other}"))),
     }

@@ -7,7 +7,8 @@ use memmap2::Mmap;
 
 use crate::encoding::varint::{get_uvarint, get_varint};
 use crate::encoding::{
-    BlockStats, StatsChain, decode_block, decode_indexed_block, integral_indexed_values, integral_values,
+    BlockStats, StatsChain, decode_block, decode_indexed_block, decode_indexed_block_until,
+    integral_indexed_values, integral_values,
 };
 use crate::error::{Error, Result};
 use crate::flush::keep_from;
@@ -302,6 +303,19 @@ impl PartitionFile {
             decode_indexed_block(bytes, &b.stats, out)
         } else {
             decode_block(bytes, out)
+        };
+        result.map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
+    }
+
+    /// Decodes the block's samples up to `until_t` (inclusive), verifying its checksum, and
+    /// appends them to `out`; the values after them are not read (partition format 2).
+    pub fn read_block_until(&self, b: &BlockMeta, until_t: i64, out: &mut Vec<Sample>) -> Result<()> {
+        let bytes = self.block_bytes(b)?;
+        let from = out.len();
+        let result = if self.version >= 2 {
+            decode_indexed_block_until(bytes, &b.stats, until_t, out)
+        } else {
+            decode_block(bytes, out).map(|()| keep_from(out, from, |s| s.t <= until_t))
         };
         result.map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
     }

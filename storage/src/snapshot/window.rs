@@ -16,6 +16,13 @@
 //!   exact. Otherwise it is decoded, and a series of floats declines the push-down as a whole
 //!   rather than answer windows without an exact sum.
 //!
+//! When the caller needs sums only (`sum_over_time`, `avg_over_time`: count and exact sum), an
+//! exclusive integer block cut by one boundary between two adjacent windows, each covering its
+//! side (hourly windows not aligned with hour blocks), is *split*: its samples up to the
+//! boundary are decoded for the earlier window, and the later window takes the rest as the
+//! block's count and sum less the decoded part's, exact for integers. Only the part before the
+//! boundary is read. Windows that took such a rest are [partial](WindowAgg::is_partial).
+//!
 //! Every other block overlapping a window is decoded, and the decoded samples of all sources are
 //! merged exactly as [`Querier::samples`](crate::Querier::samples) merges them (newest write
 //! wins). Skipping the exclusive blocks does not change that merge: by exclusivity, no other
@@ -31,7 +38,7 @@ use crate::flush::{keep_from, merge_sources};
 use crate::matcher::matches_all;
 use crate::partition::BlockMeta;
 use crate::query::SeriesRef;
-use crate::types::Sample;
+use crate::types::{Sample, is_stale};
 use crate::window::{ScanStats, WindowAgg, span};
 
 /// What a block contributes to the windows.
@@ -41,6 +48,9 @@ enum Use {
     Stats,
     /// Decoded and merged with the other sources.
     Decode,
+    /// Decoded up to `at`; if `rest`, the samples after `at` are folded into the window
+    /// holding them by count and sum (otherwise no window holds them).
+    Split { at: i64, rest: bool },
     /// Overlaps no window: neither read nor counted.
     Skip,
 }
@@ -86,13 +96,16 @@ pub(super) fn window_aggregates(
     let mut blocks = file_blocks(snap, series, mint, maxt)?;
     // Windows that contain no whole block (narrower than the blocks, or not aligned with
     // them, as a dashboard's `now`-relative steps usually are) can take nothing from
-    // statistics: decline before reading the heads.
-    if !blocks.iter().any(|b| contained(b.range(), windows) == Some(true)) {
+    // statistics, except by splitting blocks for sums: decline before reading the heads.
+    let usable = |b: &Block<'_>| {
+        contained(b.range(), windows) == Some(true) || (sums && split_point(b.range(), windows).is_some())
+    };
+    if !blocks.iter().any(usable) {
         return Ok(false);
     }
     let heads = read_heads(snap, series, mint, maxt);
-    classify(&mut blocks, &heads, windows);
-    for b in blocks.iter_mut().filter(|b| b.use_ == Use::Stats) {
+    classify(&mut blocks, &heads, windows, sums);
+    for b in blocks.iter_mut().filter(|b| matches!(b.use_, Use::Stats | Use::Split { .. })) {
         b.integral = b.file.file.block_integral(&b.meta)?;
         if sums && !b.integral {
             b.use_ = Use::Decode;
@@ -102,11 +115,15 @@ pub(super) fn window_aggregates(
         return Ok(false);
     }
 
-    let decoded = decode(&blocks, heads, mint, maxt, stats)?;
-    let mut from_stats: Vec<(&BlockMeta, bool)> =
-        blocks.iter().filter(|b| b.use_ == Use::Stats).map(|b| (&b.meta, b.integral)).collect();
-    from_stats.sort_by_key(|(b, _)| b.stats.min_t);
-    stats.blocks_from_stats += from_stats.len() as u64;
+    let (decoded, parts) = decode(&blocks, heads, mint, maxt, stats)?;
+    let mut from_stats: Vec<FromStats> = blocks
+        .iter()
+        .filter(|b| b.use_ == Use::Stats)
+        .map(|b| FromStats::Block(&b.meta, b.integral))
+        .chain(parts.into_iter().map(FromStats::Part))
+        .collect();
+    from_stats.sort_by_key(FromStats::start);
+    stats.blocks_from_stats += blocks.iter().filter(|b| b.use_ == Use::Stats).count() as u64;
 
     let mut prev: Option<((i64, i64), WindowAgg)> = None;
     for &w in windows {
@@ -126,10 +143,24 @@ pub(super) fn window_aggregates(
 /// so with fewer samples from statistics the caller's plain read is faster. Windows narrower than
 /// the blocks, or data rewritten over most blocks, end here.
 fn worth_it(blocks: &[Block<'_>], heads: &[Vec<Sample>]) -> bool {
-    let samples = |b: &Block<'_>| u64::from(b.meta.stats.count) + u64::from(b.meta.stats.stale_count);
-    let from_stats: u64 = blocks.iter().filter(|b| b.use_ == Use::Stats).map(samples).sum();
-    let decoded: u64 = blocks.iter().filter(|b| b.use_ == Use::Decode).map(samples).sum::<u64>()
-        + heads.iter().map(|r| r.len() as u64).sum::<u64>();
+    let (mut from_stats, mut decoded) = (0u64, heads.iter().map(|r| r.len() as u64).sum::<u64>());
+    for b in blocks {
+        let samples = u64::from(b.meta.stats.count) + u64::from(b.meta.stats.stale_count);
+        match b.use_ {
+            Use::Stats => from_stats += samples,
+            Use::Decode => decoded += samples,
+            Use::Split { at, .. } => {
+                // The part before the boundary, estimated by time.
+                let (lo, hi) = b.range();
+                let before = (i128::from(at) - i128::from(lo) + 1) * i128::from(samples)
+                    / (i128::from(hi) - i128::from(lo) + 1).max(1);
+                let before = u64::try_from(before.clamp(0, i128::from(samples))).unwrap_or(samples);
+                decoded += before;
+                from_stats += samples - before;
+            }
+            Use::Skip => {}
+        }
+    }
     from_stats > 0 && from_stats >= decoded
 }
 
@@ -191,8 +222,9 @@ fn file_blocks<'a>(snap: &'a Snapshot, series: &SeriesRef, mint: i64, maxt: i64)
     Ok(out)
 }
 
-/// Decides each block's [`Use`] (see the module documentation).
-fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i64)]) {
+/// Decides each block's [`Use`] (see the module documentation); blocks are split only for
+/// `sums`.
+fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i64)], sums: bool) {
     let overlapped = overlapped_by_other_blocks(blocks);
     for (b, overlapped) in blocks.iter_mut().zip(overlapped) {
         let (lo, hi) = b.range();
@@ -205,7 +237,61 @@ fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i6
             run.get(i).is_some_and(|s| s.t <= hi)
         });
         let hidden = b.tombstones.iter().any(|&(tlo, thi)| tlo <= hi && thi >= lo);
-        b.use_ = if contained && !overlapped && !in_head && !hidden { Use::Stats } else { Use::Decode };
+        let exclusive = !overlapped && !in_head && !hidden;
+        b.use_ = match split_point((lo, hi), windows) {
+            _ if !exclusive => Use::Decode,
+            _ if contained => Use::Stats,
+            Some((at, rest)) if sums => Use::Split { at, rest },
+            _ => Use::Decode,
+        };
+    }
+}
+
+/// Where a block not contained in the windows overlapping it can be split in two parts that
+/// each lie wholly inside one window or outside all of them, the later one in a window or not:
+/// two adjacent windows, the earlier ending inside the block (`(its end, true)`); one window
+/// covering the block's start (`(its end, false)`); one window covering the block's end
+/// (`(its start - 1, true)`). `None` for any other block. Windows are well ordered (see
+/// [`well_ordered`]) and closed.
+fn split_point((lo, hi): (i64, i64), windows: &[(i64, i64)]) -> Option<(i64, bool)> {
+    let first = windows.partition_point(|w| w.1 < lo);
+    let end = windows.partition_point(|w| w.0 <= hi);
+    let &(a_lo, a_hi) = windows.get(first)?;
+    match end.checked_sub(first)? {
+        1 if a_lo <= lo && a_hi < hi => Some((a_hi, false)),
+        1 if a_lo > lo && a_hi >= hi => Some((a_lo - 1, true)),
+        2 => {
+            let &(b_lo, b_hi) = windows.get(first + 1)?;
+            let adjacent = a_hi.checked_add(1) == Some(b_lo);
+            (adjacent && a_lo <= lo && a_hi < hi && b_hi >= hi).then_some((a_hi, true))
+        }
+        _ => None,
+    }
+}
+
+/// The rest of a split block after its boundary, as the later window folds it in.
+#[derive(Debug, Clone, Copy)]
+struct Part {
+    /// First timestamp after the boundary.
+    start: i64,
+    count: u64,
+    sum: f64,
+    /// Bound on the magnitudes' sum (the block's, which covers its rest).
+    bound: f64,
+}
+
+/// What a window folds in from statistics: a whole block, or the rest of a split one.
+enum FromStats<'a> {
+    Block(&'a BlockMeta, bool),
+    Part(Part),
+}
+
+impl FromStats<'_> {
+    fn start(&self) -> i64 {
+        match self {
+            FromStats::Block(b, _) => b.stats.min_t,
+            FromStats::Part(p) => p.start,
+        }
     }
 }
 
@@ -248,7 +334,8 @@ fn decode(
     mint: i64,
     maxt: i64,
     stats: &mut ScanStats,
-) -> Result<Vec<Sample>> {
+) -> Result<(Vec<Sample>, Vec<Part>)> {
+    let mut parts = Vec::new();
     stats.samples_decoded += heads.iter().map(|r| r.len() as u64).sum::<u64>();
     let mut runs: Vec<Vec<Sample>> = Vec::new();
     let mut i = 0;
@@ -261,11 +348,25 @@ fn decode(
             while i < blocks.len() && std::ptr::eq(blocks[i].file, file) {
                 let b = &blocks[i];
                 i += 1;
-                if b.use_ != Use::Decode {
-                    continue;
-                }
                 let from = run.len();
-                file.file.read_block(&b.meta, &mut run)?;
+                match b.use_ {
+                    Use::Decode => file.file.read_block(&b.meta, &mut run)?,
+                    Use::Split { at, rest } => {
+                        // Exclusive, so nothing merges over the decoded part; what of it lies
+                        // outside the windows is cut below with the rest of the run.
+                        file.file.read_block_until(&b.meta, at, &mut run)?;
+                        if rest {
+                            let st = &b.meta.stats;
+                            let before =
+                                run.get(from..).unwrap_or_default().iter().filter(|s| !is_stale(s.v));
+                            let (count, sum) = before.fold((0u64, 0.0), |(n, sum), s| (n + 1, sum + s.v));
+                            let bound = st.min.abs().max(st.max.abs()) * f64::from(st.count);
+                            let count = u64::from(st.count).saturating_sub(count);
+                            parts.push(Part { start: at.saturating_add(1), count, sum: st.sum - sum, bound });
+                        }
+                    }
+                    Use::Stats | Use::Skip => continue,
+                }
                 stats.blocks_decoded += 1;
                 stats.samples_decoded += (run.len() - from) as u64;
                 if b.meta.stats.min_t < mint || b.meta.stats.max_t > maxt {
@@ -285,24 +386,27 @@ fn decode(
     runs.retain(|r| !r.is_empty());
     let mut out = Vec::new();
     merge_sources(runs, &mut out);
-    Ok(out)
+    Ok((out, parts))
 }
 
 /// One window's aggregate: the decoded samples and the statistics-answered blocks it contains,
 /// folded in time order. Neither list has an entry inside another's block range.
-fn fold_window((lo, hi): (i64, i64), decoded: &[Sample], from_stats: &[(&BlockMeta, bool)]) -> WindowAgg {
+fn fold_window((lo, hi): (i64, i64), decoded: &[Sample], from_stats: &[FromStats<'_>]) -> WindowAgg {
     let mut agg = WindowAgg::default();
     let mut samples =
         decoded[decoded.partition_point(|s| s.t < lo)..].iter().take_while(|s| s.t <= hi).peekable();
-    // A statistics block overlapping the window lies inside it, so its start decides.
-    let blocks = from_stats[from_stats.partition_point(|(b, _)| b.stats.min_t < lo)..]
-        .iter()
-        .take_while(|(b, _)| b.stats.min_t <= hi);
-    for &(b, integral) in blocks {
-        while let Some(s) = samples.next_if(|s| s.t < b.stats.min_t) {
+    // A statistics block (or a split block's rest) overlapping the window lies inside it, so
+    // its start decides.
+    let blocks =
+        from_stats[from_stats.partition_point(|b| b.start() < lo)..].iter().take_while(|b| b.start() <= hi);
+    for b in blocks {
+        while let Some(s) = samples.next_if(|s| s.t < b.start()) {
             agg.push(s.v);
         }
-        agg.merge_block(&b.stats, integral);
+        match b {
+            FromStats::Block(b, integral) => agg.merge_block(&b.stats, *integral),
+            FromStats::Part(p) => agg.merge_part(p.count, p.sum, p.bound),
+        }
     }
     for s in samples {
         agg.push(s.v);

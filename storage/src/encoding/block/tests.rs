@@ -216,6 +216,36 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config(64))]
+    /// A prefix up to any time is exactly the full decode's samples up to it, for every codec
+    /// (the implied one included).
+    #[test]
+    fn prefix_decode_is_the_full_decode_cut(samples in arb_samples(1..300), cut in any::<prop::sample::Index>()) {
+        let until = samples[cut.index(samples.len())].t;
+        let mut blocks = Vec::new();
+        for ts in TS_CODECS {
+            for val in VAL_CODECS {
+                let mut b = Vec::new();
+                encode_block_with(&samples, &mut b, Some(ts), Some(val));
+                blocks.push(b);
+            }
+        }
+        let mut indexed = Vec::new();
+        encode_indexed_block(&samples, &mut indexed);
+        blocks.push(indexed);
+        let stats = BlockStats::from_samples(&samples);
+        for b in blocks {
+            for until in [until, until.saturating_sub(1), i64::MIN, i64::MAX] {
+                let mut got = vec![Sample::new(-5, 1.0)];
+                decode_indexed_block_until(&b, &stats, until, &mut got).unwrap();
+                let want: Vec<Sample> = samples.iter().copied().filter(|s| s.t <= until).collect();
+                prop_assert_eq!(&got[1..], &want[..]);
+            }
+        }
+    }
+}
+
 #[test]
 fn implied_timestamps_at_the_extremes() {
     check_indexed(&[Sample::new(i64::MIN, 1.0), Sample::new(i64::MAX, 2.0)]);
