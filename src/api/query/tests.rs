@@ -320,15 +320,22 @@ async fn annotations_are_capped_at_ten_of_each() {
 }
 
 #[tokio::test]
-async fn gzip_is_used_when_accepted() {
+async fn gzip_is_used_when_accepted_from_one_packet_on() {
     let f = fixture();
-    let request = Request::get("/api/v1/query_range?query=golden&start=1000&end=1060.5&step=30.25")
-        .header(header::ACCEPT_ENCODING, "gzip")
-        .body(Body::empty())
-        .unwrap();
-    let answer = send(&f.state, request).await;
-    assert_eq!(answer.headers[header::CONTENT_ENCODING], "gzip");
+    let gzip_get =
+        |uri: &str| Request::get(uri).header(header::ACCEPT_ENCODING, "gzip").body(Body::empty()).unwrap();
+    // 1,135 bytes: below a packet, sent as is.
+    let answer =
+        send(&f.state, gzip_get("/api/v1/query_range?query=golden&start=1000&end=1060.5&step=30.25")).await;
+    assert!(answer.headers.get(header::CONTENT_ENCODING).is_none());
     assert_eq!(answer.body, golden("range_matrix"));
+    assert!(answer.body.len() < usize::from(crate::api::GZIP_MIN_BYTES));
+    // 61 points a series: gzipped.
+    let answer =
+        send(&f.state, gzip_get("/api/v1/query_range?query=golden&start=1000&end=1060&step=1")).await;
+    assert_eq!(answer.headers[header::CONTENT_ENCODING], "gzip");
+    assert_eq!(answer.json()["status"], "success");
+    assert!(answer.body.len() > usize::from(crate::api::GZIP_MIN_BYTES));
 }
 
 #[tokio::test]
