@@ -29,8 +29,8 @@ pub fn encode_block(samples: &[Sample], out: &mut Vec<u8>) -> BlockStats {
 
 /// [`encode_block`] for a block whose returned statistics the caller stores beside it (a
 /// partition file of format version 2): when the timestamps are a constant interval, the block
-/// leaves out its count and timestamp section (codec [`TS_IMPLIED`]), which the statistics
-/// already say: 8-10 bytes less for every regular block. Decode it with
+/// leaves out its count and timestamp section (timestamp codec 4, *implied*), which the
+/// statistics already say: 8-10 bytes less for every regular block. Decode it with
 /// [`decode_indexed_block`] and the same statistics.
 pub fn encode_indexed_block(samples: &[Sample], out: &mut Vec<u8>) -> BlockStats {
     let constant = timestamps::constant_interval(&samples.iter().map(|s| s.t).collect::<Vec<_>>()).is_some();
@@ -128,8 +128,8 @@ pub fn decode_block(bytes: &[u8], out: &mut Vec<Sample>) -> Result<()> {
 }
 
 /// [`decode_block`] for a block written by [`encode_indexed_block`] (or [`encode_block`]),
-/// given the statistics stored beside it; a [`TS_IMPLIED`] block takes its count and
-/// timestamps from them. Total like [`decode_block`]; statistics that imply no constant
+/// given the statistics stored beside it; a block with timestamp codec 4 (*implied*) takes its
+/// count and timestamps from them. Total like [`decode_block`]; statistics that imply no constant
 /// interval for their count give an error. The count comes from statistics covered by the file
 /// index's checksum; callers bound it against their sample limit as for [`decode_block`].
 pub fn decode_indexed_block(bytes: &[u8], stats: &BlockStats, out: &mut Vec<Sample>) -> Result<()> {

@@ -17,11 +17,13 @@
 //!   rather than answer windows without an exact sum.
 //!
 //! When the caller needs sums only (`sum_over_time`, `avg_over_time`: count and exact sum), an
-//! exclusive integer block cut by one boundary between two adjacent windows, each covering its
-//! side (hourly windows not aligned with hour blocks), is *split*: its samples up to the
-//! boundary are decoded for the earlier window, and the later window takes the rest as the
-//! block's count and sum less the decoded part's, exact for integers. Only the part before the
-//! boundary is read. Windows that took such a rest are [partial](WindowAgg::is_partial).
+//! exclusive integer block cut by one window boundary into two parts that each lie wholly in
+//! one window or outside all (two adjacent windows, as hourly windows not aligned with hour
+//! blocks make; or one window covering the block's start or its end) is *split*
+//! ([`split_point`]): its samples up to the boundary are decoded, and the window after the
+//! boundary, if any, takes the rest as the block's count and sum less the decoded part's, exact
+//! for integers. Only the part before the boundary is read. Windows that took such a rest are
+//! [partial](WindowAgg::is_partial).
 //!
 //! Every other block overlapping a window is decoded, and the decoded samples of all sources are
 //! merged exactly as [`Querier::samples`](crate::Querier::samples) merges them (newest write
