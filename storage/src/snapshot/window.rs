@@ -20,10 +20,10 @@
 //! exclusive integer block cut by one window boundary into two parts that each lie wholly in
 //! one window or outside all (two adjacent windows, as hourly windows not aligned with hour
 //! blocks make; or one window covering the block's start or its end) is *split*
-//! ([`split_point`]): its samples up to the boundary are decoded, and the window after the
-//! boundary, if any, takes the rest as the block's count and sum less the decoded part's, exact
-//! for integers. Only the part before the boundary is read. Windows that took such a rest are
-//! [partial](WindowAgg::is_partial).
+//! ([`split_point`]): its samples up to the boundary are decoded into a count and sum for the
+//! window before the boundary, if any, and the window after it, if any, takes the block's count
+//! and sum less those, exact for integers. Only the part before the boundary is read. Windows
+//! that took such a part are [partial](WindowAgg::is_partial).
 //!
 //! Every other block overlapping a window is decoded, and the decoded samples of all sources are
 //! merged exactly as [`Querier::samples`](crate::Querier::samples) merges them (newest write
@@ -50,9 +50,10 @@ enum Use {
     Stats,
     /// Decoded and merged with the other sources.
     Decode,
-    /// Decoded up to `at`; if `rest`, the samples after `at` are folded into the window
-    /// holding them by count and sum (otherwise no window holds them).
-    Split { at: i64, rest: bool },
+    /// Decoded up to `at`, into a count and sum only: the window holding the samples up to
+    /// `at` takes those if `before`, the window holding the rest takes the block's count and
+    /// sum less those if `rest` (otherwise no window holds that side).
+    Split { at: i64, before: bool, rest: bool },
     /// Overlaps no window: neither read nor counted.
     Skip,
 }
@@ -243,29 +244,29 @@ fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i6
         b.use_ = match split_point((lo, hi), windows) {
             _ if !exclusive => Use::Decode,
             _ if contained => Use::Stats,
-            Some((at, rest)) if sums => Use::Split { at, rest },
+            Some((at, before, rest)) if sums => Use::Split { at, before, rest },
             _ => Use::Decode,
         };
     }
 }
 
 /// Where a block not contained in the windows overlapping it can be split in two parts that
-/// each lie wholly inside one window or outside all of them, the later one in a window or not:
-/// two adjacent windows, the earlier ending inside the block (`(its end, true)`); one window
-/// covering the block's start (`(its end, false)`); one window covering the block's end
-/// (`(its start - 1, true)`). `None` for any other block. Windows are well ordered (see
-/// [`well_ordered`]) and closed.
-fn split_point((lo, hi): (i64, i64), windows: &[(i64, i64)]) -> Option<(i64, bool)> {
+/// each lie wholly inside one window or outside all of them: `(last time of the first part,
+/// first part in a window, second part in a window)`. Two adjacent windows, the earlier ending
+/// inside the block: `(its end, true, true)`; one window covering the block's start: `(its end,
+/// true, false)`; one window covering the block's end: `(its start - 1, false, true)`. `None`
+/// for any other block. Windows are well ordered (see [`well_ordered`]) and closed.
+fn split_point((lo, hi): (i64, i64), windows: &[(i64, i64)]) -> Option<(i64, bool, bool)> {
     let first = windows.partition_point(|w| w.1 < lo);
     let end = windows.partition_point(|w| w.0 <= hi);
     let &(a_lo, a_hi) = windows.get(first)?;
     match end.checked_sub(first)? {
-        1 if a_lo <= lo && a_hi < hi => Some((a_hi, false)),
-        1 if a_lo > lo && a_hi >= hi => Some((a_lo - 1, true)),
+        1 if a_lo <= lo && a_hi < hi => Some((a_hi, true, false)),
+        1 if a_lo > lo && a_hi >= hi => Some((a_lo - 1, false, true)),
         2 => {
             let &(b_lo, b_hi) = windows.get(first + 1)?;
             let adjacent = a_hi.checked_add(1) == Some(b_lo);
-            (adjacent && a_lo <= lo && a_hi < hi && b_hi >= hi).then_some((a_hi, true))
+            (adjacent && a_lo <= lo && a_hi < hi && b_hi >= hi).then_some((a_hi, true, true))
         }
         _ => None,
     }
@@ -338,6 +339,7 @@ fn decode(
     stats: &mut ScanStats,
 ) -> Result<(Vec<Sample>, Vec<Part>)> {
     let mut parts = Vec::new();
+    let mut scratch = Vec::new();
     stats.samples_decoded += heads.iter().map(|r| r.len() as u64).sum::<u64>();
     let mut runs: Vec<Vec<Sample>> = Vec::new();
     let mut i = 0;
@@ -353,19 +355,26 @@ fn decode(
                 let from = run.len();
                 match b.use_ {
                     Use::Decode => file.file.read_block(&b.meta, &mut run)?,
-                    Use::Split { at, rest } => {
-                        // Exclusive, so nothing merges over the decoded part; what of it lies
-                        // outside the windows is cut below with the rest of the run.
-                        file.file.read_block_until(&b.meta, at, &mut run)?;
+                    Use::Split { at, before, rest } => {
+                        // Exclusive, so no other source has samples in its range, and integer:
+                        // each side's window takes its count and exact sum, and the decoded
+                        // samples need not join the merge.
+                        scratch.clear();
+                        file.file.read_block_until(&b.meta, at, &mut scratch)?;
+                        stats.blocks_decoded += 1;
+                        stats.samples_decoded += scratch.len() as u64;
+                        let st = &b.meta.stats;
+                        let live = scratch.iter().filter(|s| !is_stale(s.v));
+                        let (count, sum) = live.fold((0u64, 0.0), |(n, sum), s| (n + 1, sum + s.v));
+                        let bound = st.min.abs().max(st.max.abs()) * f64::from(st.count);
+                        if before {
+                            parts.push(Part { start: st.min_t, count, sum, bound });
+                        }
                         if rest {
-                            let st = &b.meta.stats;
-                            let before =
-                                run.get(from..).unwrap_or_default().iter().filter(|s| !is_stale(s.v));
-                            let (count, sum) = before.fold((0u64, 0.0), |(n, sum), s| (n + 1, sum + s.v));
-                            let bound = st.min.abs().max(st.max.abs()) * f64::from(st.count);
                             let count = u64::from(st.count).saturating_sub(count);
                             parts.push(Part { start: at.saturating_add(1), count, sum: st.sum - sum, bound });
                         }
+                        continue;
                     }
                     Use::Stats | Use::Skip => continue,
                 }
