@@ -96,6 +96,27 @@ impl BlockStats {
         [self.sum, self.min, self.max, self.first, self.last]
     }
 
+    /// The five floats' storage classes, and their 2-bit codes placed from bit `shift` of a
+    /// header word (both encodings keep them there, at different offsets).
+    fn classes(&self, shift: usize) -> ([FloatClass; 5], u64) {
+        let classes = self.floats().map(FloatClass::of);
+        let word = classes
+            .iter()
+            .enumerate()
+            .fold(0u64, |acc, (i, c)| acc | u64::from(c.class()) << (shift + 2 * i));
+        (classes, word)
+    }
+
+    /// Reads the five floats whose classes `word` holds from bit `shift` on, in the order
+    /// `sum, min, max, first, last`.
+    fn read_floats(word: u64, shift: usize, bytes: &[u8], at: &mut usize) -> Result<[f64; 5]> {
+        let mut floats = [0.0; 5];
+        for (i, f) in floats.iter_mut().enumerate() {
+            *f = read_float(((word >> (shift + 2 * i)) & 3) as u8, bytes, at)?;
+        }
+        Ok(floats)
+    }
+
     /// Appends the compact, self-delimiting encoding (typically 12–20 bytes).
     pub fn encode(&self, out: &mut Vec<u8>) {
         self.encode_relative(0, out);
@@ -108,9 +129,7 @@ impl BlockStats {
         put_varint(out, self.min_t.wrapping_sub(base_t));
         put_uvarint(out, self.max_t.wrapping_sub(self.min_t) as u64);
         put_uvarint(out, u64::from(self.count));
-        let classes = self.floats().map(FloatClass::of);
-        let mut word =
-            classes.iter().enumerate().fold(0u64, |acc, (i, c)| acc | u64::from(c.class()) << (2 * i));
+        let (classes, mut word) = self.classes(0);
         if self.stale_count != 0 {
             word |= HAS_STALE;
         }
@@ -139,11 +158,7 @@ impl BlockStats {
             return Err(Error::Decode(format!("block stats header word {word:#x} has unknown bits")));
         }
         let stale_count = if word & HAS_STALE != 0 { get_u32(bytes, &mut at)? } else { 0 };
-        let mut floats = [0.0; 5];
-        for (i, f) in floats.iter_mut().enumerate() {
-            *f = read_float(((word >> (2 * i)) & 3) as u8, bytes, &mut at)?;
-        }
-        let [sum, min, max, first, last] = floats;
+        let [sum, min, max, first, last] = Self::read_floats(word, 0, bytes, &mut at)?;
         *pos = at;
         Ok(BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last })
     }
@@ -192,11 +207,7 @@ impl BlockStats {
     pub fn encode_chained(&self, chain: &mut StatsChain, out: &mut Vec<u8>) {
         let gap = self.min_t.wrapping_sub(chain.prev_max_t);
         let span = self.max_t.wrapping_sub(self.min_t) as u64;
-        let classes = self.floats().map(FloatClass::of);
-        let mut word = classes
-            .iter()
-            .enumerate()
-            .fold(0u64, |acc, (i, c)| acc | u64::from(c.class()) << (CHAINED_CLASSES as usize + 2 * i));
+        let (classes, mut word) = self.classes(CHAINED_CLASSES as usize);
         if gap == chain.gap {
             word |= SAME_GAP;
         }
@@ -242,12 +253,7 @@ impl BlockStats {
         let stale_count = if word & CHAINED_STALE != 0 { get_u32(bytes, &mut at)? } else { 0 };
         let min_t = chain.prev_max_t.wrapping_add(gap);
         let max_t = min_t.wrapping_add(span as i64);
-        let mut floats = [0.0; 5];
-        for (i, f) in floats.iter_mut().enumerate() {
-            let class = ((word >> (CHAINED_CLASSES as usize + 2 * i)) & 3) as u8;
-            *f = read_float(class, bytes, &mut at)?;
-        }
-        let [sum, min, max, first, last] = floats;
+        let [sum, min, max, first, last] = Self::read_floats(word, CHAINED_CLASSES as usize, bytes, &mut at)?;
         let st = BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last };
         chain.advance(&st);
         *pos = at;
