@@ -124,7 +124,7 @@ impl BlockHeader {
 /// `count` samples, up to `u32::MAX`. Callers decoding untrusted files check
 /// [`block_header`]`(bytes)?.count` against their sample limit first.
 pub fn decode_block(bytes: &[u8], out: &mut Vec<Sample>) -> Result<()> {
-    decode_checked(bytes, None, out)
+    decode_checked(bytes, None, None, out)
 }
 
 /// [`decode_block`] for a block written by [`encode_indexed_block`] (or [`encode_block`]),
@@ -133,29 +133,31 @@ pub fn decode_block(bytes: &[u8], out: &mut Vec<Sample>) -> Result<()> {
 /// interval for their count give an error. The count comes from statistics covered by the file
 /// index's checksum; callers bound it against their sample limit as for [`decode_block`].
 pub fn decode_indexed_block(bytes: &[u8], stats: &BlockStats, out: &mut Vec<Sample>) -> Result<()> {
-    decode_checked(bytes, Some(stats), out)
+    decode_checked(bytes, Some(stats), None, out)
 }
 
-/// [`decode_indexed_block`] of the samples up to `until_t` (inclusive) only: the values after
-/// them are not read, so a block cut by a window boundary costs its part before the boundary.
-/// Total like [`decode_block`]; bytes after the part it reads are not checked.
-pub fn decode_indexed_block_until(
+/// The samples up to `until_t` (inclusive) only, of a block stored with `stats` beside it
+/// ([`decode_indexed_block`]) or, with `None`, of a self-contained one ([`decode_block`]): the
+/// values after them are not read, so a block cut by a window boundary costs its part before
+/// the boundary. Total like [`decode_block`]; bytes after the part it reads are not checked.
+pub fn decode_block_until(
     bytes: &[u8],
-    stats: &BlockStats,
+    stats: Option<&BlockStats>,
     until_t: i64,
     out: &mut Vec<Sample>,
 ) -> Result<()> {
-    let start = out.len();
-    let result = decode_into(bytes, Some(stats), Some(until_t), out, start);
-    if result.is_err() {
-        out.truncate(start);
-    }
-    result
+    decode_checked(bytes, stats, Some(until_t), out)
 }
 
-fn decode_checked(bytes: &[u8], stats: Option<&BlockStats>, out: &mut Vec<Sample>) -> Result<()> {
+/// Decodes into `out`, leaving it as it was on error.
+fn decode_checked(
+    bytes: &[u8],
+    stats: Option<&BlockStats>,
+    until_t: Option<i64>,
+    out: &mut Vec<Sample>,
+) -> Result<()> {
     let start = out.len();
-    let result = decode_into(bytes, stats, None, out, start);
+    let result = decode_into(bytes, stats, until_t, out, start);
     if result.is_err() {
         out.truncate(start);
     }
@@ -172,18 +174,19 @@ fn decode_checked(bytes: &[u8], stats: Option<&BlockStats>, out: &mut Vec<Sample
 /// interval (its length is known only by decoding it), Gorilla XOR values, decimal values, or
 /// exceptions in the scaled codec other than the stale markers. Corrupt bytes also give false.
 pub fn integral_values(bytes: &[u8], stale_count: u32) -> bool {
-    let mut pos = 0;
-    let Ok(h) = BlockHeader::read(bytes, &mut pos, None) else { return false };
-    timestamps::skip_const(h.ts_codec, bytes, &mut pos).is_ok()
-        && values::integral(h.value_codec, bytes, &mut pos, stale_count)
+    integral(bytes, None, stale_count)
 }
 
 /// [`integral_values`] for a block stored with its statistics (see [`decode_indexed_block`]).
 pub fn integral_indexed_values(bytes: &[u8], stats: &BlockStats) -> bool {
+    integral(bytes, Some(stats), stats.stale_count)
+}
+
+fn integral(bytes: &[u8], stats: Option<&BlockStats>, stale_count: u32) -> bool {
     let mut pos = 0;
-    let Ok(h) = BlockHeader::read(bytes, &mut pos, Some(stats)) else { return false };
+    let Ok(h) = BlockHeader::read(bytes, &mut pos, stats) else { return false };
     (h.ts_codec == TS_IMPLIED || timestamps::skip_const(h.ts_codec, bytes, &mut pos).is_ok())
-        && values::integral(h.value_codec, bytes, &mut pos, stats.stale_count)
+        && values::integral(h.value_codec, bytes, &mut pos, stale_count)
 }
 
 fn decode_into(

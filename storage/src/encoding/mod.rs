@@ -43,7 +43,7 @@ pub(crate) mod xor;
 mod xor_chunk;
 
 pub use block::{
-    BlockHeader, block_header, decode_block, decode_indexed_block, decode_indexed_block_until, encode_block,
+    BlockHeader, block_header, decode_block, decode_block_until, decode_indexed_block, encode_block,
     encode_indexed_block, integral_indexed_values, integral_values,
 };
 pub use stats::{BlockStats, StatsChain};

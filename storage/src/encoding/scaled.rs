@@ -265,15 +265,10 @@ pub(crate) fn integral(bytes: &[u8], pos: &mut usize, stale_count: u32) -> bool 
     n_exc == u64::from(stale_count)
 }
 
-#[cfg(test)]
-pub(crate) fn decode(packing: u8, bytes: &[u8], pos: &mut usize, out: &mut [Sample]) -> Result<()> {
-    decode_prefix(packing, bytes, pos, out.len(), out)
-}
-
 /// Sentinel a sink returns to end a sequence early once it has every value it wants.
 const PREFIX_DONE: &str = "prefix decoded";
 
-/// [`decode`] of the first `out.len()` values of a section holding `n` (at least as many):
+/// Decodes the first `out.len()` values of a section holding `n` (at least as many):
 /// the packed integers are read only as far as `out` reaches, so a short prefix of a block
 /// costs a short read. After an early stop `*pos` does not point past the section.
 pub(crate) fn decode_prefix(
@@ -365,7 +360,7 @@ mod tests {
         out.push(0xAB);
         let mut samples: Vec<Sample> = values.iter().map(|_| Sample::new(0, 0.0)).collect();
         let mut pos = 1;
-        decode(plan.packing(), &out, &mut pos, &mut samples).unwrap();
+        decode_prefix(plan.packing(), &out, &mut pos, samples.len(), &mut samples).unwrap();
         assert_eq!(pos, out.len() - 1);
         let got: Vec<u64> = samples.iter().map(|s| s.v.to_bits()).collect();
         let want: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
@@ -428,7 +423,7 @@ mod tests {
         #[test]
         fn decoder_never_panics(packing in 0u8..4, bytes in proptest::collection::vec(any::<u8>(), 0..64), n in 0usize..300) {
             let mut samples = vec![Sample::new(0, 0.0); n];
-            let _ = decode(packing, &bytes, &mut 0, &mut samples);
+            let _ = decode_prefix(packing, &bytes, &mut 0, samples.len(), &mut samples);
         }
     }
 }

@@ -109,15 +109,9 @@ pub(crate) fn integral(codec: u8, bytes: &[u8], pos: &mut usize, stale_count: u3
     }
 }
 
-/// Decodes a value section at `*pos` into `out` (one value per sample, timestamps untouched)
-/// and advances `*pos` past it.
-#[cfg(test)]
-pub(crate) fn decode(codec: u8, bytes: &[u8], pos: &mut usize, out: &mut [Sample]) -> Result<()> {
-    decode_prefix(codec, bytes, pos, out.len(), out)
-}
-
-/// [`decode`] of the first `out.len()` of the section's `n` values, reading no further than
-/// they need; `*pos` is past the section only if `out.len() == n`.
+/// Decodes the first `out.len()` of the `n` values of the value section at `*pos` into `out`
+/// (one value per sample, timestamps untouched), reading no further than they need; `*pos` is
+/// past the section only if `out.len() == n`.
 pub(crate) fn decode_prefix(
     codec: u8,
     bytes: &[u8],
@@ -164,7 +158,7 @@ mod tests {
         out.push(0xAB);
         let mut samples = vec![Sample::new(0, 0.0); values.len()];
         let mut pos = 1;
-        decode(codec, &out, &mut pos, &mut samples).unwrap();
+        decode_prefix(codec, &out, &mut pos, samples.len(), &mut samples).unwrap();
         assert_eq!(pos, out.len() - 1);
         let got: Vec<u64> = samples.iter().map(|s| s.v.to_bits()).collect();
         let want: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
@@ -204,7 +198,7 @@ mod tests {
         #[test]
         fn decoders_never_panic(codec in 0u8..6, bytes in proptest::collection::vec(any::<u8>(), 0..64), n in 0usize..300) {
             let mut samples = vec![Sample::new(0, 0.0); n];
-            let _ = decode(codec, &bytes, &mut 0, &mut samples);
+            let _ = decode_prefix(codec, &bytes, &mut 0, samples.len(), &mut samples);
         }
     }
 }

@@ -7,8 +7,8 @@ use memmap2::Mmap;
 
 use crate::encoding::varint::{get_uvarint, get_varint};
 use crate::encoding::{
-    BlockStats, StatsChain, decode_block, decode_indexed_block, decode_indexed_block_until,
-    integral_indexed_values, integral_values,
+    BlockStats, StatsChain, decode_block, decode_block_until, decode_indexed_block, integral_indexed_values,
+    integral_values,
 };
 use crate::error::{Error, Result};
 use crate::flush::keep_from;
@@ -298,26 +298,19 @@ impl PartitionFile {
     /// Decodes one block, verifying its checksum, appending its samples to `out`.
     pub fn read_block(&self, b: &BlockMeta, out: &mut Vec<Sample>) -> Result<()> {
         let bytes = self.block_bytes(b)?;
-        // Version 1 blocks never leave their timestamps to the statistics.
-        let result = if self.version >= 2 {
-            decode_indexed_block(bytes, &b.stats, out)
-        } else {
-            decode_block(bytes, out)
+        let result = match self.index_stats(b) {
+            Some(stats) => decode_indexed_block(bytes, stats, out),
+            None => decode_block(bytes, out),
         };
         result.map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
     }
 
     /// Decodes the block's samples up to `until_t` (inclusive), verifying its checksum, and
-    /// appends them to `out`; the values after them are not read (partition format 2).
+    /// appends them to `out`; the values after them are not read.
     pub fn read_block_until(&self, b: &BlockMeta, until_t: i64, out: &mut Vec<Sample>) -> Result<()> {
         let bytes = self.block_bytes(b)?;
-        let from = out.len();
-        let result = if self.version >= 2 {
-            decode_indexed_block_until(bytes, &b.stats, until_t, out)
-        } else {
-            decode_block(bytes, out).map(|()| keep_from(out, from, |s| s.t <= until_t))
-        };
-        result.map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
+        decode_block_until(bytes, self.index_stats(b), until_t, out)
+            .map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
     }
 
     /// Whether the block's non-stale values are all integers below 2^53 (not -0.0), as far as
@@ -329,11 +322,16 @@ impl PartitionFile {
             return Ok(true);
         }
         let bytes = self.block_bytes(b)?;
-        Ok(if self.version >= 2 {
-            integral_indexed_values(bytes, &b.stats)
-        } else {
-            integral_values(bytes, b.stats.stale_count)
+        Ok(match self.index_stats(b) {
+            Some(stats) => integral_indexed_values(bytes, stats),
+            None => integral_values(bytes, b.stats.stale_count),
         })
+    }
+
+    /// The statistics a block's decoder may take its count and timestamps from: those of
+    /// version 2 files; version 1 blocks are self-contained (and never use codec 4).
+    fn index_stats<'b>(&self, b: &'b BlockMeta) -> Option<&'b BlockStats> {
+        (self.version >= 2).then_some(&b.stats)
     }
 
     /// Appends the series' samples in `[mint, maxt]` to `out` (sorted, unique timestamps).

@@ -238,7 +238,7 @@ proptest! {
         for b in blocks {
             for until in [until, until.saturating_sub(1), i64::MIN, i64::MAX] {
                 let mut got = vec![Sample::new(-5, 1.0)];
-                decode_indexed_block_until(&b, &stats, until, &mut got).unwrap();
+                decode_block_until(&b, Some(&stats), until, &mut got).unwrap();
                 let want: Vec<Sample> = samples.iter().copied().filter(|s| s.t <= until).collect();
                 prop_assert_eq!(&got[1..], &want[..]);
             }
