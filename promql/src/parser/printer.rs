@@ -58,7 +58,12 @@ fn offset(d: &DurationExpr) -> String {
 
 fn modifiers(f: &mut Formatter<'_>, at: Option<AtModifier>, off: &Option<DurationExpr>) -> fmt::Result {
     match at {
-        Some(AtModifier::Timestamp(t)) => write!(f, " @ {}.{:03}", t.div_euclid(1000), t.rem_euclid(1000))?,
+        // Seconds with three decimals, as Prometheus' `%.3f`; the sign apart, so that -900 ms
+        // prints as -0.900 (not the floor -1 and the remainder .100).
+        Some(AtModifier::Timestamp(t)) => {
+            let (sign, ms) = (if t < 0 { "-" } else { "" }, t.unsigned_abs());
+            write!(f, " @ {sign}{}.{:03}", ms / 1000, ms % 1000)?
+        }
         Some(AtModifier::Start) => f.write_str(" @ start()")?,
         Some(AtModifier::End) => f.write_str(" @ end()")?,
         None => {}
@@ -197,4 +202,28 @@ fn extended(f: &mut Formatter<'_>, vs: &VectorSelector) -> fmt::Result {
         f.write_str(" smoothed")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::parser::{ParseOptions, parse};
+
+    fn printed(q: &str) -> String {
+        parse(q, &ParseOptions::default()).map(|e| e.to_string()).unwrap_or_else(|e| panic!("{q}: {e:?}"))
+    }
+
+    /// `@` timestamps print as seconds with three decimals, as Prometheus' `%.3f`, and a
+    /// negative one keeps its value (found by the promql_parse fuzz target: `x @ -.9` printed as
+    /// `x @ -1.100`, the floor and the remainder).
+    #[test]
+    fn at_timestamps_print_as_seconds() {
+        assert_eq!(printed("x @ -.9"), "x @ -0.900");
+        assert_eq!(printed("x @ -1.5"), "x @ -1.500");
+        assert_eq!(printed("x @ -1"), "x @ -1.000");
+        assert_eq!(printed("x @ 0.25"), "x @ 0.250");
+        assert_eq!(printed("x @ 1700000000.123"), "x @ 1700000000.123");
+        for q in ["x @ -.9", "x @ -1.5", "x @ -0.001", "x @ 12.345"] {
+            assert_eq!(printed(&printed(q)), printed(q), "{q} round-trips");
+        }
+    }
 }
