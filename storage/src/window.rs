@@ -58,7 +58,7 @@ pub struct WindowAgg {
 }
 
 /// 2^53: integers below it in magnitude, and their sums while these stay below it, are exact.
-const EXACT_LIMIT: f64 = 9_007_199_254_740_992.0;
+pub(crate) const EXACT_LIMIT: f64 = 9_007_199_254_740_992.0;
 
 impl Default for WindowAgg {
     fn default() -> Self {

@@ -149,6 +149,38 @@ pub fn decode_block_until(
     decode_checked(bytes, stats, Some(until_t), out)
 }
 
+/// What [`sum_block_until`] found in the part of a block up to a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefixSum {
+    /// Samples read (stale markers included).
+    pub read: u64,
+    /// Non-stale values among them.
+    pub count: u64,
+    /// Their sum, exact while the magnitudes' sum stays below 2^63 (callers that need an exact
+    /// `f64` bound it below 2^53 from the block's statistics).
+    pub sum: i64,
+}
+
+/// For a block stored with `stats` beside it whose timestamps are implied (codec 4) and whose
+/// values are all integers below 2^53 or stale markers (told from the value codec's parameters,
+/// as [`integral_indexed_values`]): the count and integer sum of its non-stale values up to
+/// `until_t` (inclusive), reading the packed integers only that far and writing no samples.
+/// `None` for any other block (the caller decodes it). Total like [`decode_block`].
+pub fn sum_block_until(bytes: &[u8], stats: &BlockStats, until_t: i64) -> Result<Option<PrefixSum>> {
+    let mut pos = 0;
+    let h = BlockHeader::read(bytes, &mut pos, Some(stats))?;
+    if h.ts_codec != TS_IMPLIED || !integral(bytes, Some(stats), stats.stale_count) {
+        return Ok(None);
+    }
+    let n = h.count as usize;
+    let take = timestamps::implied_until(stats.min_t, stats.max_t, n, until_t)?;
+    Ok(values::sum_prefix(h.value_codec, bytes, &mut pos, n, take)?.map(|(count, sum)| PrefixSum {
+        read: take as u64,
+        count,
+        sum,
+    }))
+}
+
 /// Decodes into `out`, leaving it as it was on error.
 fn decode_checked(
     bytes: &[u8],

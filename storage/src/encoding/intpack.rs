@@ -106,23 +106,26 @@ pub(crate) fn min_bytes(id: u8, n: usize) -> usize {
     }
 }
 
-/// Reads `n` values packed as `id` at `*pos`, handing each to `sink` in order, and advances
-/// `*pos` past the section.
+/// Reads the first `take` (at most `n`) of the `n` values packed as `id` at `*pos`, handing
+/// each to `sink` in order. Having read all `n`, it advances `*pos` past the section; after a
+/// shorter `take`, `*pos` is unspecified (a prefix is read only where nothing follows it).
 pub(crate) fn read(
     id: u8,
     bytes: &[u8],
     pos: &mut usize,
     n: usize,
+    take: usize,
     sink: impl FnMut(i64) -> Result<()>,
 ) -> Result<()> {
+    let take = take.min(n);
     let remaining = bytes.len().saturating_sub(*pos);
     if remaining < min_bytes(id, n) {
         return Err(Error::Decode(format!("packed section of {n} values needs more than {remaining} bytes")));
     }
     match id {
-        PACK_FOR => read_for(bytes, pos, n, sink),
-        PACK_RICE => read_rice(bytes, pos, n, sink),
-        PACK_RUNS => read_runs(bytes, pos, n, sink),
+        PACK_FOR => read_for(bytes, pos, n, take, sink),
+        PACK_RICE => read_rice(bytes, pos, take, sink),
+        PACK_RUNS => read_runs(bytes, pos, n, take, sink),
         other => Err(Error::Decode(format!("unknown packing {other}"))),
     }
 }
@@ -166,7 +169,13 @@ fn write_for(xs: &[i64], out: &mut Vec<u8>) {
     }
 }
 
-fn read_for(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) -> Result<()>) -> Result<()> {
+fn read_for(
+    bytes: &[u8],
+    pos: &mut usize,
+    n: usize,
+    take: usize,
+    mut sink: impl FnMut(i64) -> Result<()>,
+) -> Result<()> {
     // First pass: skip the headers to find the bit stream; the second pass reads them again.
     let mut header_pos = *pos;
     let mut scan = *pos;
@@ -178,7 +187,7 @@ fn read_for(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) -
         }
     }
     let mut r = BitReader::new(bytes.get(scan..).unwrap_or(&[]));
-    let mut left = n;
+    let mut left = take;
     while left > 0 {
         let lo = get_varint(bytes, &mut header_pos)?;
         let width = u32::from(get_u8(bytes, &mut header_pos)?);
@@ -320,6 +329,7 @@ fn read_rice_k(bytes: &[u8], pos: &mut usize) -> Result<u32> {
     Ok(u32::from(k))
 }
 
+/// Reads the first `n` codes (the codes are sequential: a prefix is read by asking for fewer).
 fn read_rice(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) -> Result<()>) -> Result<()> {
     let mut at = *pos;
     let header = get_u8(bytes, &mut at)?;
@@ -410,28 +420,38 @@ fn write_runs(xs: &[i64], k_run: u8, k_val: u8, out: &mut Vec<u8>) {
     }
 }
 
-fn read_runs(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) -> Result<()>) -> Result<()> {
+fn read_runs(
+    bytes: &[u8],
+    pos: &mut usize,
+    n: usize,
+    take: usize,
+    mut sink: impl FnMut(i64) -> Result<()>,
+) -> Result<()> {
     let mut at = *pos;
     let k_run = read_rice_k(bytes, &mut at)?;
     let k_val = read_rice_k(bytes, &mut at)?;
     let mut r = BitReader::new(bytes.get(at..).unwrap_or(&[]));
     let mut left = n as u64;
-    while left > 0 {
+    // Values still to hand to `sink`; a run is checked against `left` before it is cut to this.
+    let mut wanted = take as u64;
+    while wanted > 0 {
         let run = read_rice_code(&mut r, k_run)?;
         if run > left {
             return Err(Error::Decode(format!("run of {run} zeros exceeds the {left} values left")));
         }
-        for _ in 0..run {
+        for _ in 0..run.min(wanted) {
             sink(0)?;
         }
         left -= run;
-        if left == 0 {
+        wanted = wanted.saturating_sub(run);
+        if wanted == 0 {
             break;
         }
         let code = read_rice_code(&mut r, k_val)?;
         let z = code.checked_add(1).ok_or_else(|| Error::Decode("run value code overflows".into()))?;
         sink(unzigzag(z))?;
         left -= 1;
+        wanted -= 1;
     }
     *pos = at + r.bytes_consumed();
     Ok(())
@@ -463,13 +483,23 @@ mod tests {
         out.push(0xAB); // a following section must not be consumed
         let mut got = Vec::new();
         let mut pos = 1;
-        read(id, &out, &mut pos, xs.len(), |x| {
+        read(id, &out, &mut pos, xs.len(), xs.len(), |x| {
             got.push(x);
             Ok(())
         })
         .unwrap();
         assert_eq!(got, xs);
         assert_eq!(pos, out.len() - 1);
+        // A prefix reads the same values, and no more.
+        for take in [0, 1, xs.len() / 2, xs.len().saturating_sub(1), xs.len() + 1] {
+            let mut prefix = Vec::new();
+            read(id, &out, &mut 1, xs.len(), take, |x| {
+                prefix.push(x);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(prefix, xs[..take.min(xs.len())], "{p:?} prefix of {take}");
+        }
         len
     }
 
@@ -484,7 +514,7 @@ mod tests {
         #[test]
         fn readers_never_panic(id in 0u8..4, bytes in proptest::collection::vec(any::<u8>(), 0..200), n in 0usize..2000) {
             let mut count = 0;
-            let result = read(id, &bytes, &mut 0, n, |_| { count += 1; Ok(()) });
+            let result = read(id, &bytes, &mut 0, n, n, |_| { count += 1; Ok(()) });
             if result.is_ok() {
                 prop_assert_eq!(count, n);
             }

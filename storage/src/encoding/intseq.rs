@@ -166,39 +166,45 @@ pub(crate) fn min_bytes(order: u8, packing: u8, n: usize) -> usize {
     seed_count(order, n) + intpack::min_bytes(packing, residual_count(order, n))
 }
 
-/// Reads a sequence of `n` values written with `order` and packing id `packing` at `*pos`,
-/// handing each value to `sink` in order, and advances `*pos` past it.
+/// Reads the first `take` (at most `n`) of a sequence of `n` values written with `order` and
+/// packing id `packing` at `*pos`, handing each value to `sink` in order. Having read all `n`,
+/// it advances `*pos` past the sequence; after a shorter `take`, `*pos` is unspecified.
 pub(crate) fn read(
     order: u8,
     packing: u8,
     bytes: &[u8],
     pos: &mut usize,
     n: usize,
+    take: usize,
     mut sink: impl FnMut(i64) -> Result<()>,
 ) -> Result<()> {
     if order > ORDER_GRID {
         return Err(Error::Decode(format!("unknown residual order {order}")));
     }
+    let take = take.min(n);
     let seeds = seed_count(order, n);
     let first = if seeds >= 1 { get_varint(bytes, pos)? } else { 0 };
     let second = if seeds >= 2 { get_varint(bytes, pos)? } else { 0 };
-    if seeds >= 1 {
+    if seeds >= 1 && take >= 1 {
         sink(first)?;
     }
+    // Residuals behind the wanted values: value i >= seeds comes from residual i - seeds
+    // (the raw order has no seeds, the others one value per seed but the grid's step).
+    let (residuals, wanted) = (residual_count(order, n), residual_count(order, take));
     let mut m = first;
     let mut delta = second;
     match order {
-        ORDER_RAW => intpack::read(packing, bytes, pos, n, sink),
-        ORDER_DELTA => intpack::read(packing, bytes, pos, residual_count(order, n), |r| {
+        ORDER_RAW => intpack::read(packing, bytes, pos, residuals, wanted, sink),
+        ORDER_DELTA => intpack::read(packing, bytes, pos, residuals, wanted, |r| {
             m = m.wrapping_add(r);
             sink(m)
         }),
         ORDER_DOD => {
-            if seeds >= 2 {
+            if seeds >= 2 && take >= 2 {
                 m = m.wrapping_add(delta);
                 sink(m)?;
             }
-            intpack::read(packing, bytes, pos, residual_count(order, n), |r| {
+            intpack::read(packing, bytes, pos, residuals, wanted, |r| {
                 delta = delta.wrapping_add(r);
                 m = m.wrapping_add(delta);
                 sink(m)
@@ -206,7 +212,7 @@ pub(crate) fn read(
         }
         _ => {
             let mut base = first;
-            intpack::read(packing, bytes, pos, residual_count(order, n), |r| {
+            intpack::read(packing, bytes, pos, residuals, wanted, |r| {
                 base = base.wrapping_add(second);
                 sink(base.wrapping_add(r))
             })
@@ -230,13 +236,23 @@ mod tests {
         out.push(0xAB);
         let mut got = Vec::new();
         let mut pos = 1;
-        read(order, packing, &out, &mut pos, ms.len(), |m| {
+        read(order, packing, &out, &mut pos, ms.len(), ms.len(), |m| {
             got.push(m);
             Ok(())
         })
         .unwrap();
         assert_eq!(got, ms, "order {order} packing {packing}");
         assert_eq!(pos, out.len() - 1);
+        // Every prefix length the seeds and residuals can end at reads exactly that prefix.
+        for take in [0, 1, 2, 3, ms.len() / 2, ms.len().saturating_sub(1), ms.len() + 1] {
+            let mut prefix = Vec::new();
+            read(order, packing, &out, &mut 1, ms.len(), take, |m| {
+                prefix.push(m);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(prefix, ms[..take.min(ms.len())], "order {order} packing {packing} take {take}");
+        }
         plan.len
     }
 
@@ -258,7 +274,7 @@ mod tests {
         #[test]
         fn reader_never_panics(order in 0u8..5, packing in 0u8..4, bytes in proptest::collection::vec(any::<u8>(), 0..100), n in 0usize..1000) {
             let mut count = 0;
-            if read(order, packing, &bytes, &mut 0, n, |_| { count += 1; Ok(()) }).is_ok() {
+            if read(order, packing, &bytes, &mut 0, n, n, |_| { count += 1; Ok(()) }).is_ok() {
                 prop_assert_eq!(count, n);
             }
         }

@@ -265,12 +265,9 @@ pub(crate) fn integral(bytes: &[u8], pos: &mut usize, stale_count: u32) -> bool 
     n_exc == u64::from(stale_count)
 }
 
-/// Sentinel a sink returns to end a sequence early once it has every value it wants.
-const PREFIX_DONE: &str = "prefix decoded";
-
 /// Decodes the first `out.len()` values of a section holding `n` (at least as many):
 /// the packed integers are read only as far as `out` reaches, so a short prefix of a block
-/// costs a short read. After an early stop `*pos` does not point past the section.
+/// costs a short read. After a prefix shorter than `n`, `*pos` does not point past the section.
 pub(crate) fn decode_prefix(
     packing: u8,
     bytes: &[u8],
@@ -281,14 +278,105 @@ pub(crate) fn decode_prefix(
     if out.len() > n {
         return Err(Error::Decode(format!("prefix of {} values from {n}", out.len())));
     }
+    let head = read_head(bytes, pos, n)?;
+    let pow = POW10.get(usize::from(head.exponent)).copied().unwrap_or(1.0);
+    let mut slots = out.iter_mut();
+    let wanted = slots.len();
+    // One loop per exponent: the integer case skips the division (see `descale`).
+    if head.exponent == 0 {
+        intseq::read(head.order, packing, bytes, pos, n, wanted, |m| {
+            if let Some(s) = slots.next() {
+                s.v = m as f64;
+            }
+            Ok(())
+        })?;
+    } else {
+        intseq::read(head.order, packing, bytes, pos, n, wanted, |m| {
+            if let Some(s) = slots.next() {
+                s.v = descale(m, pow);
+            }
+            Ok(())
+        })?;
+    }
+    for exc in head.exceptions(bytes) {
+        let (index, bits) = exc?;
+        if let Some(s) = out.get_mut(index) {
+            s.v = f64::from_bits(bits);
+        }
+    }
+    Ok(())
+}
+
+/// The number of non-stale values among the first `take` (at most `n`) of a section holding
+/// `n`, and their sum as an integer (wrapping), for a section whose every value is an integer
+/// or a stale marker: exponent 0 and no exception but stale markers. `None` for any other
+/// section, which the caller decodes instead. Nothing is written per value, so a block cut by a
+/// window boundary costs only the reading of its integers up to the boundary.
+pub(crate) fn sum_prefix(
+    packing: u8,
+    bytes: &[u8],
+    pos: &mut usize,
+    n: usize,
+    take: usize,
+) -> Result<Option<(u64, i64)>> {
+    let take = take.min(n);
+    let head = read_head(bytes, pos, n)?;
+    if head.exponent != 0 {
+        return Ok(None);
+    }
+    // The stale markers among the prefix: their slots in the integer stream repeat the
+    // previous integer, which must not count.
+    let mut skip = Vec::new();
+    for exc in head.exceptions(bytes) {
+        let (index, bits) = exc?;
+        if bits != STALE_NAN_BITS {
+            return Ok(None);
+        }
+        if index < take {
+            skip.push(index);
+        }
+    }
+    let mut sum = 0i64;
+    intseq::read(head.order, packing, bytes, pos, n, take, |m| {
+        sum = sum.wrapping_add(m);
+        Ok(())
+    })?;
+    if !skip.is_empty() {
+        // Rare (a series that went stale and came back inside the block): read the integers
+        // at those slots again rather than test every index in the loop above.
+        let mut at = 0usize;
+        let mut next = skip.iter().copied().peekable();
+        let mut again = head.integers_at;
+        intseq::read(head.order, packing, bytes, &mut again, n, take, |m| {
+            if next.next_if_eq(&at).is_some() {
+                sum = sum.wrapping_sub(m);
+            }
+            at += 1;
+            Ok(())
+        })?;
+    }
+    Ok(Some(((take - skip.len()) as u64, sum)))
+}
+
+/// The parameters and exception list that precede a section's integers.
+struct Head {
+    exponent: u8,
+    order: u8,
+    n_exc: u64,
+    /// Where the exception list starts.
+    exceptions_at: usize,
+    /// Where the integer sequence starts.
+    integers_at: usize,
+}
+
+/// Reads and checks the parameters and the exception list (indexes below `n`), leaving `*pos`
+/// at the integers.
+fn read_head(bytes: &[u8], pos: &mut usize, n: usize) -> Result<Head> {
     let params = get_u8(bytes, pos)?;
     let (exponent, order) = (params & EXPONENT_MASK, params >> 6);
     if exponent > MAX_EXPONENT {
         return Err(Error::Decode(format!("scaled codec exponent {exponent} out of range")));
     }
-    let pow = POW10.get(usize::from(exponent)).copied().unwrap_or(1.0);
-
-    // Validate the exceptions now, apply them after the integers are written.
     let n_exc = if params & HAS_EXCEPTIONS != 0 { get_uvarint(bytes, pos)? } else { 0 };
     if n_exc > n as u64 || n_exc.saturating_mul(2) > bytes.len().saturating_sub(*pos) as u64 {
         return Err(Error::Decode(format!("{n_exc} exceptions for {n} values do not fit the block")));
@@ -303,47 +391,22 @@ pub(crate) fn decode_prefix(
         }
         index += 1;
     }
+    Ok(Head { exponent, order, n_exc, exceptions_at, integers_at: *pos })
+}
 
-    let mut slots = out.iter_mut();
-    let wanted = slots.len();
-    let done = || Err(Error::Decode(PREFIX_DONE.into()));
-    let read = if wanted == 0 {
-        Ok(())
-    } else if exponent == 0 {
-        // Integers (most metrics): `descale` without its division, which the compiler would
-        // otherwise compute for every value and select away (it doubled the loop's time).
-        intseq::read(order, packing, bytes, pos, n, |m| match slots.next() {
-            Some(s) => {
-                s.v = m as f64;
-                if slots.len() == 0 && wanted < n { done() } else { Ok(()) }
-            }
-            None => Ok(()),
+impl Head {
+    /// The exceptions as `(index, bits)`, read again from the checked list.
+    fn exceptions<'a>(&self, bytes: &'a [u8]) -> impl Iterator<Item = Result<(usize, u64)>> + 'a {
+        let mut at = self.exceptions_at;
+        let mut index = 0usize;
+        (0..self.n_exc).map(move |_| {
+            index = index.saturating_add(get_uvarint(bytes, &mut at)? as usize);
+            let bits = get_uvarint(bytes, &mut at)? ^ STALE_NAN_BITS;
+            let this = index;
+            index = index.saturating_add(1);
+            Ok((this, bits))
         })
-    } else {
-        intseq::read(order, packing, bytes, pos, n, |m| match slots.next() {
-            Some(s) => {
-                s.v = descale(m, pow);
-                if slots.len() == 0 && wanted < n { done() } else { Ok(()) }
-            }
-            None => Ok(()),
-        })
-    };
-    match read {
-        Err(Error::Decode(msg)) if msg == PREFIX_DONE => {}
-        other => other?,
     }
-
-    let mut at = exceptions_at;
-    let mut index = 0usize;
-    for _ in 0..n_exc {
-        index = index.saturating_add(get_uvarint(bytes, &mut at)? as usize);
-        let bits = get_uvarint(bytes, &mut at)? ^ STALE_NAN_BITS;
-        if let Some(s) = out.get_mut(index) {
-            s.v = f64::from_bits(bits);
-        }
-        index = index.saturating_add(1);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

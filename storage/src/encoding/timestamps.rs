@@ -134,6 +134,37 @@ pub(crate) fn skip_const(codec: u8, bytes: &[u8], pos: &mut usize) -> Result<()>
 /// `(max_t − min_t) / (n − 1)` up to `max_t`, pushed as `Sample { t, v: 0.0 }`; with `until`,
 /// only those up to it. An error unless they are strictly increasing integers: `n = 1` needs
 /// `min_t = max_t`, a larger `n` a positive span that `n − 1` divides.
+/// The interval of `n` implied timestamps from `min_t` to `max_t`, or an error if they imply
+/// none.
+fn implied_step(min_t: i64, max_t: i64, n: usize) -> Result<i128> {
+    let span = i128::from(max_t) - i128::from(min_t);
+    let rest = n.saturating_sub(1) as i128;
+    match rest {
+        0 if span == 0 => Ok(0),
+        r if r > 0 && span > 0 && span % r == 0 => Ok(span / r),
+        _ => Err(Error::Decode(format!(
+            "statistics {min_t}..={max_t} imply no constant interval for {n} timestamps"
+        ))),
+    }
+}
+
+/// How many of `n` timestamps from `min_t` every `step` lie at or before `until`.
+fn implied_count(min_t: i64, step: i128, n: usize, until: i64) -> usize {
+    if until < min_t {
+        0
+    } else if step > 0 {
+        ((i128::from(until) - i128::from(min_t)) / step + 1).min(n as i128) as usize
+    } else {
+        n
+    }
+}
+
+/// How many of the `n` implied timestamps from `min_t` to `max_t` lie at or before `until`
+/// (what [`decode_implied`] would decode up to `until`), without decoding them.
+pub(crate) fn implied_until(min_t: i64, max_t: i64, n: usize, until: i64) -> Result<usize> {
+    Ok(implied_count(min_t, implied_step(min_t, max_t, n)?, n, until))
+}
+
 pub(crate) fn decode_implied(
     min_t: i64,
     max_t: i64,
@@ -141,22 +172,10 @@ pub(crate) fn decode_implied(
     until: Option<i64>,
     out: &mut Vec<Sample>,
 ) -> Result<()> {
-    let span = i128::from(max_t) - i128::from(min_t);
-    let rest = n.saturating_sub(1) as i128;
-    let step = match rest {
-        0 if span == 0 => 0,
-        r if r > 0 && span > 0 && span % r == 0 => span / r,
-        _ => {
-            return Err(Error::Decode(format!(
-                "statistics {min_t}..={max_t} imply no constant interval for {n} timestamps"
-            )));
-        }
-    };
-    // How many lie at or before `until`.
+    let step = implied_step(min_t, max_t, n)?;
     let take = match until {
-        Some(u) if u < min_t => 0,
-        Some(u) if step > 0 => ((i128::from(u) - i128::from(min_t)) / step + 1).min(n as i128) as usize,
-        _ => n,
+        Some(u) => implied_count(min_t, step, n, u),
+        None => n,
     };
     // `step` fits an i64 (it is at most the span, below 2^64) only as u64: wrapping
     // arithmetic gives the exact timestamps, all between min_t and max_t.
@@ -186,7 +205,7 @@ pub(crate) fn decode(
         if params >> 4 != 0 {
             return Err(Error::Decode(format!("timestamp sequence params {params:#x} have unknown bits")));
         }
-        return intseq::read(params & 3, params >> 2, bytes, pos, n, push);
+        return intseq::read(params & 3, params >> 2, bytes, pos, n, n, push);
     }
     let first = get_varint(bytes, pos)?;
     push(first)?;

@@ -16,7 +16,7 @@ use super::scaled;
 use super::varint::get_u8;
 use super::xor::XorState;
 use crate::error::{Error, Result};
-use crate::types::Sample;
+use crate::types::{Sample, is_stale};
 
 /// Codec id: all values identical.
 pub(crate) const VAL_CONST: u8 = 0;
@@ -146,6 +146,38 @@ pub(crate) fn decode_prefix(
     Ok(())
 }
 
+/// The number of non-stale values among the first `take` (at most `n`) of the value section at
+/// `*pos`, and their sum as an integer (wrapping), when every value of the section is an
+/// integer below 2^53 (not -0.0) or a stale marker, told from the codec's parameters; `None`
+/// otherwise (the caller decodes). See [`scaled::sum_prefix`].
+pub(crate) fn sum_prefix(
+    codec: u8,
+    bytes: &[u8],
+    pos: &mut usize,
+    n: usize,
+    take: usize,
+) -> Result<Option<(u64, i64)>> {
+    let take = take.min(n);
+    match codec {
+        VAL_CONST => {
+            let class = get_u8(bytes, pos)?;
+            let v = read_float(class, bytes, pos)?;
+            Ok(if is_stale(v) {
+                Some((0, 0))
+            } else if scaled::is_small_integer(v) {
+                Some((take as u64, (v as i64).wrapping_mul(take as i64)))
+            } else {
+                None
+            })
+        }
+        VAL_SCALED_FOR | VAL_SCALED_RICE | VAL_SCALED_RUNS => {
+            scaled::sum_prefix(packing_of(codec), bytes, pos, n, take)
+        }
+        VAL_XOR => Ok(None),
+        other => Err(Error::Decode(format!("unknown value codec {other}"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,7 +196,29 @@ mod tests {
         let want: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
         assert_eq!(got, want);
         assert!(out.len() - 2 >= min_bytes(codec, values.len()).unwrap());
+        for take in [0, 1, values.len() / 3, values.len() - 1, values.len()] {
+            check_sum_prefix(codec, &out, values, take);
+        }
         codec
+    }
+
+    /// `sum_prefix` either declines or gives the count and exact sum of the prefix's non-stale
+    /// values, and declines only when some value is neither an integer nor a stale marker.
+    fn check_sum_prefix(codec: u8, out: &[u8], values: &[f64], take: usize) {
+        let got = sum_prefix(codec, out, &mut 1, values.len(), take).unwrap();
+        let live: Vec<f64> = values[..take].iter().copied().filter(|v| !is_stale(*v)).collect();
+        match got {
+            Some((count, sum)) => {
+                assert_eq!(count, live.len() as u64, "codec {codec} take {take}");
+                let want = live.iter().fold(0i64, |acc, v| acc.wrapping_add(*v as i64));
+                assert!(live.iter().all(|v| scaled::is_small_integer(*v)), "codec {codec}: {live:?}");
+                assert_eq!(sum, want, "codec {codec} take {take}");
+            }
+            None => assert!(
+                codec == VAL_XOR || values.iter().any(|v| !is_stale(*v) && !scaled::is_small_integer(*v)),
+                "codec {codec} declined {values:?}"
+            ),
+        }
     }
 
     #[test]
@@ -199,6 +253,21 @@ mod tests {
         fn decoders_never_panic(codec in 0u8..6, bytes in proptest::collection::vec(any::<u8>(), 0..64), n in 0usize..300) {
             let mut samples = vec![Sample::new(0, 0.0); n];
             let _ = decode_prefix(codec, &bytes, &mut 0, samples.len(), &mut samples);
+            let _ = sum_prefix(codec, &bytes, &mut 0, n, n / 2);
+        }
+
+        #[test]
+        fn integer_prefix_sums(values in proptest::collection::vec(prop_oneof![
+            8 => (-1000i64..1000).prop_map(|m| m as f64),
+            1 => Just(f64::from_bits(crate::types::STALE_NAN_BITS)),
+            1 => Just(0.5),
+        ], 1..300), take in 0usize..300) {
+            let take = take.min(values.len());
+            for force in [None, Some(VAL_CONST), Some(VAL_SCALED_FOR), Some(VAL_SCALED_RICE), Some(VAL_SCALED_RUNS)] {
+                let mut out = vec![0xEE];
+                let codec = encode(&values, &mut out, force);
+                check_sum_prefix(codec, &out, &values, take);
+            }
         }
     }
 }

@@ -7,8 +7,8 @@ use memmap2::Mmap;
 
 use crate::encoding::varint::{get_uvarint, get_varint};
 use crate::encoding::{
-    BlockStats, StatsChain, decode_block, decode_block_until, decode_indexed_block, integral_indexed_values,
-    integral_values,
+    BlockStats, PrefixSum, StatsChain, decode_block, decode_block_until, decode_indexed_block,
+    integral_indexed_values, integral_values, sum_block_until,
 };
 use crate::error::{Error, Result};
 use crate::flush::keep_from;
@@ -310,6 +310,17 @@ impl PartitionFile {
     pub fn read_block_until(&self, b: &BlockMeta, until_t: i64, out: &mut Vec<Sample>) -> Result<()> {
         let bytes = self.block_bytes(b)?;
         decode_block_until(bytes, self.index_stats(b), until_t, out)
+            .map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
+    }
+
+    /// The count and integer sum of the block's non-stale values up to `until_t` (inclusive),
+    /// verifying its checksum, without writing samples: see [`sum_block_until`]. `None` for a
+    /// block that needs decoding instead (version 1, timestamps not a constant interval, or
+    /// values not all integers).
+    pub fn sum_block_until(&self, b: &BlockMeta, until_t: i64) -> Result<Option<PrefixSum>> {
+        let Some(stats) = self.index_stats(b) else { return Ok(None) };
+        let bytes = self.block_bytes(b)?;
+        sum_block_until(bytes, stats, until_t)
             .map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
     }
 

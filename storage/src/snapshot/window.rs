@@ -20,10 +20,12 @@
 //! exclusive integer block cut by one window boundary into two parts that each lie wholly in
 //! one window or outside all (two adjacent windows, as hourly windows not aligned with hour
 //! blocks make; or one window covering the block's start or its end) is *split*
-//! ([`split_point`]): its samples up to the boundary are decoded into a count and sum for the
-//! window before the boundary, if any, and the window after it, if any, takes the block's count
-//! and sum less those, exact for integers. Only the part before the boundary is read. Windows
-//! that took such a part are [partial](WindowAgg::is_partial).
+//! ([`split_point`]): its samples up to the boundary give a count and sum for the window before
+//! the boundary, if any, and the window after it, if any, takes the block's count and sum less
+//! those, exact for integers. Only the part before the boundary is read, and where the block's
+//! timestamps are implied by its statistics its packed integers are summed as they are read,
+//! without writing samples ([`split_sum`]). Windows that took such a part are
+//! [partial](WindowAgg::is_partial).
 //!
 //! Every other block overlapping a window is decoded, and the decoded samples of all sources are
 //! merged exactly as [`Querier::samples`](crate::Querier::samples) merges them (newest write
@@ -41,7 +43,7 @@ use crate::matcher::matches_all;
 use crate::partition::BlockMeta;
 use crate::query::SeriesRef;
 use crate::types::{Sample, is_stale};
-use crate::window::{ScanStats, WindowAgg, span};
+use crate::window::{EXACT_LIMIT, ScanStats, WindowAgg, span};
 
 /// What a block contributes to the windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,14 +361,9 @@ fn decode(
                         // Exclusive, so no other source has samples in its range, and integer:
                         // each side's window takes its count and exact sum, and the decoded
                         // samples need not join the merge.
-                        scratch.clear();
-                        file.file.read_block_until(&b.meta, at, &mut scratch)?;
-                        stats.blocks_decoded += 1;
-                        stats.samples_decoded += scratch.len() as u64;
                         let st = &b.meta.stats;
-                        let live = scratch.iter().filter(|s| !is_stale(s.v));
-                        let (count, sum) = live.fold((0u64, 0.0), |(n, sum), s| (n + 1, sum + s.v));
                         let bound = st.min.abs().max(st.max.abs()) * f64::from(st.count);
+                        let (count, sum) = split_sum(file, &b.meta, at, bound, &mut scratch, stats)?;
                         if before {
                             parts.push(Part { start: st.min_t, count, sum, bound });
                         }
@@ -398,6 +395,32 @@ fn decode(
     let mut out = Vec::new();
     merge_sources(runs, &mut out);
     Ok((out, parts))
+}
+
+/// The count and sum of a split block's non-stale values up to `at`: summed as integers while
+/// reading them when the block allows (implied timestamps, integer codec) and `bound` keeps the
+/// sum exact (then the integer sum is the `f64` sum in any order), else decoded into `scratch`
+/// and folded in time order.
+fn split_sum(
+    file: &LiveFile,
+    meta: &BlockMeta,
+    at: i64,
+    bound: f64,
+    scratch: &mut Vec<Sample>,
+    stats: &mut ScanStats,
+) -> Result<(u64, f64)> {
+    stats.blocks_decoded += 1;
+    if bound < EXACT_LIMIT
+        && let Some(p) = file.file.sum_block_until(meta, at)?
+    {
+        stats.samples_decoded += p.read;
+        return Ok((p.count, p.sum as f64));
+    }
+    scratch.clear();
+    file.file.read_block_until(meta, at, scratch)?;
+    stats.samples_decoded += scratch.len() as u64;
+    let live = scratch.iter().filter(|s| !is_stale(s.v));
+    Ok(live.fold((0u64, 0.0), |(n, sum), s| (n + 1, sum + s.v)))
 }
 
 /// One window's aggregate: the decoded samples and the statistics-answered blocks it contains,

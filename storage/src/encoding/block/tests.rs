@@ -252,6 +252,49 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config(64))]
+    /// The summed prefix of a block equals the decoded prefix folded: as many samples read, the
+    /// same non-stale count and integer sum; it declines exactly the blocks that are not
+    /// implied-timestamp blocks of integers and stale markers.
+    #[test]
+    fn prefix_sum_is_the_decoded_prefix_folded(
+        values in proptest::collection::vec(prop_oneof![
+            12 => (-5000i64..5000).prop_map(|m| m as f64),
+            1 => Just(stale_nan()),
+            1 => Just(2.5),
+        ], 1..400),
+        start in -1_000_000i64..1_000_000,
+        step in 1i64..20_000,
+        cut in any::<prop::sample::Index>(),
+        irregular in any::<bool>(),
+    ) {
+        let mut samples = regular_series(values.len(), start, step, |i| values[i]);
+        if irregular && let Some(last) = samples.last_mut() {
+            // No longer a constant interval (for three samples or more): timestamps stored.
+            last.t += 1;
+        }
+        let until = samples[cut.index(samples.len())].t;
+        let mut b = Vec::new();
+        let stats = encode_indexed_block(&samples, &mut b);
+        for until in [until, until - 1, i64::MIN, i64::MAX] {
+            let mut prefix = Vec::new();
+            decode_block_until(&b, Some(&stats), until, &mut prefix).unwrap();
+            let live: Vec<f64> = prefix.iter().map(|s| s.v).filter(|v| !crate::types::is_stale(*v)).collect();
+            let eligible = b[0] & 0x0f == TS_IMPLIED && integral_indexed_values(&b, &stats);
+            match sum_block_until(&b, &stats, until).unwrap() {
+                Some(p) => {
+                    prop_assert!(eligible);
+                    prop_assert_eq!(p.read, prefix.len() as u64);
+                    prop_assert_eq!(p.count, live.len() as u64);
+                    prop_assert_eq!(p.sum as f64, live.iter().sum::<f64>());
+                }
+                None => prop_assert!(!eligible),
+            }
+        }
+    }
+}
+
 #[test]
 fn implied_timestamps_at_the_extremes() {
     check_indexed(&[Sample::new(i64::MIN, 1.0), Sample::new(i64::MAX, 2.0)]);
