@@ -61,6 +61,23 @@ pub(crate) fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
     (t, c)
 }
 
+/// The first index in `from..end` whose point is later than `bound` (`end` if none), for points
+/// in time order from `from` on. A window moves a few points per step on a fine grid and a
+/// whole range per step on a coarse one (hourly steps over a day of 10 s samples): short moves
+/// are scanned, long ones binary searched.
+fn first_after(points: &[FPoint], from: usize, end: usize, bound: i64) -> usize {
+    const SCAN: usize = 8;
+    let scan_end = from.saturating_add(SCAN).min(end);
+    let mut i = from;
+    while i < scan_end && points[i].t <= bound {
+        i += 1;
+    }
+    if i < scan_end || i >= end {
+        return i;
+    }
+    i + points[i..end].partition_point(|p| p.t <= bound)
+}
+
 /// The `q`-quantile of `values` with linear interpolation between closest ranks (sorts them).
 pub(crate) fn quantile(q: f64, values: &mut [f64]) -> f64 {
     if values.is_empty() || q.is_nan() {
@@ -385,12 +402,8 @@ impl<'a> Evaluator<'a> {
                     (lo, hi) = (0, 0);
                 }
                 let (lower, upper) = (r.saturating_sub(spec.before), r.saturating_add(spec.after));
-                while hi < points.len() && points[hi].t <= upper {
-                    hi += 1;
-                }
-                while lo < hi && points[lo].t <= lower {
-                    lo += 1;
-                }
+                hi = first_after(points, hi, points.len(), upper);
+                lo = first_after(points, lo, hi, lower);
                 if lo >= hi {
                     continue;
                 }
@@ -694,4 +707,31 @@ pub(crate) fn fmt_g(v: f64) -> String {
         return format!("{v}");
     }
     format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.unsigned_abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `first_after` finds what a plain scan finds, for short and long moves.
+        #[test]
+        fn first_after_is_the_scan(
+            gaps in proptest::collection::vec(1i64..50, 0..200),
+            from in 0usize..200,
+            end in 0usize..200,
+            bound in -10i64..6000,
+        ) {
+            let mut t = 0;
+            let points: Vec<FPoint> = gaps.iter().map(|g| { t += g; FPoint { t, f: 0.0 } }).collect();
+            let end = end.min(points.len());
+            let from = from.min(end);
+            let mut want = from;
+            while want < end && points[want].t <= bound {
+                want += 1;
+            }
+            prop_assert_eq!(first_after(&points, from, end, bound), want);
+        }
+    }
 }
