@@ -174,6 +174,12 @@ impl<'a> BitReader<'a> {
         self.pos += u64::from(n);
     }
 
+    /// Bits left in the stream (0 once it has overrun).
+    #[inline(always)]
+    pub(crate) fn remaining(&self) -> u64 {
+        self.limit.saturating_sub(self.pos)
+    }
+
     /// True if more bits were consumed than the stream holds: what the fields taken with
     /// [`BitReader::peek_fast`] since the last test decoded is garbage, and the stream is
     /// truncated (or corrupt).

@@ -341,20 +341,36 @@ fn read_rice(bytes: &[u8], pos: &mut usize, n: usize, mut sink: impl FnMut(i64) 
     let mut r = BitReader::new(bytes.get(at..).unwrap_or(&[]));
     if RICE_ESCAPE + k <= PEEK_BITS {
         // Every code that is not an escape fits one peek: its unary quotient, the one bit and
-        // the k low bits are taken from one load (a random walk's steps are mostly 1-3 bits).
-        for _ in 0..n {
+        // the k low bits. A random walk's steps are mostly 1-3 bits, so one peek holds many
+        // codes: they are taken from the word by shifts, which makes the chain from one code
+        // to the next a shift and a bit count rather than a load. A code is taken from the
+        // word only if it lies wholly within both the peeked and the stream's bits; the first
+        // code of a word that does not is an escape or runs past the end (an error).
+        let mask = low_mask(k);
+        let mut left = n;
+        while left > 0 {
             let w = r.peek_fast();
-            let q = w.trailing_zeros();
-            let z = if q < RICE_ESCAPE {
-                r.skip(q + 1 + k);
-                if r.overran() {
-                    return Err(r.truncated(u64::from(q + 1 + k)));
+            let avail = r.remaining().min(u64::from(PEEK_BITS)) as u32;
+            let mut used = 0u32;
+            while left > 0 {
+                let x = w >> used;
+                let q = x.trailing_zeros();
+                let len = q + 1 + k;
+                if q >= RICE_ESCAPE || used + len > avail {
+                    break;
                 }
-                (u64::from(q) << k) | ((w >> (q + 1)) & low_mask(k))
-            } else {
-                read_rice_code(&mut r, k)?
-            };
-            sink(unzigzag(z).wrapping_add(bias))?;
+                let z = (u64::from(q) << k) | ((x >> (q + 1)) & mask);
+                used += len;
+                left -= 1;
+                sink(unzigzag(z).wrapping_add(bias))?;
+            }
+            r.skip(used);
+            if used == 0 {
+                // An escape, or a code past the end of the stream (`read` reports it).
+                let z = read_rice_code(&mut r, k)?;
+                left -= 1;
+                sink(unzigzag(z).wrapping_add(bias))?;
+            }
         }
     } else {
         for _ in 0..n {
@@ -508,6 +524,26 @@ mod tests {
         fn every_packing_round_trips(xs in arb_residuals()) {
             for id in [PACK_FOR, PACK_RICE, PACK_RUNS] {
                 round_trip(id, &xs);
+            }
+        }
+
+        /// A section cut short is an error for every packing, and what a reader handed out
+        /// before noticing is the section's own values.
+        #[test]
+        fn a_truncated_section_is_an_error(xs in arb_residuals(), cut in any::<prop::sample::Index>()) {
+            prop_assume!(!xs.is_empty());
+            for id in [PACK_FOR, PACK_RICE, PACK_RUNS] {
+                let (p, _) = Packing::choose(id, &xs, &mut Vec::new());
+                let mut out = Vec::new();
+                p.write(&xs, &mut out);
+                let short = &out[..cut.index(out.len())];
+                let mut got = Vec::new();
+                let result = read(id, short, &mut 0, xs.len(), xs.len(), |x| {
+                    got.push(x);
+                    Ok(())
+                });
+                prop_assert!(result.is_err(), "{:?}: {} of {} bytes read", p, short.len(), out.len());
+                prop_assert_eq!(&got[..], &xs[..got.len()]);
             }
         }
 
