@@ -163,10 +163,8 @@ impl Snapshot {
                     .iter()
                     .any(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, &series.labels)),
             );
-            for b in f.file.blocks(series.id)? {
-                if b.stats.max_t >= mint && b.stats.min_t <= maxt {
-                    all.push((i, b));
-                }
+            for b in f.file.blocks_in(series.id, mint, maxt)? {
+                all.push((i, b));
             }
         }
         let heads: Vec<&crate::head::Head> =

@@ -251,6 +251,14 @@ impl PartitionFile {
 
     /// The block list of a series (empty if the series is not in this file), in time order.
     pub fn blocks(&self, id: SeriesId) -> Result<Vec<BlockMeta>> {
+        self.blocks_in(id, i64::MIN, i64::MAX)
+    }
+
+    /// The blocks of a series whose time range overlaps `[mint, maxt]`, in time order. The list
+    /// is stored as a chain (each entry relative to the one before), so it is read from its
+    /// start, but only up to the first block that starts after `maxt`: a query over the first
+    /// hours of a day-long partition does not read the statistics of the rest.
+    pub fn blocks_in(&self, id: SeriesId, mint: i64, maxt: i64) -> Result<Vec<BlockMeta>> {
         let Ok(i) = self.series.binary_search_by_key(&id, |(i, _)| *i) else { return Ok(Vec::new()) };
         let at = self.series[i].1 as usize;
         let corrupt = |e: Error| Error::corruption(&self.path, Some(at as u64), e.to_string());
@@ -274,7 +282,12 @@ impl PartitionFile {
             .map_err(corrupt)?;
             let len = u32::try_from(len)
                 .map_err(|_| Error::corruption(&self.path, Some(at as u64), "block too long"))?;
-            out.push(BlockMeta { offset, len, stats });
+            if stats.min_t > maxt {
+                break;
+            }
+            if stats.max_t >= mint {
+                out.push(BlockMeta { offset, len, stats });
+            }
             base_t = stats.max_t;
             offset = offset.saturating_add(u64::from(len) + 4);
         }
@@ -347,21 +360,19 @@ impl PartitionFile {
 
     /// Appends the series' samples in `[mint, maxt]` to `out` (sorted, unique timestamps).
     pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
-        let blocks = self.blocks(id)?;
-        let overlapping = |b: &&BlockMeta| b.stats.max_t >= mint && b.stats.min_t <= maxt;
+        let blocks = self.blocks_in(id, mint, maxt)?;
         // One allocation for all the blocks rather than one growth per block; bounded by what
         // the blocks' bytes can hold, as `decode_block` bounds it, so corrupt counts cannot
         // make it huge.
         let total: usize = blocks
             .iter()
-            .filter(overlapping)
             .map(|b| {
                 let count = b.stats.count as usize + b.stats.stale_count as usize;
                 count.min((b.len as usize).saturating_mul(64))
             })
             .sum();
         out.reserve(total);
-        for b in blocks.iter().filter(overlapping) {
+        for b in &blocks {
             let from = out.len();
             self.read_block(b, out)?;
             if b.stats.min_t < mint || b.stats.max_t > maxt {
@@ -375,10 +386,7 @@ impl PartitionFile {
     /// straddles the range is decoded to look.
     pub fn overlaps(&self, id: SeriesId, mint: i64, maxt: i64) -> Result<bool> {
         let mut tmp = Vec::new();
-        for b in self.blocks(id)? {
-            if b.stats.max_t < mint || b.stats.min_t > maxt {
-                continue;
-            }
+        for b in self.blocks_in(id, mint, maxt)? {
             if b.stats.min_t >= mint && b.stats.max_t <= maxt {
                 return Ok(true);
             }

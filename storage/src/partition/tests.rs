@@ -57,6 +57,18 @@ fn write_open_read_round_trip() {
     assert!(blocks.len() >= 20);
     assert_eq!(blocks.iter().map(|b| b.stats.count + b.stats.stale_count).sum::<u32>(), 2000);
     assert!(f.blocks(9).unwrap().is_empty());
+    // A range reads the blocks overlapping it, no more and no fewer, at the edges too.
+    let edges: Vec<i64> = blocks.iter().flat_map(|b| [b.stats.min_t, b.stats.max_t]).collect();
+    let times = edges.iter().flat_map(|&t| [t - 1, t, t + 1]).chain([i64::MIN, i64::MAX]);
+    let times: Vec<i64> = times.collect();
+    for &mint in &times {
+        for &maxt in times.iter().step_by(5) {
+            let want: Vec<BlockMeta> =
+                blocks.iter().filter(|b| b.stats.max_t >= mint && b.stats.min_t <= maxt).copied().collect();
+            assert_eq!(f.blocks_in(0, mint, maxt).unwrap(), want, "{mint}..={maxt}");
+        }
+    }
+    assert!(f.blocks_in(9, i64::MIN, i64::MAX).unwrap().is_empty());
 }
 
 #[test]

@@ -129,8 +129,8 @@ impl<'a> InRange<'a> {
                 }
                 continue;
             }
-            // Empty if the series is not in the file.
-            let blocks = file.blocks(id)?;
+            // Empty if the series is not in the file or has no block overlapping the range.
+            let blocks = file.blocks_in(id, self.mint, self.maxt)?;
             if blocks.is_empty() {
                 continue;
             }

@@ -209,18 +209,9 @@ fn file_blocks<'a>(snap: &'a Snapshot, series: &SeriesRef, mint: i64, maxt: i64)
                     .map(|t| (t.mint, t.maxt))
                     .collect(),
             );
-            for meta in f.file.blocks(series.id)? {
-                if meta.stats.max_t >= mint && meta.stats.min_t <= maxt {
-                    let tombstones = Arc::clone(&tombstones);
-                    out.push(Block {
-                        partition,
-                        file: f,
-                        meta,
-                        integral: false,
-                        tombstones,
-                        use_: Use::Decode,
-                    });
-                }
+            for meta in f.file.blocks_in(series.id, mint, maxt)? {
+                let tombstones = Arc::clone(&tombstones);
+                out.push(Block { partition, file: f, meta, integral: false, tombstones, use_: Use::Decode });
             }
         }
     }
