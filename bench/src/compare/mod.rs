@@ -420,8 +420,10 @@ fn one_run(
     let mut timings = Vec::new();
     let mut answers = None;
     if ctx.with_queries {
+        let floor = query_run::floor_queries(ctx.queries.first().map_or(0, Query::time_ms));
         let n = ctx.queries.len() as u64;
-        let total = n + ctx.clients.iter().map(|c| *c as u64 * n).sum::<u64>();
+        let per_pass = n + floor.len() as u64;
+        let total = n + ctx.clients.iter().map(|c| *c as u64 * per_pass).sum::<u64>();
         let bar = ProgressBar::new(total).with_message(format!("{label} queries"));
         bar.set_style(
             ProgressStyle::with_template("{msg:28} [{elapsed_precise}] {wide_bar} {pos}/{len} queries")
@@ -435,6 +437,9 @@ fn one_run(
             for &clients in ctx.clients {
                 timings.push(query_run::timed(ctx.http, system, &server.base, &of_kind, clients, &bar)?);
             }
+        }
+        for &clients in ctx.clients {
+            timings.push(query_run::timed(ctx.http, system, &server.base, &floor, clients, &bar)?);
         }
         bar.finish();
     }
@@ -476,13 +481,16 @@ mod tests {
             },
             disk_after_shutdown: disk,
             disk_settled: None,
-            timings: vec![Timing {
-                kind: "lastpoint",
-                clients: 1,
-                p50_ms: p50,
-                p99_ms: p50 * 2.0,
-                qps: 1000.0 / p50,
-            }],
+            timings: vec![
+                Timing { kind: "lastpoint", clients: 1, p50_ms: p50, p99_ms: p50 * 2.0, qps: 1000.0 / p50 },
+                Timing {
+                    kind: query_run::FLOOR,
+                    clients: 1,
+                    p50_ms: p50 / 10.0,
+                    p99_ms: p50 / 5.0,
+                    qps: 10_000.0 / p50,
+                },
+            ],
             error: None,
         }
     }
@@ -532,6 +540,13 @@ mod tests {
         assert!(text.contains("| VictoriaMetrics | remote-write | 800,000 | 0.800 | 0.50 |"), "{text}");
         // Queries: p50 2 ms vs 4 ms: ratio 0.50.
         assert!(text.contains("| lastpoint | 2.00 | 4.00 | 500.0 | 4.00 | 8.00 | 250.0 | 0.50 |"), "{text}");
+        // The request floor comes last, with its ratio like any type.
+        assert!(
+            text.contains(
+                "| request floor (query=1) | 0.20 | 0.40 | 5000.0 | 0.40 | 0.80 | 2500.0 | 0.50 |\n\n"
+            ),
+            "{text}"
+        );
         assert!(text.contains("equals strata's"));
     }
 

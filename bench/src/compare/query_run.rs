@@ -52,6 +52,20 @@ pub fn warm_up(
         .collect()
 }
 
+/// The row of the request floor: the cheapest query, timed like the TSBS types, so that the
+/// report shows how much of a sub-millisecond latency is the round trip itself (HTTP, the
+/// loopback socket, waking the server and the client), which no query engine can save.
+pub const FLOOR: &str = "request floor (query=1)";
+
+/// Requests of the floor row per client.
+const FLOOR_REQUESTS: usize = 200;
+
+/// The floor row's requests: the scalar `1` at one instant, [`FLOOR_REQUESTS`] times.
+pub fn floor_queries(time_ms: i64) -> Vec<Query> {
+    let one = Query { kind: FLOOR, promql: "1".into(), api: crate::tsbs::queries::Api::Instant { time_ms } };
+    vec![one; FLOOR_REQUESTS]
+}
+
 /// A mismatch between strata's answer and a peer's.
 #[derive(Debug, Clone)]
 pub struct Mismatch {

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::servers::{Protocol, System};
-use super::{Context, RunResult};
+use super::{Context, RunResult, query_run};
 use crate::tsbs::gen_cmd::format_time_ms;
 
 fn mib(b: u64) -> f64 {
@@ -159,7 +159,10 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
         let _ = writeln!(
             o,
             "Latencies in ms; strata/peer is strata's p50 over the peer's (below 1: strata faster). PromQL of each \
-             type: see `bench/src/tsbs/queries.rs`.\n"
+             type: see `bench/src/tsbs/queries.rs`. The last row, `{}`, is the cheapest request there is \
+             (the scalar `1`, {} requests per client): the round trip every query pays before any work.\n",
+            query_run::FLOOR,
+            query_run::floor_queries(0).len()
         );
         for &clients in &ctx.clients {
             let _ = writeln!(o, "### {clients} client(s)\n");
@@ -175,7 +178,7 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
                 }
             }
             let _ = writeln!(o, "{header}\n{rule}");
-            for kind in &ctx.query_types {
+            for kind in ctx.query_types.iter().chain([&query_run::FLOOR]) {
                 let mut line = format!("| {kind} |");
                 let strata_p50 = promql
                     .iter()

@@ -124,6 +124,14 @@ pub struct Query {
 }
 
 impl Query {
+    /// The query's evaluation time (a range query's end).
+    pub fn time_ms(&self) -> i64 {
+        match self.api {
+            Api::Range { end_ms, .. } => end_ms,
+            Api::Instant { time_ms } => time_ms,
+        }
+    }
+
     /// The request path and query string, e.g. `/api/v1/query_range?query=...&start=...`.
     pub fn path(&self) -> String {
         let secs = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
