@@ -498,6 +498,16 @@ impl Expr {
         }
         e
     }
+
+    /// [`Expr::unparen`] by value: the parentheses are dropped and the rest moved, not copied
+    /// (the parser strips them from every function argument).
+    pub fn into_unparen(self) -> Expr {
+        let mut e = self;
+        while let Expr::Paren(p) = e {
+            e = p.expr;
+        }
+        e
+    }
 }
 
 impl fmt::Display for ValueType {

@@ -391,7 +391,7 @@ impl<'a> Parser<'a> {
             return Err(ParseError::new(t.start, format!("function {name:?} is not enabled")));
         }
         // Parentheses around arguments carry no meaning (`rate((x[5m]))`), as in Prometheus.
-        let args = self.call_args()?.into_iter().map(|a| a.unparen().clone()).collect();
+        let args = self.call_args()?.into_iter().map(Expr::into_unparen).collect();
         Ok(Expr::Call(Box::new(Call { func, args, start: t.start })))
     }
 
@@ -461,7 +461,7 @@ impl<'a> Parser<'a> {
             ));
         }
         let mut args = args.into_iter();
-        let param = if want == 2 { args.next().map(|p| p.unparen().clone()) } else { None };
+        let param = if want == 2 { args.next().map(Expr::into_unparen) } else { None };
         let Some(expr) = args.next() else {
             return Err(ParseError::new(t.start, "no arguments for aggregate expression provided"));
         };
