@@ -52,6 +52,13 @@ pub struct Args {
     /// Concurrent query clients of the timed passes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,8")]
     clients: Vec<usize>,
+    /// Rounds of timed passes. 1: each system's passes run right after its load, on the loaded
+    /// server. More: after every load, the rounds restart each PromQL system on its data in
+    /// turn (the order rotating from round to round) and time every type once per round; a
+    /// type's figures pool all rounds, so a slow phase of a shared host falls on every system
+    /// rather than on whichever ran then.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    query_rounds: u32,
     /// Query types to run, comma-separated (default: all fifteen).
     #[arg(long, value_delimiter = ',')]
     query_types: Vec<String>,
@@ -143,6 +150,8 @@ pub struct Context {
     pub queries_per_type: usize,
     /// Query client counts.
     pub clients: Vec<usize>,
+    /// Rounds of timed passes (see `--query-rounds`).
+    pub query_rounds: u32,
     /// The query types run.
     pub query_types: Vec<&'static str>,
     /// Peers not installed.
@@ -258,6 +267,7 @@ pub fn run(args: Args) -> Result<(), String> {
         Duration::from_secs(600),
     );
     let mut runs = Vec::new();
+    let mut kept: Vec<Kept<'_>> = Vec::new();
     let mut reference: Option<Vec<answers::Answer>> = None;
     let mut mismatches = Vec::new();
     for f in &found {
@@ -279,12 +289,23 @@ pub fn run(args: Args) -> Result<(), String> {
                 Protocol::Prw => &bodies.prw,
             };
             let plan = Plan { protocol, shards, gzip: args.gzip };
-            let ctx =
-                RunCtx { http: &http, found: f, plan, queries: &qs, clients: &args.clients, with_queries };
+            let timed_in_run = args.query_rounds == 1;
+            let ctx = RunCtx {
+                http: &http,
+                found: f,
+                plan,
+                queries: &qs,
+                clients: &args.clients,
+                with_queries,
+                timed_in_run,
+            };
             let outcome = one_run(&ctx, scratch.path());
             let _ = std::fs::copy(scratch.path().join("server.log"), out.join(format!("{scratch_name}.log")));
             match outcome {
                 Ok((result, answers)) => {
+                    if with_queries && !timed_in_run {
+                        kept.push(Kept { run: runs.len(), found: f, scratch, log: scratch_name.clone() });
+                    }
                     if let Some(answers) = answers {
                         match &reference {
                             None if f.system == System::Strata => reference = Some(answers),
@@ -316,6 +337,11 @@ pub fn run(args: Args) -> Result<(), String> {
         }
     }
 
+    if !kept.is_empty() {
+        query_rounds(&http, &qs, &args.clients, args.query_rounds, &kept, &mut runs, &out);
+    }
+    drop(kept);
+
     let answer_sizes = answer_sizes(&qs, reference.as_deref().unwrap_or_default());
     let command = std::env::args().map(|a| shell_quote(&a)).collect::<Vec<_>>().join(" ");
     let ctx = Context {
@@ -334,6 +360,7 @@ pub fn run(args: Args) -> Result<(), String> {
         generate_secs,
         queries_per_type: args.queries_per_type,
         clients: args.clients.clone(),
+        query_rounds: args.query_rounds,
         query_types: query_types.clone(),
         absent,
         mismatches,
@@ -397,6 +424,103 @@ struct RunCtx<'a> {
     queries: &'a [Query],
     clients: &'a [usize],
     with_queries: bool,
+    /// Time the queries in the run (one round); otherwise only the warm-up pass runs here and
+    /// [`query_rounds`] times them later.
+    timed_in_run: bool,
+}
+
+/// A run whose server is restarted for the query rounds: its data is kept until they end.
+struct Kept<'a> {
+    /// Index of its result in the runs.
+    run: usize,
+    found: &'a Found,
+    scratch: Scratch,
+    /// Prefix of its log files in the output directory.
+    log: String,
+}
+
+/// The timed passes in `rounds` rounds (see `--query-rounds`): per round, each kept system is
+/// started on its data and settled, answers every query once untimed (warm-up), times every query type (and
+/// the request floor) once per client count, and is stopped; the order of the systems rotates
+/// each round. Each run's timings pool its
+/// rounds. A system that fails in a round gets the error and no timings.
+fn query_rounds(
+    http: &Http,
+    queries: &[Query],
+    clients: &[usize],
+    rounds: u32,
+    kept: &[Kept<'_>],
+    runs: &mut [RunResult],
+    out: &std::path::Path,
+) {
+    let floor = query_run::floor_queries(queries.first().map_or(0, Query::time_ms));
+    let mut kinds: Vec<&'static str> = queries.iter().map(|q| q.kind).collect();
+    kinds.dedup();
+    let per_round = queries.len() as u64
+        + clients.iter().map(|c| *c as u64 * (queries.len() + floor.len()) as u64).sum::<u64>();
+    let bar =
+        ProgressBar::new(per_round * u64::from(rounds) * kept.len() as u64).with_message("query rounds");
+    bar.set_style(
+        ProgressStyle::with_template("{msg:28} [{elapsed_precise}] {wide_bar} {pos}/{len} queries")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    // Passes per kept run, per (kind, clients).
+    let mut passes: Vec<Vec<(&'static str, usize, Vec<query_run::Pass>)>> = vec![Vec::new(); kept.len()];
+    let mut failed: Vec<Option<String>> = vec![None; kept.len()];
+    for round in 0..rounds as usize {
+        for k in (0..kept.len()).map(|i| (i + round) % kept.len()) {
+            if failed[k].is_some() {
+                continue;
+            }
+            let Kept { found, scratch, log, .. } = &kept[k];
+            let result = (|| -> Result<(), String> {
+                let server = Server::start(found, scratch.path(), http, "server-queries.log")?;
+                // A restart can leave merge work (strata's shutdown flush adds files to
+                // compact): settle again, as after the load, except Prometheus, whose settling
+                // is a snapshot. Then the first queries load caches (VictoriaMetrics' index
+                // caches, the page cache): an untimed pass, as after the load.
+                if found.system != System::Prometheus {
+                    server.settle(http)?;
+                }
+                query_run::warm_up(http, found.system, &server.base, queries, &bar)?;
+                let of_kinds = kinds
+                    .iter()
+                    .map(|&kind| {
+                        (kind, queries.iter().filter(|q| q.kind == kind).cloned().collect::<Vec<_>>())
+                    })
+                    .chain(std::iter::once((query_run::FLOOR, floor.clone())));
+                for (kind, of_kind) in of_kinds {
+                    for &c in clients {
+                        let pass = query_run::run_pass(http, found.system, &server.base, &of_kind, c, &bar)?;
+                        match passes[k].iter_mut().find(|(k2, c2, _)| *k2 == kind && *c2 == c) {
+                            Some((_, _, list)) => list.push(pass),
+                            None => passes[k].push((kind, c, vec![pass])),
+                        }
+                    }
+                }
+                server.stop()
+            })();
+            let _ = std::fs::copy(
+                scratch.path().join("server-queries.log"),
+                out.join(format!("{log}-queries.log")),
+            );
+            if let Err(e) = result {
+                eprintln!("compare: {} query round {}: {e}", found.system.name(), round + 1);
+                failed[k] = Some(e);
+            }
+        }
+    }
+    bar.finish();
+    for (k, kept) in kept.iter().enumerate() {
+        let run = &mut runs[kept.run];
+        match failed[k].take() {
+            Some(e) => run.error = Some(format!("query rounds: {e}")),
+            None => {
+                run.timings =
+                    passes[k].iter().map(|(kind, c, list)| query_run::summarize(kind, *c, list)).collect()
+            }
+        }
+    }
 }
 
 /// Start, load, settle, (query), stop, measure.
@@ -406,7 +530,7 @@ fn one_run(
 ) -> Result<(RunResult, Option<Vec<answers::Answer>>), String> {
     let system = ctx.found.system;
     let protocol = ctx.plan.protocol;
-    let server = Server::start(ctx.found, scratch, ctx.http)?;
+    let server = Server::start(ctx.found, scratch, ctx.http, "server.log")?;
     if protocol == Protocol::Influx && system != System::VictoriaMetrics {
         load::create_database(ctx.http, &server.base)?;
     }
@@ -423,7 +547,9 @@ fn one_run(
         let floor = query_run::floor_queries(ctx.queries.first().map_or(0, Query::time_ms));
         let n = ctx.queries.len() as u64;
         let per_pass = n + floor.len() as u64;
-        let total = n + ctx.clients.iter().map(|c| *c as u64 * per_pass).sum::<u64>();
+        let timed =
+            if ctx.timed_in_run { ctx.clients.iter().map(|c| *c as u64 * per_pass).sum::<u64>() } else { 0 };
+        let total = n + timed;
         let bar = ProgressBar::new(total).with_message(format!("{label} queries"));
         bar.set_style(
             ProgressStyle::with_template("{msg:28} [{elapsed_precise}] {wide_bar} {pos}/{len} queries")
@@ -432,13 +558,16 @@ fn one_run(
         answers = Some(query_run::warm_up(ctx.http, system, &server.base, ctx.queries, &bar)?);
         let mut kinds: Vec<&'static str> = ctx.queries.iter().map(|q| q.kind).collect();
         kinds.dedup();
+        if !ctx.timed_in_run {
+            kinds.clear();
+        }
         for kind in kinds {
             let of_kind: Vec<Query> = ctx.queries.iter().filter(|q| q.kind == kind).cloned().collect();
             for &clients in ctx.clients {
                 timings.push(query_run::timed(ctx.http, system, &server.base, &of_kind, clients, &bar)?);
             }
         }
-        for &clients in ctx.clients {
+        for &clients in ctx.clients.iter().filter(|_| ctx.timed_in_run) {
             timings.push(query_run::timed(ctx.http, system, &server.base, &floor, clients, &bar)?);
         }
         bar.finish();
@@ -523,6 +652,7 @@ mod tests {
             generate_secs: 1.0,
             queries_per_type: 1,
             clients: vec![1],
+            query_rounds: 1,
             query_types: vec!["lastpoint"],
             absent: vec![System::InfluxDb],
             mismatches: Vec::new(),

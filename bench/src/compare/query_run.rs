@@ -122,6 +122,15 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// The latencies of one timed pass.
+#[derive(Debug, Clone, Default)]
+pub struct Pass {
+    /// Every query's latency, milliseconds.
+    pub latencies_ms: Vec<f64>,
+    /// Wall time of the pass, seconds.
+    pub wall_secs: f64,
+}
+
 /// Times `queries` (all of one type) with `clients` concurrent clients, each sending every
 /// query once (client `c` starts at query `c`, so clients do not move in lockstep).
 pub fn timed(
@@ -132,7 +141,19 @@ pub fn timed(
     clients: usize,
     bar: &ProgressBar,
 ) -> Result<Timing, String> {
-    let kind = queries.first().map_or("", |q| q.kind);
+    let pass = run_pass(http, system, base, queries, clients, bar)?;
+    Ok(summarize(queries.first().map_or("", |q| q.kind), clients, &[pass]))
+}
+
+/// One timed pass of [`timed`], its latencies unsummarized (rounds pool them).
+pub fn run_pass(
+    http: &Http,
+    system: System,
+    base: &str,
+    queries: &[Query],
+    clients: usize,
+    bar: &ProgressBar,
+) -> Result<Pass, String> {
     let started = Instant::now();
     let per_client: Vec<Result<Vec<f64>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..clients.max(1))
@@ -155,24 +176,43 @@ pub fn timed(
             .map(|h| h.join().unwrap_or_else(|_| Err("a query client panicked".into())))
             .collect()
     });
-    let wall = started.elapsed().as_secs_f64();
-    let mut all = Vec::new();
+    let wall_secs = started.elapsed().as_secs_f64();
+    let mut latencies_ms = Vec::new();
     for r in per_client {
-        all.extend(r?);
+        latencies_ms.extend(r?);
     }
+    Ok(Pass { latencies_ms, wall_secs })
+}
+
+/// The figures of `passes` of one type at one concurrency taken together: quantiles over all
+/// their latencies, throughput over their summed wall time.
+pub fn summarize(kind: &'static str, clients: usize, passes: &[Pass]) -> Timing {
+    let mut all: Vec<f64> = passes.iter().flat_map(|p| p.latencies_ms.iter().copied()).collect();
     all.sort_by(f64::total_cmp);
-    Ok(Timing {
+    let wall: f64 = passes.iter().map(|p| p.wall_secs).sum();
+    Timing {
         kind,
         clients,
         p50_ms: quantile(&all, 0.5),
         p99_ms: quantile(&all, 0.99),
         qps: if wall > 0.0 { all.len() as f64 / wall } else { 0.0 },
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounds_pool_their_latencies() {
+        let a = Pass { latencies_ms: vec![1.0, 2.0, 3.0], wall_secs: 1.0 };
+        let b = Pass { latencies_ms: vec![10.0, 20.0, 30.0], wall_secs: 2.0 };
+        let t = summarize("lastpoint", 1, &[a, b]);
+        assert_eq!((t.kind, t.clients), ("lastpoint", 1));
+        assert_eq!(t.p50_ms, 3.0);
+        assert_eq!(t.p99_ms, 30.0);
+        assert_eq!(t.qps, 2.0);
+    }
 
     #[test]
     fn nearest_rank_quantiles() {

@@ -68,13 +68,26 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
         if ctx.gzip { ", gzip" } else { "" },
         ctx.generate_secs
     );
+    let clients = ctx.clients.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" and ");
+    let when = if ctx.query_rounds > 1 {
+        format!(
+            "then timed passes with {clients} concurrent client(s) in {} rounds: after all loads, each round \
+             restarts every PromQL system on its data in turn (the order rotating by round), settles it again \
+             (not Prometheus), sends every query once untimed and times every type once; a type's figures pool \
+             its rounds",
+            ctx.query_rounds
+        )
+    } else {
+        format!(
+            "then timed passes with {clients} concurrent client(s); run on the remote-write-loaded instance right \
+             after its load"
+        )
+    };
     let _ = writeln!(
         o,
-        "- Queries: {} per type (random hosts and windows from the seed), one warm-up pass whose answers are \
-         compared with strata's, then timed passes with {} concurrent client(s); run on the remote-write-loaded \
-         instance right after its load.",
-        ctx.queries_per_type,
-        ctx.clients.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" and ")
+        "- Queries: {} per type (random hosts and windows from the seed), one warm-up pass (right after the load) \
+         whose answers are compared with strata's, {when}.",
+        ctx.queries_per_type
     );
     let _ = writeln!(o, "\n| system | version | default durability | disk figure |\n|---|---|---|---|");
     let mut seen = Vec::new();

@@ -217,9 +217,10 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `found` with a fresh data directory `scratch/data`, logs in `scratch/server.log`,
-    /// and waits until it answers its readiness endpoint.
-    pub fn start(found: &Found, scratch: &Path, http: &Http) -> Result<Server, String> {
+    /// Starts `found` on the data directory `scratch/data` (created if missing: fresh for a
+    /// load, kept for a restart), logs in `scratch/<log>`, and waits until it answers its
+    /// readiness endpoint.
+    pub fn start(found: &Found, scratch: &Path, http: &Http, log: &str) -> Result<Server, String> {
         let data_dir = scratch.join("data");
         std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
         let port = free_port()?;
@@ -256,7 +257,7 @@ impl Server {
                 cmd.arg("run").arg("-config").arg(&config);
             }
         }
-        let log = std::fs::File::create(scratch.join("server.log")).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(scratch.join(log)).map_err(|e| e.to_string())?;
         let log2 = log.try_clone().map_err(|e| e.to_string())?;
         cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
         let child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", found.bin.display()))?;
