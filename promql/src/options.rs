@@ -47,6 +47,10 @@ pub struct EngineOptions {
     /// `eval/pushdown.rs`). The answer is the same bit for bit; off is for measuring and as
     /// the oracle in tests.
     pub pushdown: bool,
+    /// Compute `sum|avg|min|max|count|group` over float series a series at a time into
+    /// per-group columns (`eval/aggregate_columns.rs`) instead of a step at a time. The answer
+    /// is the same bit for bit; off is for measuring and as the oracle in tests.
+    pub column_aggregation: bool,
     /// Worker threads for the per-series loops of large selectors (see [`crate::QueryPool`]);
     /// `None` evaluates every query on its own thread only. The answer is the same either way.
     pub parallel: Option<crate::QueryPool>,
@@ -91,6 +95,7 @@ impl Default for EngineOptions {
             type_and_unit_labels: false,
             use_start_timestamps: false,
             pushdown: true,
+            column_aggregation: true,
             parallel: None,
             parallel_min_series: 256,
             parallel_min_points: 10_000,

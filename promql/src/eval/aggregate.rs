@@ -182,6 +182,11 @@ impl<'a> Evaluator<'a> {
             });
             group_of.push(idx);
         }
+        if self.opts.column_aggregation
+            && let Some(out) = self.aggregate_columns(a.op, &input, &group_of, &group_names, g)?
+        {
+            return Ok(Val::Vector(out));
+        }
         let expr_pos = a.expr.start();
         let k_style = matches!(a.op, AggOp::Topk | AggOp::Bottomk | AggOp::Limitk | AggOp::LimitRatio);
         let mut out = OutputBuilder::new(g);

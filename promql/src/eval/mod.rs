@@ -9,6 +9,7 @@
 //! Recursion follows the syntax tree, whose depth the parser bounded.
 
 mod aggregate;
+mod aggregate_columns;
 mod binary;
 pub(crate) mod float_histogram;
 mod functions;

@@ -573,6 +573,9 @@ impl<'a> Evaluator<'a> {
                     let RangeScratch { buf, points, st_buf, sts, step_scalars, hbuf, hsts } = scratch;
                     ctx.load(r, mint, maxt, buf)?;
                     points.clear();
+                    // Reserved up front: a filtered iterator gives no size hint, and growing by
+                    // doubling copied the points several times over.
+                    points.reserve(buf.len());
                     points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
                     ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
                     if want_sts {
