@@ -175,9 +175,16 @@ impl<'a> Evaluator<'a> {
             (Val::Vector(m), Val::Scalar(s)) | (Val::Scalar(s), Val::Vector(m)) => {
                 let scalar_left = matches!(b.lhs.value_type(), crate::parser::ast::ValueType::Scalar);
                 let mut out = Vec::with_capacity(m.len());
+                // A literal is the same at every step: no step index to compute per point.
+                let constant =
+                    s.windows(2).all(|w| w[0].to_bits() == w[1].to_bits()).then(|| s.first().copied());
                 for mut series in m {
                     series.points.retain_mut(|p| {
-                        let sv = s.get(g.index(p.t)).copied().unwrap_or(f64::NAN);
+                        let sv = match constant {
+                            Some(c) => c,
+                            None => s.get(g.index(p.t)).copied(),
+                        }
+                        .unwrap_or(f64::NAN);
                         let (l, r) = if scalar_left { (sv, p.f) } else { (p.f, sv) };
                         let (mut v, mut keep) = apply(b.op, l, r);
                         if b.op.is_comparison() {
