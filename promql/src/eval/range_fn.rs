@@ -620,10 +620,16 @@ impl<'a> Evaluator<'a> {
                     let RangeScratch { buf, points, st_buf, sts, step_scalars, hbuf, hsts } = scratch;
                     ctx.load(r, mint, maxt, buf)?;
                     points.clear();
-                    // Reserved up front: a filtered iterator gives no size hint, and growing by
-                    // doubling copied the points several times over.
-                    points.reserve(buf.len());
-                    points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
+                    // Without stale markers (the common case) the copy is a plain map over the
+                    // slice, which compiles to a tight loop; the filtered one gives no size hint
+                    // and tests every sample.
+                    if buf.iter().any(|s| is_stale(s.v)) {
+                        points.reserve(buf.len());
+                        points
+                            .extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
+                    } else {
+                        points.extend(buf.iter().map(|s| FPoint { t: s.t, f: s.v }));
+                    }
                     ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
                     if want_sts {
                         ctx.load_start_timestamps(r, mint, maxt, st_buf)?;
