@@ -239,6 +239,27 @@ fn render(state: &AppState) -> String {
         "Metric names with remote-write metadata held in memory.",
         state.metadata().len() as u64,
     );
+    if let Some(cache) = &state.query().options().parse_cache {
+        let (hits, misses, entries) = cache.counts();
+        out.single(
+            "strata_query_parse_cache_hits_total",
+            Kind::Counter,
+            "Queries whose parsed form came from the parse cache.",
+            hits,
+        );
+        out.single(
+            "strata_query_parse_cache_misses_total",
+            Kind::Counter,
+            "Queries parsed because the parse cache did not hold them.",
+            misses,
+        );
+        out.single(
+            "strata_query_parse_cache_entries",
+            Kind::Gauge,
+            "Parsed queries held in the parse cache.",
+            entries as u64,
+        );
+    }
     if let Some(db) = state.db() {
         database::write_to(db, load(&metrics.histograms_rejected), &mut out);
     }

@@ -110,7 +110,10 @@ impl Engine {
         params: QueryParams,
     ) -> Result<QueryResult> {
         let started = Instant::now();
-        let expr = self.parse(query)?;
+        let expr = match &self.opts.parse_cache {
+            Some(cache) => cache.get_or_parse(query, &self.opts.parse_options(), || self.parse(query))?,
+            None => std::sync::Arc::new(self.parse(query)?),
+        };
         let ty = expr.value_type();
         let is_range = params.step > 0;
         if is_range && ty != ValueType::Scalar && ty != ValueType::Vector {

@@ -54,6 +54,9 @@ pub struct EngineOptions {
     /// Worker threads for the per-series loops of large selectors (see [`crate::QueryPool`]);
     /// `None` evaluates every query on its own thread only. The answer is the same either way.
     pub parallel: Option<crate::QueryPool>,
+    /// Parsed queries kept for the next query with the same text (see [`crate::ParseCache`]);
+    /// `None` parses every query. The answer is the same either way.
+    pub parse_cache: Option<crate::ParseCache>,
     /// A selector's series are split across [`EngineOptions::parallel`] when it matches at least
     /// this many series...
     pub parallel_min_series: usize,
@@ -97,6 +100,7 @@ impl Default for EngineOptions {
             pushdown: true,
             column_aggregation: true,
             parallel: None,
+            parse_cache: None,
             parallel_min_series: 256,
             parallel_min_points: 10_000,
             inline_points_max: None,

@@ -127,6 +127,25 @@ async fn storage_families_follow_the_database() {
 }
 
 #[tokio::test]
+async fn repeated_queries_hit_the_parse_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, db) = state_with_db(&dir);
+    append(&db, "a", &[BASE]);
+    let query = format!("/api/v1/query?query=sum(up)&time={}", BASE / 1000);
+    for _ in 0..3 {
+        let (status, body) = get_text(router(Arc::clone(&state)), &query).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (status, _) = get_text(router(Arc::clone(&state)), "/api/v1/query?query=sum(").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (_, text) = get_text(router(Arc::clone(&state)), "/metrics").await;
+    assert_eq!(value(&text, "strata_query_parse_cache_hits_total"), Some(2.0), "{text}");
+    assert_eq!(value(&text, "strata_query_parse_cache_misses_total"), Some(2.0), "{text}");
+    assert_eq!(value(&text, "strata_query_parse_cache_entries"), Some(1.0), "{text}");
+    db.close().unwrap();
+}
+
+#[tokio::test]
 async fn every_sample_belongs_to_a_family_announced_once() {
     let dir = tempfile::tempdir().unwrap();
     let (state, db) = state_with_db(&dir);

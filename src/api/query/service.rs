@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use promql::{EngineOptions, QueryPool};
+use promql::{EngineOptions, ParseCache, QueryPool};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::error::ApiError;
@@ -118,6 +118,9 @@ impl QueryService {
         let mut options = config.options.clone();
         if options.parallel.is_none() {
             options.parallel = config.pool();
+        }
+        if options.parse_cache.is_none() {
+            options.parse_cache = Some(ParseCache::new());
         }
         QueryService {
             options,
