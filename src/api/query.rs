@@ -313,7 +313,10 @@ fn answer(
     if max_bytes > 0 && estimate > max_bytes {
         return Err(too_large(estimate));
     }
-    let mut out = Vec::with_capacity(estimate);
+    // Half as much again: points with long float values take more than the estimate's 24
+    // bytes, and growing the buffer once copied it whole (7 % of a 3,600-point answer's time);
+    // pages the encoder never writes cost no memory.
+    let mut out = Vec::with_capacity(estimate.saturating_add(estimate / 2));
     out.extend_from_slice(b"{\"status\":\"success\",\"data\":{");
     encode::result(&mut out, &result.value);
     if let Some(timings) = timings {
