@@ -5,8 +5,9 @@
 //! of one series sees only a [`SeriesCtx`]: the querier, the options, the deadline, and its own
 //! counters and annotations, never the evaluator. When the loop is large enough (see
 //! `EngineOptions::parallel_min_series`) and the pool is not already taken by other queries'
-//! loops (`QueryPool::enter`), contiguous chunks of series go to the pool's threads,
-//! each with its own context; the evaluator then takes the chunks back in series order, adds
+//! loops (`QueryPool::enter`), the calling thread and the pool's threads take contiguous chunks
+//! of series, each chunk with its own context, until none is left (the caller starts at once
+//! and the pool's threads join as they wake); the evaluator then takes the chunks back in series order, adds
 //! their counters, merges their annotations, and counts each series' points against
 //! `max_samples` in series order.
 //!
@@ -24,9 +25,10 @@
 //! this stays small: see [`round_len`]), and a failing series does not stop other chunks of its
 //! round. The deadline is checked by every worker, each on its own count of calls.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use rayon::prelude::*;
 use storage::window::ScanStats;
 use storage::{Querier, Sample, SeriesRef};
 
@@ -182,34 +184,56 @@ impl<'a> Evaluator<'a> {
             let end = start.saturating_add(round_len(headroom, est, threads)).min(items.len());
             let round = &items[start..end];
             let chunk = round.len().div_ceil(threads * CHUNKS_PER_THREAD).max(1);
-            let parts: Vec<Part> = pool.install(|| {
-                round
-                    .par_chunks(chunk)
-                    .map(|chunk| {
-                        let mut ctx = SeriesCtx::new(querier, opts, deadline);
-                        let mut scratch = S::default();
-                        let mut results = Vec::with_capacity(chunk.len());
-                        let mut error = None;
-                        for item in chunk {
-                            match f(&mut ctx, &mut scratch, item) {
-                                Ok(s) => results.push(s),
-                                Err(e) => {
-                                    error = Some(e);
-                                    break;
-                                }
+            let chunks: Vec<&[I]> = round.chunks(chunk).collect();
+            let slots: Vec<Mutex<Option<Part>>> = chunks.iter().map(|_| Mutex::new(None)).collect();
+            let next = AtomicUsize::new(0);
+            // Each participant takes the next chunk not yet taken until none is left, keeping
+            // its scratch buffers across its chunks. Each chunk has its own context, so what
+            // the chunks report is merged in series order below, whoever computed them.
+            let work = || {
+                let mut scratch = S::default();
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(chunk) = chunks.get(k) else { break };
+                    let mut ctx = SeriesCtx::new(querier, opts, deadline);
+                    let mut results = Vec::with_capacity(chunk.len());
+                    let mut error = None;
+                    for item in *chunk {
+                        match f(&mut ctx, &mut scratch, item) {
+                            Ok(s) => results.push(s),
+                            Err(e) => {
+                                error = Some(e);
+                                break;
                             }
                         }
-                        Part {
-                            samples_read: ctx.samples_read,
-                            scan: ctx.scan,
-                            annotations: ctx.annotations,
-                            results,
-                            error,
-                        }
-                    })
-                    .collect()
+                    }
+                    let part = Part {
+                        samples_read: ctx.samples_read,
+                        scan: ctx.scan,
+                        annotations: ctx.annotations,
+                        results,
+                        error,
+                    };
+                    *slots[k].lock().unwrap_or_else(PoisonError::into_inner) = Some(part);
+                }
+            };
+            // The calling thread works too, from the start: handing the whole loop to the pool
+            // and sleeping until it is done cost two thread wake-ups per loop, which on a small
+            // loop (TSBS cpu-max-all-8: ten selectors of eight series) ate the gain of a second
+            // core. The pool's threads join as soon as they wake.
+            pool.in_place_scope(|scope| {
+                for _ in 1..threads {
+                    scope.spawn(|_| work());
+                }
+                work();
             });
+            let parts = slots.into_iter().map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner));
             for part in parts {
+                // Every chunk was taken and finished before the scope ended (a panic in one
+                // would have ended it early, by unwinding).
+                let Some(part) = part else {
+                    return Err(Error::Execution("a parallel chunk of series was not computed".into()));
+                };
                 self.absorb(part.samples_read, &part.scan, part.annotations);
                 for s in part.results.into_iter().flatten() {
                     self.track(s.points.len() + s.hpoints.len())?;
