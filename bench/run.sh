@@ -11,5 +11,5 @@
 # Every flag goes to `compare` (see `bench/run.sh --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p strata --bin strata -p bench
+cargo build --release -p strata --bin strata -p bench --bin strata-bench
 exec target/release/strata-bench compare "$@"
