@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// Default of [`EngineOptions::parallel_min_work`], in microseconds.
+const PARALLEL_MIN_WORK_US: u64 = 100;
+
 /// Configuration of an [`crate::Engine`]. Defaults follow Prometheus' defaults: experimental
 /// features are off, limits are `--query.max-samples=50000000` and `--query.timeout=2m`.
 #[derive(Debug, Clone)]
@@ -69,6 +72,12 @@ pub struct EngineOptions {
     /// 50,000, and `cpu-max-all-8` (ten selectors of 8 series, ~15,000 points each) from 3.53
     /// to 2.67-3.01 ms when it went to 10,000, on an idle second core (docs/benchmarks.md).
     pub parallel_min_points: usize,
+    /// A loop past those thresholds first evaluates its first series on the query's thread and
+    /// goes to the pool only if that series' time, times the series left, reaches this much:
+    /// the point estimate cannot know that push-down answers a series from block statistics in
+    /// microseconds, and waking the pool for a loop of that size costs more than it saves.
+    /// Zero: no trial, the thresholds alone decide (the tests use it to force the pool).
+    pub parallel_min_work: Duration,
     /// Evaluation on a thread that must not be held long (the server runs small queries on its
     /// async runtime's own threads, saving the hand-off to a blocking thread and back, about
     /// 50 us of a 0.2 ms request): `Some(n)` makes the query stop with
@@ -103,6 +112,7 @@ impl Default for EngineOptions {
             parse_cache: None,
             parallel_min_series: 256,
             parallel_min_points: 10_000,
+            parallel_min_work: Duration::from_micros(PARALLEL_MIN_WORK_US),
             inline_points_max: None,
         }
     }

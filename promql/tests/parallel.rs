@@ -1,12 +1,14 @@
-//! Parallel evaluation (`EngineOptions::parallel`, forced on for every selector) against the
-//! sequential engine, over a real `storage::Db` with many series, part of them flushed into
-//! partition files so push-down runs too. Everything must be identical: float bits, series
+//! Parallel evaluation (`EngineOptions::parallel`, forced on for every selector, with and
+//! without the trial of each loop's first series on the query's thread) against the sequential
+//! engine, over a real `storage::Db` with many series, part of them flushed into partition files
+//! so push-down runs too. Everything must be identical: float bits, series
 //! order, warnings and infos, the statistics counters, and the error when the sample limit
 //! trips.
 //!
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use promql::{Engine, EngineOptions, QueryPool, QueryResult, Value};
 use proptest::prelude::*;
@@ -130,14 +132,18 @@ fn summary(r: &promql::Result<QueryResult>) -> String {
 }
 
 fn engine(parallel: bool, max_samples: usize) -> Engine {
-    engine_with(parallel.then(|| POOL.clone()), max_samples)
+    engine_with(parallel.then(|| POOL.clone()), max_samples, Duration::ZERO)
 }
 
-fn engine_with(parallel: Option<QueryPool>, max_samples: usize) -> Engine {
+/// `min_work`: `EngineOptions::parallel_min_work`. Zero sends every loop to the pool at once;
+/// a nanosecond evaluates each loop's first series on the query's thread, then the rest on the
+/// pool; an hour keeps the rest on the query's thread after that trial.
+fn engine_with(parallel: Option<QueryPool>, max_samples: usize, min_work: Duration) -> Engine {
     Engine::new(EngineOptions {
         parallel,
         parallel_min_series: 0,
         parallel_min_points: 0,
+        parallel_min_work: min_work,
         max_samples,
         experimental_functions: true,
         use_start_timestamps: true,
@@ -194,13 +200,18 @@ proptest! {
         start_min in 0i64..120,
         step_min in prop_oneof![Just(1i64), Just(5), 1i64..30],
         max_samples in prop_oneof![3 => Just(50_000_000usize), 1 => 10usize..20_000],
+        min_work in prop_oneof![
+            2 => Just(Duration::ZERO),
+            1 => Just(Duration::from_nanos(1)),
+            1 => Just(Duration::from_secs(3600)),
+        ],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let db = build(dir.path(), &d);
         let snap = db.snapshot();
         let (start, step) = (BASE + start_min * MINUTE, step_min * MINUTE);
         let end = start + 4 * HOUR;
-        let (par, seq) = (engine(true, max_samples), engine(false, max_samples));
+        let (par, seq) = (engine_with(Some(POOL.clone()), max_samples, min_work), engine(false, max_samples));
         for q in &queries {
             let a = par.range(&snap, q, start, end, step);
             let b = seq.range(&snap, q, start, end, step);
@@ -229,15 +240,17 @@ fn sample_limit_trips_at_the_same_point() {
     let peak = full.stats.peak_samples;
     assert!(peak > 1000, "{peak}");
     for limit in [1, 10, peak / 3, peak / 2, peak - 1, peak, peak + 1] {
-        let a = engine_with(Some(LIMIT_POOL.clone()), limit).range(
-            &snap,
-            "rate(c_total[5m])",
-            start,
-            end,
-            MINUTE,
-        );
         let b = engine(false, limit).range(&snap, "rate(c_total[5m])", start, end, MINUTE);
-        assert_eq!(summary(&a), summary(&b), "limit {limit}");
-        assert_eq!(a.is_ok(), limit >= peak, "limit {limit}");
+        for min_work in [Duration::ZERO, Duration::from_nanos(1)] {
+            let a = engine_with(Some(LIMIT_POOL.clone()), limit, min_work).range(
+                &snap,
+                "rate(c_total[5m])",
+                start,
+                end,
+                MINUTE,
+            );
+            assert_eq!(summary(&a), summary(&b), "limit {limit}, {min_work:?}");
+            assert_eq!(a.is_ok(), limit >= peak, "limit {limit}");
+        }
     }
 }

@@ -4,12 +4,13 @@
 //! read its samples, compute its points. [`Evaluator::map_series`] runs such a loop. The work
 //! of one series sees only a [`SeriesCtx`]: the querier, the options, the deadline, and its own
 //! counters and annotations, never the evaluator. When the loop is large enough (see
-//! `EngineOptions::parallel_min_series`) and the pool is not already taken by other queries'
-//! loops (`QueryPool::enter`), the calling thread and the pool's threads take contiguous chunks
-//! of series, each chunk with its own context, until none is left (the caller starts at once
-//! and the pool's threads join as they wake); the evaluator then takes the chunks back in series order, adds
-//! their counters, merges their annotations, and counts each series' points against
-//! `max_samples` in series order.
+//! `EngineOptions::parallel_min_series`; the first series is evaluated on the calling thread and
+//! timed, see `EngineOptions::parallel_min_work`) and the pool is not already taken by other
+//! queries' loops (`QueryPool::enter`), the calling thread and the pool's threads take
+//! contiguous chunks of the remaining series, each chunk with its own context, until none is
+//! left (the caller starts at once and the pool's threads join as they wake); the evaluator
+//! then takes the chunks back in series order, adds their counters, merges their annotations,
+//! and counts each series' points against `max_samples` in series order.
 //!
 //! What stays the same as the sequential loop, bit for bit:
 //! - the series and their order, and every point (the per-series code is the same function);
@@ -153,32 +154,27 @@ impl<'a> Evaluator<'a> {
             }
         }
         let mut out = Vec::new();
-        let Some((pool, _entered)) = self.pool_for(items.len(), est) else {
-            let mut ctx = self.series_ctx();
-            let mut scratch = S::default();
-            let mut result = Ok(());
-            for item in items {
-                match f(&mut ctx, &mut scratch, item) {
-                    Ok(Some(s)) => {
-                        if let Err(e) = self.track(s.points.len() + s.hpoints.len()) {
-                            result = Err(e);
-                            break;
-                        }
-                        out.push(s);
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            self.absorb(ctx.samples_read, &ctx.scan, ctx.annotations);
-            return result.map(|()| out);
+        let Some((pool, entered)) = self.pool_for(items.len(), est) else {
+            self.map_serial(items, &f, &mut out)?;
+            return Ok(out);
         };
+        // The estimate counts samples in the read range, but push-down may answer a series from
+        // block statistics in a few microseconds: time the first series here before waking the
+        // pool, and keep a loop that would take less than `parallel_min_work` on this thread.
+        let mut start = 0;
+        if !self.opts.parallel_min_work.is_zero() {
+            let began = Instant::now();
+            self.map_serial(&items[..1], &f, &mut out)?;
+            start = 1;
+            let rest = u32::try_from(items.len() - 1).unwrap_or(u32::MAX);
+            if began.elapsed().saturating_mul(rest) < self.opts.parallel_min_work {
+                drop(entered);
+                self.map_serial(&items[1..], &f, &mut out)?;
+                return Ok(out);
+            }
+        }
         let threads = pool.current_num_threads();
         let (querier, opts, deadline) = (self.querier, self.opts, self.deadline);
-        let mut start = 0;
         while start < items.len() {
             let headroom = self.samples.max.saturating_sub(self.samples.current);
             let end = start.saturating_add(round_len(headroom, est, threads)).min(items.len());
@@ -246,6 +242,35 @@ impl<'a> Evaluator<'a> {
             start = end;
         }
         Ok(out)
+    }
+
+    /// The sequential loop of [`Evaluator::map_series`] over `items`, appending to `out`.
+    fn map_serial<I, S, F>(&mut self, items: &[I], f: &F, out: &mut Vec<Series>) -> Result<()>
+    where
+        S: Default,
+        F: Fn(&mut SeriesCtx<'a>, &mut S, &I) -> Result<Option<Series>>,
+    {
+        let mut ctx = self.series_ctx();
+        let mut scratch = S::default();
+        let mut result = Ok(());
+        for item in items {
+            match f(&mut ctx, &mut scratch, item) {
+                Ok(Some(s)) => {
+                    if let Err(e) = self.track(s.points.len() + s.hpoints.len()) {
+                        result = Err(e);
+                        break;
+                    }
+                    out.push(s);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.absorb(ctx.samples_read, &ctx.scan, ctx.annotations);
+        result
     }
 }
 

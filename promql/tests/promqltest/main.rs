@@ -45,6 +45,7 @@ fn engine() -> Engine {
         parallel: parallel.then(|| QueryPool::new(3)),
         parallel_min_series: 0,
         parallel_min_points: 0,
+        parallel_min_work: std::time::Duration::ZERO,
         lookback_delta_ms: 5 * 60 * 1000,
         max_samples: 10_000,
         timeout: Duration::from_secs(100),
