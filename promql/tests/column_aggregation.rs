@@ -5,7 +5,11 @@
 //!
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
-use promql::{Engine, EngineOptions, QueryResult, Value};
+mod common;
+
+use common::bits;
+
+use promql::{Engine, EngineOptions};
 use proptest::prelude::*;
 use storage::{Batch, Db, Labels, Options, Sample, stale_nan};
 
@@ -47,20 +51,6 @@ fn load(db: &Db, specs: &[SeriesSpec]) {
         batch.push(labels, samples);
     }
     db.append(&batch).unwrap();
-}
-
-/// The answer with float bits and in the order given, so NaN payloads, signed zeros and the
-/// order of series count.
-fn bits(r: &QueryResult) -> Vec<(String, i64, u64)> {
-    match &r.value {
-        Value::Matrix(m) => m
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| (format!("{:?}", s.labels), p.t, p.v.to_bits())))
-            .collect(),
-        Value::Vector(v) => v.iter().map(|s| (format!("{:?}", s.labels), s.t, s.v.to_bits())).collect(),
-        Value::Scalar { t, v } => vec![(String::new(), *t, v.to_bits())],
-        Value::String { t, v } => vec![(v.clone(), *t, 0)],
-    }
 }
 
 fn engine(columns: bool, delayed: bool) -> Engine {

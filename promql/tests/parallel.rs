@@ -7,10 +7,14 @@
 //!
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
+mod common;
+
+use common::bits;
+
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use promql::{Engine, EngineOptions, QueryPool, QueryResult, Value};
+use promql::{Engine, EngineOptions, QueryPool, QueryResult};
 use proptest::prelude::*;
 use storage::{Batch, Db, Labels, Options, Sample, stale_nan};
 
@@ -94,19 +98,6 @@ fn build(dir: &std::path::Path, d: &Data) -> Db {
         t0 += (*n as i64 + 1) * 60_000;
     }
     db
-}
-
-/// The answer with float bits, so NaN payloads and signed zeros count.
-fn bits(r: &QueryResult) -> Vec<(String, i64, u64)> {
-    match &r.value {
-        Value::Matrix(m) => m
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| (format!("{:?}", s.labels), p.t, p.v.to_bits())))
-            .collect(),
-        Value::Vector(v) => v.iter().map(|s| (format!("{:?}", s.labels), s.t, s.v.to_bits())).collect(),
-        Value::Scalar { t, v } => vec![(String::new(), *t, v.to_bits())],
-        Value::String { t, v } => vec![(v.clone(), *t, 0)],
-    }
 }
 
 /// Everything a result says except the timings.

@@ -4,7 +4,11 @@
 //!
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
-use promql::{Engine, EngineOptions, QueryResult, Value};
+mod common;
+
+use common::bits;
+
+use promql::{Engine, EngineOptions, QueryResult};
 use proptest::prelude::*;
 use storage::{Batch, Db, Labels, Options, Sample, stale_nan};
 
@@ -74,19 +78,6 @@ fn apply(db: &Db, ops: &[Op]) {
             Op::Advance(secs) => now += secs * 1000,
             Op::Flush => db.flush().unwrap(),
         }
-    }
-}
-
-/// The answer with float bits, so NaN payloads and signed zeros count.
-fn bits(r: &QueryResult) -> Vec<(String, i64, u64)> {
-    match &r.value {
-        Value::Matrix(m) => m
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| (format!("{:?}", s.labels), p.t, p.v.to_bits())))
-            .collect(),
-        Value::Vector(v) => v.iter().map(|s| (format!("{:?}", s.labels), s.t, s.v.to_bits())).collect(),
-        Value::Scalar { t, v } => vec![(String::new(), *t, v.to_bits())],
-        Value::String { t, v } => vec![(v.clone(), *t, 0)],
     }
 }
 

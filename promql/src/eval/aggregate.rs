@@ -242,19 +242,14 @@ impl<'a> Evaluator<'a> {
                         if acc.has_hist {
                             continue;
                         }
-                        if !acc.incremental_mean {
-                            let (v, c) = kahan_inc(f, acc.value, acc.kahan_c);
-                            if !v.is_infinite() {
-                                (acc.value, acc.kahan_c) = (v, c);
-                                continue;
-                            }
-                            // The direct sum would overflow: switch to an incremental mean.
-                            acc.incremental_mean = true;
-                            acc.mean = acc.value / (acc.count - 1.0);
-                            acc.kahan_c /= acc.count - 1.0;
-                        }
-                        let q = (acc.count - 1.0) / acc.count;
-                        (acc.mean, acc.kahan_c) = kahan_inc(f / acc.count, q * acc.mean, q * acc.kahan_c);
+                        avg_add(
+                            f,
+                            acc.count,
+                            &mut acc.value,
+                            &mut acc.kahan_c,
+                            &mut acc.mean,
+                            &mut acc.incremental_mean,
+                        );
                     }
                     AggOp::Max if acc.value < f || acc.value.is_nan() => acc.value = f,
                     AggOp::Min if acc.value > f || acc.value.is_nan() => acc.value = f,
@@ -536,4 +531,32 @@ fn format_value(v: f64) -> String {
 fn ratio_selects(r: f64, l: &Labels) -> bool {
     let offset = super::labels::hash(l) as f64 / u64::MAX as f64;
     (r >= 0.0 && offset < r) || (r < 0.0 && offset >= 1.0 + r)
+}
+
+/// Adds `f` to a running `avg` of `count` values (`f` already counted) as Prometheus does: a
+/// Kahan-compensated sum while it stays finite, then an incremental mean from the value that
+/// would overflow it. Shared by the step-wise and the column aggregation, which must agree to
+/// the bit.
+#[inline]
+pub(super) fn avg_add(
+    f: f64,
+    count: f64,
+    sum: &mut f64,
+    kahan_c: &mut f64,
+    mean: &mut f64,
+    incremental: &mut bool,
+) {
+    if !*incremental {
+        let (v, c) = kahan_inc(f, *sum, *kahan_c);
+        if !v.is_infinite() {
+            (*sum, *kahan_c) = (v, c);
+            return;
+        }
+        // The direct sum would overflow: continue with an incremental mean.
+        *incremental = true;
+        *mean = *sum / (count - 1.0);
+        *kahan_c /= count - 1.0;
+    }
+    let q = (count - 1.0) / count;
+    (*mean, *kahan_c) = kahan_inc(f / count, q * *mean, q * *kahan_c);
 }

@@ -14,6 +14,7 @@
 
 use storage::Labels;
 
+use super::aggregate::avg_add;
 use super::range_fn::kahan_inc;
 use super::series::{FPoint, Series};
 use super::{Evaluator, Grid};
@@ -51,19 +52,14 @@ impl Cell {
             AggOp::Sum => (self.value, self.kahan_c) = kahan_inc(f, self.value, self.kahan_c),
             AggOp::Avg => {
                 self.count += 1.0;
-                if !self.incremental {
-                    let (v, c) = kahan_inc(f, self.value, self.kahan_c);
-                    if !v.is_infinite() {
-                        (self.value, self.kahan_c) = (v, c);
-                        return;
-                    }
-                    // The direct sum would overflow: continue with an incremental mean.
-                    self.incremental = true;
-                    self.mean = self.value / (self.count - 1.0);
-                    self.kahan_c /= self.count - 1.0;
-                }
-                let q = (self.count - 1.0) / self.count;
-                (self.mean, self.kahan_c) = kahan_inc(f / self.count, q * self.mean, q * self.kahan_c);
+                avg_add(
+                    f,
+                    self.count,
+                    &mut self.value,
+                    &mut self.kahan_c,
+                    &mut self.mean,
+                    &mut self.incremental,
+                );
             }
             AggOp::Max if self.value < f || self.value.is_nan() => self.value = f,
             AggOp::Min if self.value > f || self.value.is_nan() => self.value = f,
