@@ -1,7 +1,7 @@
 //! Aggregation operators (`sum`, `avg`, `topk`, `count_values`, ...) with `by`/`without`.
 
+use super::HashMap;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 use std::sync::Arc;
 
@@ -171,7 +171,7 @@ impl<'a> Evaluator<'a> {
         let mut grouping = a.grouping.clone();
         grouping.sort();
         // Map each input series to its group once; labels do not change between steps.
-        let mut group_index: HashMap<Labels, usize> = HashMap::new();
+        let mut group_index: HashMap<Labels, usize> = HashMap::default();
         let mut group_of = Vec::with_capacity(input.len());
         let mut group_names: Vec<Labels> = Vec::new();
         for s in &input {
@@ -486,7 +486,7 @@ impl<'a> Evaluator<'a> {
             self.check_deadline()?;
             cursor.at(&input, ts, &mut step);
             let mut counts: Vec<(Labels, f64)> = Vec::new();
-            let mut index: HashMap<Labels, usize> = HashMap::new();
+            let mut index: HashMap<Labels, usize> = HashMap::default();
             for s in &step {
                 let mut l: Vec<Label> =
                     s.labels.iter().filter(|x| x.name.as_ref() != label.value).cloned().collect();

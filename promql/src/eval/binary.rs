@@ -1,7 +1,7 @@
 //! Binary operators: scalar/scalar, vector/scalar, and vector/vector with label matching
 //! (`on`, `ignoring`, `group_left`, `group_right`, `fill*`) and the set operators.
 
-use std::collections::HashMap;
+use super::HashMap;
 use std::sync::Arc;
 
 use storage::{FloatHistogram, Labels};
@@ -256,7 +256,7 @@ impl<'a> Evaluator<'a> {
         g: Grid,
     ) -> Result<Val> {
         // Signatures are computed once per series and numbered.
-        let mut sig_index: HashMap<Labels, usize> = HashMap::new();
+        let mut sig_index: HashMap<Labels, usize> = HashMap::default();
         let mut sig_labels: Vec<Labels> = Vec::new();
         let mut number = |l: &Labels| -> usize {
             let s = signature(l, m);
@@ -344,7 +344,8 @@ impl<'a> Evaluator<'a> {
         let swapped = m.card == Cardinality::OneToMany;
         let (many, one, many_sig, one_sig) =
             if swapped { (rstep, lstep, rsig, lsig) } else { (lstep, rstep, lsig, rsig) };
-        let mut one_by_sig: HashMap<usize, usize> = HashMap::with_capacity(one.len());
+        let mut one_by_sig: HashMap<usize, usize> =
+            HashMap::with_capacity_and_hasher(one.len(), Default::default());
         for (i, s) in one.iter().enumerate() {
             let sig = one_sig[s.idx];
             if let Some(&prev) = one_by_sig.get(&sig) {
@@ -371,7 +372,7 @@ impl<'a> Evaluator<'a> {
         let delayed = self.opts.delayed_name_removal;
         // For one-to-one: which signatures produced a result; for many-to-one: result labels
         // per signature, to detect ambiguous matches.
-        let mut matched: HashMap<usize, Vec<Labels>> = HashMap::new();
+        let mut matched: HashMap<usize, Vec<Labels>> = HashMap::default();
         let match_labels = |l: &Labels| -> Labels {
             if m.on {
                 labels::keep(l, &m.labels)

@@ -1,7 +1,7 @@
 //! `histogram_quantile`, `histogram_quantiles` and `histogram_fraction` over classic
 //! (`le`-bucket) histograms and native histograms.
 
-use std::collections::HashMap;
+use super::HashMap;
 
 use storage::Labels;
 
@@ -204,7 +204,7 @@ impl<'a> Evaluator<'a> {
         let mut cursor = StepCursor::new(&m);
         let mut step = Vec::new();
         let mut groups: Vec<Group> = Vec::new();
-        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut index: HashMap<Labels, usize> = HashMap::default();
         let mut hpos = vec![0usize; m.len()];
         for (si, ts) in g.timestamps().enumerate() {
             self.check_deadline()?;

@@ -1,12 +1,12 @@
 //! The experimental `info()` function: adds data labels from info metrics (by default
 //! `target_info`) to series with the same identifying labels (`instance`, `job`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use storage::{Label, Labels, MatchOp, Matcher, is_stale};
 
 use super::series::{OutputBuilder, StepCursor};
-use super::{Evaluator, Grid, Val};
+use super::{Evaluator, Grid, HashMap, Val};
 use crate::error::{Error, Result};
 use crate::parser::ast::{Call, Expr};
 
@@ -160,7 +160,7 @@ impl<'a> Evaluator<'a> {
             }
         }
         data_matchers.retain(|m| m.name != storage::METRIC_NAME);
-        let mut data_by_name: HashMap<&str, Vec<&Matcher>> = HashMap::new();
+        let mut data_by_name: HashMap<&str, Vec<&Matcher>> = HashMap::default();
         for m in &data_matchers {
             data_by_name.entry(m.name.as_str()).or_default().push(m);
         }
@@ -183,7 +183,7 @@ impl<'a> Evaluator<'a> {
             if step.is_empty() {
                 continue;
             }
-            let mut by_sig: HashMap<&Labels, (usize, i64)> = HashMap::new();
+            let mut by_sig: HashMap<&Labels, (usize, i64)> = HashMap::default();
             for (ii, (labels, per_step)) in info_series.iter().enumerate() {
                 let Some((t, is_histogram)) = per_step.get(si).copied().flatten() else {
                     continue;

@@ -43,6 +43,13 @@ use crate::parser::ast::{AtModifier, BinOp, DurationExpr, DurationOp, Expr, Subq
 pub use float_histogram::detect_reset as detect_histogram_reset;
 pub(crate) use series::{FPoint, HPoint, Series, has_duplicate_labels, merge_same_labelsets};
 
+/// Maps and sets keyed by label sets and signatures. foldhash (randomly seeded per map, like
+/// std's) instead of SipHash: hashing a TSBS series' ten labels with SipHash was 2 % of a
+/// small query, checking an eight-series result for duplicate label sets.
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// See [`HashMap`].
+pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 /// The evaluation timestamps: `start, start+step, ..., <= end` (ms). `step >= 1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Grid {

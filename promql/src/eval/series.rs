@@ -1,6 +1,6 @@
 //! Series as the evaluator holds them, and helpers to walk them step by step.
 
-use std::collections::HashMap;
+use super::{HashMap, HashSet};
 use std::sync::Arc;
 
 use storage::{FloatHistogram, Labels};
@@ -141,7 +141,7 @@ pub(crate) struct OutputBuilder {
 
 impl OutputBuilder {
     pub fn new(g: Grid) -> Self {
-        OutputBuilder { instant: g.is_instant(), series: Vec::new(), index: HashMap::new(), next: 0 }
+        OutputBuilder { instant: g.is_instant(), series: Vec::new(), index: HashMap::default(), next: 0 }
     }
 
     /// The series holding `labels`, if any.
@@ -221,7 +221,7 @@ pub(crate) fn has_duplicate_labels(m: &[Series]) -> bool {
     if m.len() < 2 {
         return false;
     }
-    let mut seen = std::collections::HashSet::with_capacity(m.len());
+    let mut seen = HashSet::with_capacity_and_hasher(m.len(), Default::default());
     m.iter().any(|s| !seen.insert(&s.labels))
 }
 
@@ -232,7 +232,7 @@ pub(crate) fn merge_same_labelsets(m: Vec<Series>) -> Result<Vec<Series>> {
     if !has_duplicate_labels(&m) {
         return Ok(m);
     }
-    let mut index: HashMap<Labels, usize> = HashMap::new();
+    let mut index: HashMap<Labels, usize> = HashMap::default();
     let mut out: Vec<Series> = Vec::with_capacity(m.len());
     for s in m {
         match index.get(&s.labels) {
