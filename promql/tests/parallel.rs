@@ -1,9 +1,8 @@
 //! Parallel evaluation (`EngineOptions::parallel`, forced on for every selector, with and
 //! without the trial of each loop's first series on the query's thread) against the sequential
 //! engine, over a real `storage::Db` with many series, part of them flushed into partition files
-//! so push-down runs too. Everything must be identical: float bits, series
-//! order, warnings and infos, the statistics counters, and the error when the sample limit
-//! trips.
+//! so push-down runs too. Everything must be identical: float bits, series order, warnings and
+//! infos, the statistics counters, and the error when the sample limit trips.
 //!
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
@@ -122,8 +121,9 @@ fn summary(r: &promql::Result<QueryResult>) -> String {
     }
 }
 
-fn engine(parallel: bool, max_samples: usize) -> Engine {
-    engine_with(parallel.then(|| POOL.clone()), max_samples, Duration::ZERO)
+/// The sequential engine, the oracle.
+fn sequential(max_samples: usize) -> Engine {
+    engine_with(None, max_samples, Duration::ZERO)
 }
 
 /// `min_work`: `EngineOptions::parallel_min_work`. Zero sends every loop to the pool at once;
@@ -202,7 +202,7 @@ proptest! {
         let snap = db.snapshot();
         let (start, step) = (BASE + start_min * MINUTE, step_min * MINUTE);
         let end = start + 4 * HOUR;
-        let (par, seq) = (engine_with(Some(POOL.clone()), max_samples, min_work), engine(false, max_samples));
+        let (par, seq) = (engine_with(Some(POOL.clone()), max_samples, min_work), sequential(max_samples));
         for q in &queries {
             let a = par.range(&snap, q, start, end, step);
             let b = seq.range(&snap, q, start, end, step);
@@ -227,11 +227,11 @@ fn sample_limit_trips_at_the_same_point() {
     let db = build(dir.path(), &d);
     let snap = db.snapshot();
     let (start, end) = (BASE, BASE + 2 * HOUR);
-    let full = engine(false, 50_000_000).range(&snap, "rate(c_total[5m])", start, end, MINUTE).unwrap();
+    let full = sequential(50_000_000).range(&snap, "rate(c_total[5m])", start, end, MINUTE).unwrap();
     let peak = full.stats.peak_samples;
     assert!(peak > 1000, "{peak}");
     for limit in [1, 10, peak / 3, peak / 2, peak - 1, peak, peak + 1] {
-        let b = engine(false, limit).range(&snap, "rate(c_total[5m])", start, end, MINUTE);
+        let b = sequential(limit).range(&snap, "rate(c_total[5m])", start, end, MINUTE);
         for min_work in [Duration::ZERO, Duration::from_nanos(1)] {
             let a = engine_with(Some(LIMIT_POOL.clone()), limit, min_work).range(
                 &snap,

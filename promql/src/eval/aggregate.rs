@@ -1,6 +1,5 @@
 //! Aggregation operators (`sum`, `avg`, `topk`, `count_values`, ...) with `by`/`without`.
 
-use super::HashMap;
 use std::cmp::Ordering;
 
 use std::sync::Arc;
@@ -12,7 +11,7 @@ use super::functions::{go_max, go_min};
 use super::histogram_sum;
 use super::range_fn::{fmt_g, kahan_inc, quantile};
 use super::series::{OutputBuilder, StepCursor};
-use super::{Evaluator, Grid, Val, labels};
+use super::{Evaluator, Grid, HashMap, Val, labels};
 use crate::error::{Error, Result};
 use crate::parser::ast::{AggOp, AggregateExpr, Expr};
 

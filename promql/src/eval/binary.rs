@@ -1,7 +1,6 @@
 //! Binary operators: scalar/scalar, vector/scalar, and vector/vector with label matching
 //! (`on`, `ignoring`, `group_left`, `group_right`, `fill*`) and the set operators.
 
-use super::HashMap;
 use std::sync::Arc;
 
 use storage::{FloatHistogram, Labels};
@@ -9,7 +8,7 @@ use storage::{FloatHistogram, Labels};
 use super::float_histogram as fh;
 use super::histogram_trim;
 use super::series::{OutputBuilder, StepCursor, StepSample, has_duplicate_labels, merge_same_labelsets};
-use super::{Evaluator, Grid, Val, drop_metric_labels, labels};
+use super::{Evaluator, Grid, HashMap, Val, drop_metric_labels, labels};
 use crate::annotations::Annotations;
 use crate::error::{Error, Result};
 use crate::parser::ast::{BinOp, BinaryExpr, Cardinality, VectorMatching};

@@ -1,13 +1,11 @@
 //! `histogram_quantile`, `histogram_quantiles` and `histogram_fraction` over classic
 //! (`le`-bucket) histograms and native histograms.
 
-use super::HashMap;
-
 use storage::Labels;
 
 use super::range_fn::fmt_g;
 use super::series::{OutputBuilder, StepCursor};
-use super::{Evaluator, Grid, Val, drop_metric_labels, histogram_fns, labels};
+use super::{Evaluator, Grid, HashMap, Val, drop_metric_labels, histogram_fns, labels};
 use crate::error::{Error, Result};
 use crate::parser::ast::{Call, Expr};
 

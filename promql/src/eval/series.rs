@@ -1,11 +1,10 @@
 //! Series as the evaluator holds them, and helpers to walk them step by step.
 
-use super::{HashMap, HashSet};
 use std::sync::Arc;
 
 use storage::{FloatHistogram, Labels};
 
-use super::{Grid, drop_metric_labels, duplicate_labelset};
+use super::{Grid, HashMap, HashSet, drop_metric_labels, duplicate_labelset};
 use crate::error::Result;
 
 /// A float point (ms, value).

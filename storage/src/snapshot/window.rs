@@ -112,8 +112,8 @@ pub(super) fn window_aggregates(
     let heads = read_heads(snap, series, mint, maxt);
     classify(&mut blocks, &heads, windows, sums);
     // Only sums need to know whether a block's values are integers. Finding out reads the
-    // block's header and verifies its checksum: a fifth of the time of a query answered from
-    // statistics alone, for blocks whose bytes are not used otherwise.
+    // block's header and verifies its checksum, about 5 % of a query answered from statistics
+    // alone (whose blocks' bytes are otherwise not read).
     if sums {
         for b in blocks.iter_mut().filter(|b| matches!(b.use_, Use::Stats | Use::Split { .. })) {
             b.integral = b.file.file.block_integral(&b.meta)?;
