@@ -4,6 +4,7 @@
 //! A file is written once ([`FileWriter`]), renamed into place, listed in the manifest, and
 //! then only read ([`PartitionFile`], through `mmap`) until compaction or retention replaces it.
 
+mod block_lists;
 mod reader;
 mod writer;
 

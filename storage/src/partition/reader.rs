@@ -17,6 +17,7 @@ use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
 use crate::types::{HistogramSample, Label, Labels, Sample, SeriesId};
 
+use super::block_lists::BlockLists;
 use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, HISTS_TAG, MAGIC, STARTS_TAG, VERSION, VERSION_MIN};
 
 /// Where one block lives and what it holds.
@@ -46,6 +47,8 @@ pub struct PartitionFile {
     hists: Vec<(SeriesId, (u64, u32))>,
     /// Format version (`VERSION_MIN..=VERSION`): how block lists are encoded.
     version: u32,
+    /// Block lists decoded for queries, kept within a process-wide budget.
+    block_lists: BlockLists,
 }
 
 impl std::fmt::Debug for PartitionFile {
@@ -163,7 +166,15 @@ impl PartitionFile {
             ));
         }
         series.sort_unstable_by_key(|(id, _)| *id);
-        Ok(PartitionFile { path: path.to_path_buf(), mmap, series, starts, hists, version })
+        Ok(PartitionFile {
+            path: path.to_path_buf(),
+            mmap,
+            series,
+            starts,
+            hists,
+            version,
+            block_lists: BlockLists::default(),
+        })
     }
 
     /// True if the series has native histograms in this file.
@@ -254,12 +265,49 @@ impl PartitionFile {
         self.blocks_in(id, i64::MIN, i64::MAX)
     }
 
-    /// The blocks of a series whose time range overlaps `[mint, maxt]`, in time order. The list
-    /// is stored as a chain (each entry relative to the one before), so it is read from its
-    /// start, but only up to the first block that starts after `maxt`: a query over the first
-    /// hours of a day-long partition does not read the statistics of the rest.
+    /// The blocks of a series whose time range overlaps `[mint, maxt]`, in time order.
+    ///
+    /// The first read of a series' list decodes it whole and keeps it for later reads (see
+    /// [`super::block_lists`]) while the process-wide budget has room; past the budget, or for
+    /// a list that does not decode whole, the list is decoded only up to the first block that
+    /// starts after `maxt`, as it is stored as a chain read from its start. A read of all time
+    /// (compaction's, which then drops the file) uses a kept list but does not keep one.
     pub fn blocks_in(&self, id: SeriesId, mint: i64, maxt: i64) -> Result<Vec<BlockMeta>> {
         let Ok(i) = self.series.binary_search_by_key(&id, |(i, _)| *i) else { return Ok(Vec::new()) };
+        if let Some(list) = self.block_lists.get(id) {
+            return Ok(overlapping(&list, mint, maxt));
+        }
+        let whole = (mint, maxt) == (i64::MIN, i64::MAX);
+        if !whole
+            && BlockLists::has_room(self.list_len(i))
+            && let Ok(list) = self.decode_blocks(i, i64::MAX)
+        {
+            let list: Arc<[BlockMeta]> = list.into();
+            let out = overlapping(&list, mint, maxt);
+            self.block_lists.keep(id, list);
+            return Ok(out);
+        }
+        let mut out = self.decode_blocks(i, maxt)?;
+        out.retain(|b| b.stats.max_t >= mint);
+        Ok(out)
+    }
+
+    /// The block list kept for series `id`, if any.
+    #[cfg(test)]
+    pub(super) fn block_lists_kept(&self, id: SeriesId) -> Option<Arc<[BlockMeta]>> {
+        self.block_lists.get(id)
+    }
+
+    /// The number of blocks in the list of the series at `i` of `series` (0 if unreadable:
+    /// [`Self::decode_blocks`] reports that).
+    fn list_len(&self, i: usize) -> usize {
+        let buf = self.mmap.get(self.series[i].1 as usize..).unwrap_or_default();
+        get_uvarint(buf, &mut 0).map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    /// Decodes the block list of the series at `i` of `series` up to the first block that
+    /// starts after `maxt` (not included).
+    fn decode_blocks(&self, i: usize, maxt: i64) -> Result<Vec<BlockMeta>> {
         let at = self.series[i].1 as usize;
         let corrupt = |e: Error| Error::corruption(&self.path, Some(at as u64), e.to_string());
         let buf = self.mmap.get(at..).unwrap_or_default();
@@ -285,9 +333,7 @@ impl PartitionFile {
             if stats.min_t > maxt {
                 break;
             }
-            if stats.max_t >= mint {
-                out.push(BlockMeta { offset, len, stats });
-            }
+            out.push(BlockMeta { offset, len, stats });
             base_t = stats.max_t;
             offset = offset.saturating_add(u64::from(len) + 4);
         }
@@ -398,6 +444,12 @@ impl PartitionFile {
         }
         Ok(false)
     }
+}
+
+/// The blocks of `list` (in time order) overlapping `[mint, maxt]`: up to the first that starts
+/// after `maxt`, those that end at or after `mint`, as [`PartitionFile::blocks_in`] reads them.
+fn overlapping(list: &[BlockMeta], mint: i64, maxt: i64) -> Vec<BlockMeta> {
+    list.iter().take_while(|b| b.stats.min_t <= maxt).filter(|b| b.stats.max_t >= mint).copied().collect()
 }
 
 /// Reads the start-timestamp table at `pos` of the index (which starts at file offset `base`):

@@ -68,6 +68,10 @@ fn write_open_read_round_trip() {
             assert_eq!(f.blocks_in(0, mint, maxt).unwrap(), want, "{mint}..={maxt}");
         }
     }
+    // The first bounded read kept the list (the reads of all time above did not), and the
+    // reads after it were answered from the kept list: the same blocks as decoding.
+    assert_eq!(f.block_lists_kept(0).as_deref(), Some(blocks.as_slice()));
+    assert_eq!(f.block_lists_kept(1), None);
     assert!(f.blocks_in(9, i64::MIN, i64::MAX).unwrap().is_empty());
 }
 
