@@ -45,7 +45,10 @@ pub fn marker() -> f64 {
 
 /// Removes the histogram markers from `out[from..]` (float reads never show them).
 pub fn strip_markers(out: &mut Vec<Sample>, from: usize) {
-    if out.get(from..).is_some_and(|s| s.iter().any(|s| is_marker(s.v))) {
+    // Counting (no early exit) vectorises; `any` tested one sample per branch, a pass over
+    // every sample read that cost 3-4 % of a decoding query.
+    let markers = out.get(from..).map_or(0, |s| s.iter().fold(0, |n, s| n + usize::from(is_marker(s.v))));
+    if markers > 0 {
         let mut i = 0;
         out.retain(|s| {
             i += 1;

@@ -179,6 +179,35 @@ fn compare_over_time(w: &[FPoint], better: impl Fn(f64, f64) -> bool, want_ts: b
     if want_ts { best_t as f64 / 1000.0 } else { best }
 }
 
+/// `max_over_time` (with `pick` = `f64::max`) or `min_over_time` (`f64::min`) of `w` (not
+/// empty): the same bits as [`compare_over_time`]'s sequential loop, which starts from the first
+/// value and takes a later one when it is strictly better or the current one is NaN. That loop
+/// ends on the first value (in time order) equal to the extreme of the values that are not NaN,
+/// or on the last value when all are NaN. Its chain of compares, each waiting for the one
+/// before, took 15 % of TSBS cpu-max-all-8's CPU time; here four independent lanes fold with
+/// `pick`, which ignores NaN. Equal values have equal bits, except zeros: for an extreme of
+/// zero the first zero is taken, as the loop keeps it over a later zero of the other sign.
+fn extreme_over_time(w: &[FPoint], pick: impl Fn(f64, f64) -> f64) -> f64 {
+    let mut lanes = [f64::NAN; 4];
+    let mut quads = w.chunks_exact(4);
+    for q in &mut quads {
+        for (lane, p) in lanes.iter_mut().zip(q) {
+            *lane = pick(*lane, p.f);
+        }
+    }
+    let mut m = pick(pick(lanes[0], lanes[1]), pick(lanes[2], lanes[3]));
+    for p in quads.remainder() {
+        m = pick(m, p.f);
+    }
+    if m.is_nan() {
+        return w.last().map_or(m, |p| p.f);
+    }
+    if m == 0.0 {
+        return w.iter().find(|p| p.f == 0.0).map_or(m, |p| p.f);
+    }
+    m
+}
+
 fn double_exponential_smoothing(w: &[FPoint], sf: f64, tf: f64) -> Result<Option<f64>> {
     if sf <= 0.0 || sf >= 1.0 {
         return Err(Error::Execution(format!(
@@ -247,8 +276,8 @@ impl Fold {
                 }
                 if sum.is_infinite() { sum } else { sum + c }
             }
-            Fold::Min => compare_over_time(p, |cur, best| cur < best, false),
-            Fold::Max => compare_over_time(p, |cur, best| cur > best, false),
+            Fold::Min => extreme_over_time(p, f64::min),
+            Fold::Max => extreme_over_time(p, f64::max),
             Fold::First => p[0].f,
             Fold::Last => p[p.len() - 1].f,
             Fold::Present => 1.0,
@@ -622,8 +651,9 @@ impl<'a> Evaluator<'a> {
                     points.clear();
                     // Without stale markers (the common case) the copy is a plain map over the
                     // slice, which compiles to a tight loop; the filtered one gives no size hint
-                    // and tests every sample.
-                    if buf.iter().any(|s| is_stale(s.v)) {
+                    // and tests every sample. Counting them (no early exit) vectorises, where
+                    // `any` tested a sample per branch: 6 % of cpu-max-all-8's CPU time.
+                    if count_stale(buf) > 0 {
                         points.reserve(buf.len());
                         points
                             .extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
@@ -674,6 +704,11 @@ impl<'a> Evaluator<'a> {
         }
         Ok(Val::Vector(out))
     }
+}
+
+/// The stale markers among `samples`.
+pub(super) fn count_stale(samples: &[storage::Sample]) -> usize {
+    samples.iter().fold(0, |n, s| n + usize::from(is_stale(s.v)))
 }
 
 /// Info for `rate`/`increase` over a metric whose name does not look like a counter.
@@ -788,6 +823,20 @@ mod tests {
                 want += 1;
             }
             prop_assert_eq!(first_after(&points, from, end, bound), want);
+        }
+
+        /// The four-lane `max_over_time`/`min_over_time` gives the sequential loop's bits,
+        /// over values drawn to collide: NaNs, zeros of both signs, infinities, repeats.
+        #[test]
+        fn extreme_over_time_is_the_sequential_loop(
+            picks in proptest::collection::vec(0usize..9, 1..40),
+        ) {
+            const VALUES: [f64; 9] = [f64::NAN, 0.0, -0.0, 1.0, -1.0, 2.5, f64::INFINITY, f64::NEG_INFINITY, -3.0];
+            let w: Vec<FPoint> = (0i64..).zip(&picks).map(|(t, &i)| FPoint { t, f: VALUES[i] }).collect();
+            let max = compare_over_time(&w, |cur, best| cur > best, false);
+            let min = compare_over_time(&w, |cur, best| cur < best, false);
+            prop_assert_eq!(extreme_over_time(&w, f64::max).to_bits(), max.to_bits());
+            prop_assert_eq!(extreme_over_time(&w, f64::min).to_bits(), min.to_bits());
         }
     }
 }
