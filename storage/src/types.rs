@@ -26,7 +26,11 @@ pub fn stale_nan() -> f64 {
 }
 
 /// One sample: a timestamp in milliseconds and a value.
-#[derive(Debug, Clone, Copy)]
+///
+/// `repr(C)` and plain old data, so a slice of them can be viewed as another type of the same
+/// layout without copying (the engine reads a series' samples as its points that way).
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 pub struct Sample {
     /// Milliseconds since the Unix epoch (may be negative).
     pub t: i64,

@@ -648,18 +648,17 @@ impl<'a> Evaluator<'a> {
                     }
                     let RangeScratch { buf, points, st_buf, sts, step_scalars, hbuf, hsts } = scratch;
                     ctx.load(r, mint, maxt, buf)?;
-                    points.clear();
-                    // Without stale markers (the common case) the copy is a plain map over the
-                    // slice, which compiles to a tight loop; the filtered one gives no size hint
-                    // and tests every sample. Counting them (no early exit) vectorises, where
-                    // `any` tested a sample per branch: 6 % of cpu-max-all-8's CPU time.
-                    if count_stale(buf) > 0 {
-                        points.reserve(buf.len());
+                    // Without stale markers (the common case) the samples are the points, used
+                    // in place: copying them was 6 % of cpu-max-all-8's CPU time. Counting the
+                    // markers (no early exit) vectorises, where `any` tested a sample per branch.
+                    let points: &[FPoint] = if count_stale(buf) > 0 {
+                        points.clear();
                         points
                             .extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
+                        points
                     } else {
-                        points.extend(buf.iter().map(|s| FPoint { t: s.t, f: s.v }));
-                    }
+                        bytemuck::cast_slice(buf)
+                    };
                     ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
                     if want_sts {
                         ctx.load_start_timestamps(r, mint, maxt, st_buf)?;

@@ -7,8 +7,10 @@ use storage::{FloatHistogram, Labels};
 use super::{Grid, HashMap, HashSet, drop_metric_labels, duplicate_labelset};
 use crate::error::Result;
 
-/// A float point (ms, value).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A float point (ms, value). The layout of `storage::Sample`, so a series' samples read
+/// without stale markers are used as its points in place (`bytemuck::cast_slice`).
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 pub(crate) struct FPoint {
     pub t: i64,
     pub f: f64,
