@@ -117,6 +117,12 @@ fn write_series_and_head(db: &Db, out: &mut Exposition) {
         "Approximate heap bytes of the series index.",
         head.index_memory_bytes as u64,
     );
+    out.single(
+        "strata_storage_block_lists_bytes",
+        Kind::Gauge,
+        "Bytes of decoded block lists kept for queries (at most 64 MiB, freed with their files).",
+        storage::partition::block_list_bytes() as u64,
+    );
 }
 
 fn write_wal(db: &Db, out: &mut Exposition) {

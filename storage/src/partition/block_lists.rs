@@ -37,6 +37,11 @@ static KEPT_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 type Shard = HashMap<SeriesId, Arc<[BlockMeta]>, foldhash::fast::RandomState>;
 
+/// Bytes of block lists kept by all files of the process now (at most [`BUDGET_BYTES`]).
+pub fn kept_bytes() -> usize {
+    KEPT_BYTES.load(Ordering::Relaxed)
+}
+
 /// The kept block lists of one file.
 #[derive(Default)]
 pub(super) struct BlockLists {

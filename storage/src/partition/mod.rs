@@ -8,6 +8,7 @@ mod block_lists;
 mod reader;
 mod writer;
 
+pub use block_lists::kept_bytes as block_list_bytes;
 pub use reader::{BlockMeta, PartitionFile};
 pub use writer::FileWriter;
 
