@@ -33,7 +33,8 @@ pub struct BlockMeta {
 
 /// An open partition file. Holds, per series, only its runtime id and where its block list is;
 /// block lists are decoded when a query touches the series, so memory per series per file stays
-/// at a few bytes however many blocks the series has.
+/// at a few bytes however many blocks the series has. Decoded lists are kept for the next query
+/// within a budget for the whole process ([`super::block_lists`]).
 pub struct PartitionFile {
     path: PathBuf,
     mmap: Mmap,
