@@ -706,7 +706,7 @@ impl<'a> Evaluator<'a> {
 }
 
 /// The stale markers among `samples`.
-pub(super) fn count_stale(samples: &[storage::Sample]) -> usize {
+fn count_stale(samples: &[storage::Sample]) -> usize {
     samples.iter().fold(0, |n, s| n + usize::from(is_stale(s.v)))
 }
 
