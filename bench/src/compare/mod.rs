@@ -53,10 +53,10 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "1,8")]
     clients: Vec<usize>,
     /// Rounds of timed passes. 1: each system's passes run right after its load, on the loaded
-    /// server. More: after every load, the rounds restart each PromQL system on its data in
-    /// turn (the order rotating from round to round) and time every type once per round; a
-    /// type's figures pool all rounds, so a slow phase of a shared host falls on every system
-    /// rather than on whichever ran then.
+    /// server. More: after every load, each round starts every PromQL system on its data at
+    /// once and times every type once per system, the systems' passes of a type back to back
+    /// (the order rotating from round to round); a type's figures pool all rounds, so a slow
+    /// phase of a shared host falls on every system rather than on whichever ran then.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     query_rounds: u32,
     /// Query types to run, comma-separated (default: all fifteen).
@@ -439,11 +439,14 @@ struct Kept<'a> {
     log: String,
 }
 
-/// The timed passes in `rounds` rounds (see `--query-rounds`): per round, each kept system is
-/// started on its data and settled, answers every query once untimed (warm-up), times every query type (and
-/// the request floor) once per client count, and is stopped; the order of the systems rotates
-/// each round. Each run's timings pool its
-/// rounds. A system that fails in a round gets the error and no timings.
+/// The timed passes in `rounds` rounds (see `--query-rounds`). Per round, every kept system is
+/// started on its data (the start order rotating by round) and settled, the round waits until
+/// each is idle ([`Server::wait_quiet`]), and each answers every query once untimed (warm-up).
+/// Then the passes interleave: for each query type (and the request floor) and client count,
+/// each system times one pass in turn, the order rotating by round. A system's pass of a type
+/// and its peers' run seconds apart, so a slow phase of a shared host, which lasts minutes,
+/// falls on all of them alike. Each run's timings pool its rounds; a system that fails in a
+/// round gets the error and no timings.
 fn query_rounds(
     http: &Http,
     queries: &[Query],
@@ -464,50 +467,82 @@ fn query_rounds(
         ProgressStyle::with_template("{msg:28} [{elapsed_precise}] {wide_bar} {pos}/{len} queries")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let of_kinds: Vec<(&'static str, Vec<Query>)> = kinds
+        .iter()
+        .map(|&kind| (kind, queries.iter().filter(|q| q.kind == kind).cloned().collect()))
+        .chain(std::iter::once((query_run::FLOOR, floor)))
+        .collect();
     // Passes per kept run, per (kind, clients).
     let mut passes: Vec<Vec<(&'static str, usize, Vec<query_run::Pass>)>> = vec![Vec::new(); kept.len()];
     let mut failed: Vec<Option<String>> = vec![None; kept.len()];
+    let fail = |failed: &mut Vec<Option<String>>, k: usize, round: usize, e: String| {
+        eprintln!("compare: {} query round {}: {e}", kept[k].found.system.name(), round + 1);
+        failed[k] = Some(e);
+    };
     for round in 0..rounds as usize {
-        for k in (0..kept.len()).map(|i| (i + round) % kept.len()) {
+        let order: Vec<usize> = (0..kept.len()).map(|i| (i + round) % kept.len()).collect();
+        // Started in turn, so one's start-up work (WAL replay) does not slow another's.
+        let mut servers: Vec<Option<Server>> = (0..kept.len()).map(|_| None).collect();
+        for &k in &order {
             if failed[k].is_some() {
                 continue;
             }
-            let Kept { found, scratch, log, .. } = &kept[k];
-            let result = (|| -> Result<(), String> {
+            let Kept { found, scratch, .. } = &kept[k];
+            let started = (|| -> Result<Server, String> {
                 let server = Server::start(found, scratch.path(), http, "server-queries.log")?;
                 // A restart can leave merge work (strata's shutdown flush adds files to
                 // compact): settle again, as after the load, except Prometheus, whose settling
-                // is a snapshot. Then the first queries load caches (VictoriaMetrics' index
-                // caches, the page cache): an untimed pass, as after the load.
+                // is a snapshot.
                 if found.system != System::Prometheus {
                     server.settle(http)?;
                 }
-                query_run::warm_up(http, found.system, &server.base, queries, &bar)?;
-                let of_kinds = kinds
-                    .iter()
-                    .map(|&kind| {
-                        (kind, queries.iter().filter(|q| q.kind == kind).cloned().collect::<Vec<_>>())
-                    })
-                    .chain(std::iter::once((query_run::FLOOR, floor.clone())));
-                for (kind, of_kind) in of_kinds {
-                    for &c in clients {
-                        let pass = query_run::run_pass(http, found.system, &server.base, &of_kind, c, &bar)?;
-                        match passes[k].iter_mut().find(|(k2, c2, _)| *k2 == kind && *c2 == c) {
+                server.wait_quiet(QUIET_MAX);
+                Ok(server)
+            })();
+            match started {
+                Ok(server) => servers[k] = Some(server),
+                Err(e) => fail(&mut failed, k, round, e),
+            }
+        }
+        // Background work a start left (Prometheus compacting its head) is over before any
+        // timing; the first queries load caches (VictoriaMetrics' index caches, the page
+        // cache): an untimed pass, as after the load.
+        for &k in &order {
+            let Some(server) = &servers[k] else { continue };
+            server.wait_quiet(QUIET_MAX);
+            if let Err(e) = query_run::warm_up(http, server.system, &server.base, queries, &bar) {
+                fail(&mut failed, k, round, e);
+                servers[k] = None;
+            }
+        }
+        for (kind, of_kind) in &of_kinds {
+            for &c in clients {
+                for &k in &order {
+                    let Some(server) = &servers[k] else { continue };
+                    match query_run::run_pass(http, server.system, &server.base, of_kind, c, &bar) {
+                        Ok(pass) => match passes[k].iter_mut().find(|(k2, c2, _)| k2 == kind && *c2 == c) {
                             Some((_, _, list)) => list.push(pass),
                             None => passes[k].push((kind, c, vec![pass])),
+                        },
+                        Err(e) => {
+                            fail(&mut failed, k, round, e);
+                            servers[k] = None;
                         }
                     }
                 }
-                server.stop()
-            })();
+            }
+        }
+        for &k in &order {
+            if let Some(server) = servers[k].take()
+                && let Err(e) = server.stop()
+            {
+                fail(&mut failed, k, round, e);
+            }
+            let Kept { scratch, log, .. } = &kept[k];
             let _ = std::fs::copy(
                 scratch.path().join("server-queries.log"),
                 out.join(format!("{log}-queries.log")),
             );
-            if let Err(e) = result {
-                eprintln!("compare: {} query round {}: {e}", found.system.name(), round + 1);
-                failed[k] = Some(e);
-            }
         }
     }
     bar.finish();
@@ -522,6 +557,9 @@ fn query_rounds(
         }
     }
 }
+
+/// Longest wait for a started server to go idle before the round goes on without it idle.
+const QUIET_MAX: Duration = Duration::from_secs(120);
 
 /// Start, load, settle, (query), stop, measure.
 fn one_run(
@@ -678,6 +716,18 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("equals strata's"));
+        assert!(text.contains("Queries run right after the load"), "{text}");
+        // With rounds, the protocol and the caveats say the passes interleave on settled data.
+        let rounds = Context { query_rounds: 3, ..ctx };
+        let text = report::render(&rounds, &runs);
+        assert!(
+            text.contains("in 3 rounds") && text.contains("each system times one pass in turn"),
+            "{text}"
+        );
+        assert!(
+            text.contains("settled data") && !text.contains("Queries run right after the load"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -72,8 +72,9 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
     let when = if ctx.query_rounds > 1 {
         format!(
             "then timed passes with {clients} concurrent client(s) in {} rounds: after all loads, each round \
-             restarts every PromQL system on its data in turn (the order rotating by round), settles it again \
-             (not Prometheus), sends every query once untimed and times every type once; a type's figures pool \
+             starts every PromQL system on its data, settles it again (not Prometheus), waits until each is idle \
+             and sends every query once untimed; then, type by type, each system times one pass in turn (the \
+             order rotating by round), so a slow phase of the host falls on all alike; a type's figures pool \
              its rounds",
             ctx.query_rounds
         )
@@ -280,14 +281,27 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
         let _ = writeln!(o, "![query latency, {c} clients](query_latency_{c}.svg)\n");
     }
     let _ = writeln!(o, "## Caveats\n");
+    let (servers, state) = if ctx.query_rounds > 1 {
+        (
+            "servers load one at a time; in the query rounds the PromQL systems run side by side, idle but \
+             for the queries they are sent",
+            "The queries of the rounds run on each system's settled data, after a restart (strata's head \
+             flushed at shutdown)",
+        )
+    } else {
+        (
+            "servers run one at a time",
+            "Queries run right after the load, on data partly in memory (strata's head, Prometheus' head, \
+             VictoriaMetrics' recent parts)",
+        )
+    };
     let _ = writeln!(
         o,
-        "- One machine; servers run one at a time on loopback, sharing the cores with the loader and query clients.\n\
+        "- One machine; {servers}, on loopback, sharing the cores with the loader and query clients.\n\
          - Each system runs with its default durability (setup table): strata and InfluxDB fsync before \
          acknowledging, VictoriaMetrics and Prometheus do not. Nothing is tuned.\n\
          - InfluxDB 1.x answers InfluxQL, not PromQL: it is measured for ingest and disk only.\n\
-         - Queries run right after the load, on data partly in memory (strata's head, Prometheus' head, \
-         VictoriaMetrics' recent parts).\n\
+         - {state}.\n\
          - The timed passes repeat the warm-up's queries; VictoriaMetrics is asked with `nocache=1` so its \
          result cache does not answer them.\n\
          - Query windows longer than the dataset are cut to the dataset."

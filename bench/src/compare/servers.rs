@@ -271,6 +271,25 @@ impl Server {
         self.child.id()
     }
 
+    /// Waits until the process has been idle for a second (under 5 % of a core), at most
+    /// `max`: timed queries should not share the machine with a server's background work
+    /// (Prometheus compacting the head it replayed, a merge). Returns whether it went idle.
+    pub fn wait_quiet(&self, max: Duration) -> bool {
+        const WINDOW: Duration = Duration::from_secs(1);
+        let started = Instant::now();
+        let mut last = super::procstat::sample(self.pid()).map(|s| s.cpu_secs);
+        while started.elapsed() < max {
+            std::thread::sleep(WINDOW);
+            let now = super::procstat::sample(self.pid()).map(|s| s.cpu_secs);
+            match (last, now) {
+                (Some(a), Some(b)) if b - a < 0.05 * WINDOW.as_secs_f64() => return true,
+                (_, None) => return false,
+                _ => last = now,
+            }
+        }
+        false
+    }
+
     fn wait_ready(&self, http: &Http, timeout: Duration) -> Result<(), String> {
         let path = match self.system {
             System::Strata | System::Prometheus => "/-/ready",
