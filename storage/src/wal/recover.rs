@@ -57,16 +57,32 @@ pub(crate) fn recover(
 
     let mut stats = ReplayStats::default();
     let mut data = Vec::new();
+    // Whole segments without a record: what a start followed by a stop without writes leaves.
+    let mut empty = Vec::new();
     for (index, (number, path)) in segments.iter().enumerate() {
         read_whole(path, &mut data)?;
         stats.segments += 1;
+        let records_before = stats.records;
         let Some(damage) = replay_segment(&data, *number, &mut stats, replay)? else {
+            if stats.records == records_before {
+                empty.push(path);
+            }
             continue;
         };
         let is_last = index + 1 == segments.len();
         let later = segments.get(index + 1..).unwrap_or_default();
         handle_damage(opts, path, data.len() as u64, damage, is_last, later, &mut stats)?;
         break;
+    }
+    // Recovered segments are never appended to, and an empty one replays nothing: without
+    // this, every restart between two flushes would leave one more behind (a flush removes
+    // only segments below its own). Numbers are never reused (`next_segment` counts the
+    // deleted ones), and a deletion lost to a crash leaves an empty segment, as before.
+    if !empty.is_empty() {
+        for path in empty {
+            fsutil::remove_path(path)?;
+        }
+        fsutil::sync_dir(&opts.dir)?;
     }
 
     let next_segment = highest_seen.map_or(1, |n| n.saturating_add(1)).max(first_segment).max(1);

@@ -230,6 +230,31 @@ fn remove_segments_before_and_first_segment() {
 }
 
 #[test]
+fn restarts_without_writes_leave_no_empty_segments() {
+    let d = tempfile::tempdir().unwrap();
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    append_all(&wal, &[payload(1, 40)]);
+    wal.rotate().unwrap();
+    // Segment 1 holds a record, 2 is empty and current.
+    drop(wal);
+    for restart in 0..5u64 {
+        let (wal, got, stats) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+        assert_eq!(got, vec![(1, payload(1, 40))], "restart {restart}");
+        assert_eq!(wal.current_segment(), 3 + restart, "numbers are never reused");
+        drop(wal);
+        // The segment with the record and the one just started; the empty ones are gone.
+        assert_eq!(segment_files(d.path()), vec![1, 3 + restart], "restart {restart}");
+        assert!(stats.segments >= 2);
+    }
+    // Writes after the restarts land in the newest segment and replay after the old record.
+    let (wal, _, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    append_all(&wal, &[payload(2, 40)]);
+    drop(wal);
+    let (_, got, _) = open_collect(opts(d.path(), u64::MAX), 0).unwrap();
+    assert_eq!(got, vec![(1, payload(1, 40)), (8, payload(2, 40))]);
+}
+
+#[test]
 fn foreign_files_in_the_dir_are_left_alone() {
     let d = tempfile::tempdir().unwrap();
     fs::write(d.path().join("notes.txt"), b"hello").unwrap();
