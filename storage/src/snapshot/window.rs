@@ -148,31 +148,36 @@ pub(super) fn window_aggregates(
     Ok(true)
 }
 
-/// Whether answering from statistics saves work: at least as many samples come from block
-/// statistics as must be decoded. Decoding here (blocks merged with the head, then folded per
-/// window) costs about twice a plain sample read per sample (`promql/examples/pushdown_bench.rs`),
-/// so with fewer samples from statistics the caller's plain read is faster. Windows narrower than
-/// the blocks, or data rewritten over most blocks, end here.
+/// Whether answering from statistics saves work over the caller's plain read, which decodes
+/// every sample once. Here, a block answered from statistics costs nothing; a decoded block
+/// (and the heads) costs about twice a plain read per sample, being merged and then folded per
+/// window (`promql/examples/pushdown_bench.rs`); a split block costs its part before the
+/// boundary, read once (summed as read where timestamps are implied), never more than the plain
+/// read of the whole block. So push-down wins when `2 × decoded + split prefixes` is at most
+/// the plain read's samples. Windows narrower than the blocks, or data rewritten over most
+/// blocks, end here; a block split near its end still wins, if by little.
 fn worth_it(blocks: &[Block<'_>], heads: &[Vec<Sample>]) -> bool {
-    let (mut from_stats, mut decoded) = (0u64, heads.iter().map(|r| r.len() as u64).sum::<u64>());
+    let head_samples = heads.iter().map(|r| r.len() as u64).sum::<u64>();
+    let (mut plain, mut pushed, mut from_stats) = (head_samples, 2 * head_samples, 0u64);
     for b in blocks {
         let samples = u64::from(b.meta.stats.count) + u64::from(b.meta.stats.stale_count);
         match b.use_ {
             Use::Stats => from_stats += samples,
-            Use::Decode => decoded += samples,
+            Use::Decode => pushed += 2 * samples,
             Use::Split { at, .. } => {
                 // The part before the boundary, estimated by time.
                 let (lo, hi) = b.range();
                 let before = (i128::from(at) - i128::from(lo) + 1) * i128::from(samples)
                     / (i128::from(hi) - i128::from(lo) + 1).max(1);
                 let before = u64::try_from(before.clamp(0, i128::from(samples))).unwrap_or(samples);
-                decoded += before;
+                pushed += before;
                 from_stats += samples - before;
             }
-            Use::Skip => {}
+            Use::Skip => continue,
         }
+        plain += samples;
     }
-    from_stats > 0 && from_stats >= decoded
+    from_stats > 0 && pushed <= plain
 }
 
 /// Windows this path handles: non-empty, with starts and ends both non-decreasing (so the
