@@ -707,11 +707,14 @@ mod tests {
         // Disk: 0.4 vs 0.8 bytes per point: ratio 0.50.
         assert!(text.contains("| VictoriaMetrics | remote-write | 800,000 | 0.800 | 0.50 |"), "{text}");
         // Queries: p50 2 ms vs 4 ms: ratio 0.50.
-        assert!(text.contains("| lastpoint | 2.00 | 4.00 | 500.0 | 4.00 | 8.00 | 250.0 | 0.50 |"), "{text}");
+        assert!(
+            text.contains("| lastpoint | 2.000 | 4.000 | 500.0 | 4.000 | 8.000 | 250.0 | 0.500 |"),
+            "{text}"
+        );
         // The request floor comes last, with its ratio like any type.
         assert!(
             text.contains(
-                "| request floor (query=1) | 0.20 | 0.40 | 5000.0 | 0.40 | 0.80 | 2500.0 | 0.50 |\n\n"
+                "| request floor (query=1) | 0.200 | 0.400 | 5000.0 | 0.400 | 0.800 | 2500.0 | 0.500 |\n\n"
             ),
             "{text}"
         );

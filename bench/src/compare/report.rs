@@ -11,7 +11,12 @@ fn mib(b: u64) -> f64 {
 }
 
 fn ratio(a: f64, b: f64) -> String {
-    if a.is_finite() && b.is_finite() && b > 0.0 { format!("{:.2}", a / b) } else { "–".to_owned() }
+    ratio_digits(a, b, 2)
+}
+
+/// `a / b` with `digits` decimals, or a dash when it is not a number.
+fn ratio_digits(a: f64, b: f64, digits: usize) -> String {
+    if a.is_finite() && b.is_finite() && b > 0.0 { format!("{:.digits$}", a / b) } else { "–".to_owned() }
 }
 
 fn thousands(n: u64) -> String {
@@ -202,12 +207,14 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
                 for r in &promql {
                     match r.timing(kind, clients) {
                         Some(t) => {
-                            let _ = write!(line, " {:.2} | {:.2} | {:.1} |", t.p50_ms, t.p99_ms, t.qps);
+                            // Three decimals: sub-millisecond p50s and a ratio target of
+                            // 0.5 need them to be read without rounding across it.
+                            let _ = write!(line, " {:.3} | {:.3} | {:.1} |", t.p50_ms, t.p99_ms, t.qps);
                             if r.system != System::Strata {
                                 let _ = write!(
                                     line,
                                     " {} |",
-                                    strata_p50.map_or("–".into(), |s| ratio(s, t.p50_ms))
+                                    strata_p50.map_or("–".into(), |s| ratio_digits(s, t.p50_ms, 3))
                                 );
                             }
                         }
