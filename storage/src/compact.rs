@@ -28,6 +28,7 @@ use crate::partition::{FileWriter, PartitionFile};
 use crate::query::StartTimestamp;
 use crate::start_ts;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
+use crate::window::ScanStats;
 
 /// Which files a compaction pass merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -332,10 +333,25 @@ pub(crate) fn read_files(
     maxt: i64,
     out: &mut Vec<Sample>,
 ) -> Result<()> {
+    read_files_counted(files, tombs, id, labels, mint, maxt, out, &mut ScanStats::default())
+}
+
+/// [`read_files`], adding the blocks it decodes and their samples to `stats`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_files_counted(
+    files: &[Arc<LiveFile>],
+    tombs: &[Tombstone],
+    id: SeriesId,
+    labels: &Labels,
+    mint: i64,
+    maxt: i64,
+    out: &mut Vec<Sample>,
+    stats: &mut ScanStats,
+) -> Result<()> {
     let mut merge = SourceConcat::new(out);
     for f in files {
         let from = out.len();
-        if file_run_into(f, tombs, id, labels, mint, maxt, out)? {
+        if file_run_into(f, tombs, id, labels, mint, maxt, out, stats)? {
             merge.added(out, from);
         }
     }
@@ -354,10 +370,12 @@ fn file_run(
     maxt: i64,
 ) -> Result<Option<Vec<Sample>>> {
     let mut run = Vec::new();
-    Ok(file_run_into(f, tombs, id, labels, mint, maxt, &mut run)?.then_some(run))
+    Ok(file_run_into(f, tombs, id, labels, mint, maxt, &mut run, &mut ScanStats::default())?.then_some(run))
 }
 
-/// [`file_run`] appended to `out`; false (nothing appended) if the file cannot hold any.
+/// [`file_run`] appended to `out`; false (nothing appended) if the file cannot hold any. The
+/// blocks decoded and their samples are added to `stats`.
+#[allow(clippy::too_many_arguments)]
 fn file_run_into(
     f: &LiveFile,
     tombs: &[Tombstone],
@@ -366,12 +384,13 @@ fn file_run_into(
     mint: i64,
     maxt: i64,
     out: &mut Vec<Sample>,
+    stats: &mut ScanStats,
 ) -> Result<bool> {
     if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(id) {
         return Ok(false);
     }
     let from = out.len();
-    f.file.read(id, mint, maxt, out)?;
+    f.file.read_counted(id, mint, maxt, out, stats)?;
     for t in tombs.iter().filter(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels)) {
         keep_from(out, from, |s| s.t < t.mint || s.t > t.maxt);
     }

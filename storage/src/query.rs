@@ -46,6 +46,20 @@ pub trait Querier: Send + Sync {
     /// sample per timestamp (the last written wins). Stale markers are included.
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()>;
 
+    /// [`Querier::samples`], adding what the read cost to `stats`: partition-file blocks
+    /// decoded, and samples decoded or read from the heads. Query statistics show it for
+    /// series that push-down did not answer. The default counts nothing.
+    fn samples_scanned(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<Sample>,
+        _stats: &mut ScanStats,
+    ) -> Result<()> {
+        self.samples(series, mint, maxt, out)
+    }
+
     /// Appends the native histogram samples of `series` in `[mint, maxt]` to `out`, ascending
     /// by time. [`Querier::samples`] reports the same series' float samples (and stale
     /// markers); a timestamp holds either a float or a histogram, never both.

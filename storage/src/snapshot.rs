@@ -8,7 +8,7 @@ mod window;
 
 use std::sync::Arc;
 
-use crate::compact::{read_files, read_files_histograms, read_files_with_starts};
+use crate::compact::{read_files, read_files_counted, read_files_histograms, read_files_with_starts};
 use crate::db::{Inner, State};
 use crate::error::Result;
 use crate::flush::SourceConcat;
@@ -56,17 +56,26 @@ impl Snapshot {
         self.state.partitions.range(lo..=maxt).map(|(_, f)| f)
     }
 
-    fn read(&self, id: SeriesId, labels: &Labels, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
+    fn read(
+        &self,
+        id: SeriesId,
+        labels: &Labels,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<Sample>,
+        stats: &mut ScanStats,
+    ) -> Result<()> {
         // Every source is read straight into `out`; see `SourceConcat`.
         let mut merge = SourceConcat::new(out);
         for files in self.partitions_in(mint, maxt) {
             let from = out.len();
-            read_files(files, &self.state.tombstones, id, labels, mint, maxt, out)?;
+            read_files_counted(files, &self.state.tombstones, id, labels, mint, maxt, out, stats)?;
             merge.added(out, from);
         }
         for head in self.state.frozen.iter().map(|f| &f.head).chain(std::iter::once(&self.state.head)) {
             let from = out.len();
             head.read(id, mint, maxt, out);
+            stats.samples_decoded += (out.len() - from) as u64;
             merge.added(out, from);
         }
         merge.finish(out);
@@ -234,8 +243,19 @@ impl Querier for Snapshot {
     }
 
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
+        self.samples_scanned(series, mint, maxt, out, &mut ScanStats::default())
+    }
+
+    fn samples_scanned(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<Sample>,
+        stats: &mut ScanStats,
+    ) -> Result<()> {
         let from = out.len();
-        self.read(series.id, &series.labels, mint, maxt, out)?;
+        self.read(series.id, &series.labels, mint, maxt, out, stats)?;
         hist::strip_markers(out, from);
         Ok(())
     }

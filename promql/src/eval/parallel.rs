@@ -87,7 +87,7 @@ impl<'a> SeriesCtx<'a> {
     pub fn load(&mut self, r: &SeriesRef, mint: i64, maxt: i64, buf: &mut Vec<Sample>) -> Result<()> {
         self.check_deadline()?;
         buf.clear();
-        self.querier.samples(r, mint, maxt, buf)?;
+        self.querier.samples_scanned(r, mint, maxt, buf, &mut self.scan)?;
         self.samples_read += buf.len() as u64;
         Ok(())
     }

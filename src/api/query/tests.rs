@@ -282,10 +282,12 @@ async fn stats_explain_push_down() {
     let f = fixture();
     let answer = get(&f.state, "/api/v1/query?query=max_over_time(golden[1h])&time=3600&stats=all").await;
     let samples = &answer.json()["data"]["stats"]["samples"];
-    // Nothing is flushed yet: both samples of each of the 9 series are read from the head.
+    // Nothing is flushed yet: both samples of each of the 9 series are read from the head, and
+    // the statistics say so (no block, 18 samples read one by one).
     assert_eq!(samples["seriesMatched"], 9, "{samples}");
     assert_eq!(samples["totalQueryableSamples"], 18, "{samples}");
     assert_eq!((&samples["blocksFromStats"], &samples["blocksDecoded"]), (&json!(0), &json!(0)), "{samples}");
+    assert_eq!(samples["samplesDecoded"], 18, "{samples}");
 
     // Flushed, each series is one block inside the hour (0 s, 3600 s]: the window of an
     // hourly step covers it, and its statistics answer.

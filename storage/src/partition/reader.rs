@@ -16,6 +16,7 @@ use crate::hist;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
 use crate::types::{HistogramSample, Label, Labels, Sample, SeriesId};
+use crate::window::ScanStats;
 
 use super::block_lists::BlockLists;
 use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, HISTS_TAG, MAGIC, STARTS_TAG, VERSION, VERSION_MIN};
@@ -407,7 +408,23 @@ impl PartitionFile {
 
     /// Appends the series' samples in `[mint, maxt]` to `out` (sorted, unique timestamps).
     pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
+        self.read_counted(id, mint, maxt, out, &mut ScanStats::default())
+    }
+
+    /// [`PartitionFile::read`], adding the blocks it decodes and their samples to `stats` (a
+    /// query's statistics: what a plain read cost).
+    pub fn read_counted(
+        &self,
+        id: SeriesId,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<Sample>,
+        stats: &mut ScanStats,
+    ) -> Result<()> {
         let blocks = self.blocks_in(id, mint, maxt)?;
+        stats.blocks_decoded += blocks.len() as u64;
+        stats.samples_decoded +=
+            blocks.iter().map(|b| u64::from(b.stats.count) + u64::from(b.stats.stale_count)).sum::<u64>();
         // One allocation for all the blocks rather than one growth per block; bounded by what
         // the blocks' bytes can hold, as `decode_block` bounds it, so corrupt counts cannot
         // make it huge.
