@@ -205,6 +205,26 @@ fn free_port() -> Result<u16, String> {
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
+/// Waits until process `pid` has been idle for a second (under 5 % of a core), at most `max`:
+/// timed queries should not share the machine with a server's background work (Prometheus
+/// compacting the head it replayed, a merge). Returns whether it went idle (false also when the
+/// process is gone).
+pub fn wait_quiet(pid: u32, max: Duration) -> bool {
+    const WINDOW: Duration = Duration::from_secs(1);
+    let started = Instant::now();
+    let mut last = super::procstat::sample(pid).map(|s| s.cpu_secs);
+    while started.elapsed() < max {
+        std::thread::sleep(WINDOW);
+        let now = super::procstat::sample(pid).map(|s| s.cpu_secs);
+        match (last, now) {
+            (Some(a), Some(b)) if b - a < 0.05 * WINDOW.as_secs_f64() => return true,
+            (_, None) => return false,
+            _ => last = now,
+        }
+    }
+    false
+}
+
 /// A running server with its own fresh data directory.
 pub struct Server {
     /// Which system.
@@ -271,23 +291,9 @@ impl Server {
         self.child.id()
     }
 
-    /// Waits until the process has been idle for a second (under 5 % of a core), at most
-    /// `max`: timed queries should not share the machine with a server's background work
-    /// (Prometheus compacting the head it replayed, a merge). Returns whether it went idle.
+    /// Waits until the server has been idle for a second, at most `max` (see [`wait_quiet`]).
     pub fn wait_quiet(&self, max: Duration) -> bool {
-        const WINDOW: Duration = Duration::from_secs(1);
-        let started = Instant::now();
-        let mut last = super::procstat::sample(self.pid()).map(|s| s.cpu_secs);
-        while started.elapsed() < max {
-            std::thread::sleep(WINDOW);
-            let now = super::procstat::sample(self.pid()).map(|s| s.cpu_secs);
-            match (last, now) {
-                (Some(a), Some(b)) if b - a < 0.05 * WINDOW.as_secs_f64() => return true,
-                (_, None) => return false,
-                _ => last = now,
-            }
-        }
-        false
+        wait_quiet(self.pid(), max)
     }
 
     fn wait_ready(&self, http: &Http, timeout: Duration) -> Result<(), String> {
@@ -406,5 +412,33 @@ impl Drop for Server {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::wait_quiet;
+
+    /// A sleeping process is idle within the first window; a spinning one never is, so the
+    /// wait ends at its limit; a process that is gone is not waited for.
+    #[test]
+    fn wait_quiet_tells_idle_from_busy() {
+        let mut idle = Command::new("sleep").arg("30").stdout(Stdio::null()).spawn().unwrap();
+        let t = Instant::now();
+        assert!(wait_quiet(idle.id(), Duration::from_secs(10)));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        idle.kill().unwrap();
+        idle.wait().unwrap();
+        assert!(!wait_quiet(idle.id(), Duration::from_secs(10)), "a reaped process is gone");
+
+        let mut busy = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let t = Instant::now();
+        assert!(!wait_quiet(busy.id(), Duration::from_secs(3)));
+        assert!(t.elapsed() >= Duration::from_secs(3));
+        busy.kill().unwrap();
+        busy.wait().unwrap();
     }
 }
