@@ -251,7 +251,7 @@ fn cargo(ctx: &Ctx, dir: &Path, env: &[&str], words: &[&str]) -> Result<(), Stri
     exists(&package.join("Cargo.toml"))?;
     match *sub {
         "fmt" | "clippy" => ci_runs(ctx, &format!("cargo {sub}")),
-        "fuzz" => match opts {
+        "fuzz" => match strip_fuzz_build_flags(opts).as_slice() {
             ["run" | "cmin", "--fuzz-dir", fuzz_dir, target, ..] => {
                 exists(&dir.join(fuzz_dir).join(format!("fuzz_targets/{target}.rs")))
             }
@@ -495,4 +495,22 @@ impl Server {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// `cargo fuzz` arguments without the build flags that take no part in naming the target:
+/// `-s <sanitizer>` and `-a` (debug assertions).
+fn strip_fuzz_build_flags<'a>(opts: &[&'a str]) -> Vec<&'a str> {
+    let mut out = Vec::with_capacity(opts.len());
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            "-s" | "--sanitizer" => i += 2,
+            "-a" | "--debug-assertions" => i += 1,
+            w => {
+                out.push(w);
+                i += 1;
+            }
+        }
+    }
+    out
 }
