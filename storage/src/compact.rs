@@ -323,22 +323,10 @@ impl Inner {
 }
 
 /// Reads a series from `files` (ascending seq) in `[mint, maxt]`, hiding tombstoned samples and
-/// letting later files win at equal timestamps.
-pub(crate) fn read_files(
-    files: &[Arc<LiveFile>],
-    tombs: &[Tombstone],
-    id: SeriesId,
-    labels: &Labels,
-    mint: i64,
-    maxt: i64,
-    out: &mut Vec<Sample>,
-) -> Result<()> {
-    read_files_counted(files, tombs, id, labels, mint, maxt, out, &mut ScanStats::default())
-}
-
-/// [`read_files`], adding the blocks it decodes and their samples to `stats`.
+/// letting later files win at equal timestamps. The blocks it decodes and their samples are
+/// added to `stats` (a query's statistics).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn read_files_counted(
+pub(crate) fn read_files(
     files: &[Arc<LiveFile>],
     tombs: &[Tombstone],
     id: SeriesId,
@@ -413,7 +401,7 @@ pub(crate) fn read_files_with_starts(
     starts: &mut Vec<StartTimestamp>,
 ) -> Result<()> {
     if !files.iter().any(|f| f.file.has_starts(id)) {
-        return read_files(files, tombs, id, labels, mint, maxt, out);
+        return read_files(files, tombs, id, labels, mint, maxt, out, &mut ScanStats::default());
     }
     let mut sources = Vec::new();
     for f in files {

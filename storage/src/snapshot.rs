@@ -8,7 +8,7 @@ mod window;
 
 use std::sync::Arc;
 
-use crate::compact::{read_files, read_files_counted, read_files_histograms, read_files_with_starts};
+use crate::compact::{read_files, read_files_histograms, read_files_with_starts};
 use crate::db::{Inner, State};
 use crate::error::Result;
 use crate::flush::SourceConcat;
@@ -69,7 +69,7 @@ impl Snapshot {
         let mut merge = SourceConcat::new(out);
         for files in self.partitions_in(mint, maxt) {
             let from = out.len();
-            read_files_counted(files, &self.state.tombstones, id, labels, mint, maxt, out, stats)?;
+            read_files(files, &self.state.tombstones, id, labels, mint, maxt, out, stats)?;
             merge.added(out, from);
         }
         for head in self.state.frozen.iter().map(|f| &f.head).chain(std::iter::once(&self.state.head)) {
@@ -141,7 +141,7 @@ impl Snapshot {
         let mut sources = Vec::new();
         for files in self.partitions_in(mint, maxt) {
             let (mut run, mut hs) = (Vec::new(), Vec::new());
-            read_files(files, &s.tombstones, id, labels, mint, maxt, &mut run)?;
+            read_files(files, &s.tombstones, id, labels, mint, maxt, &mut run, &mut ScanStats::default())?;
             read_files_histograms(files, &s.tombstones, id, labels, mint, maxt, &mut hs)?;
             sources.push((run, hs));
         }

@@ -22,6 +22,7 @@
 //!    Only tombstones that cover part of the range and apply to the file make the test read
 //!    the samples themselves.
 
+use crate::window::ScanStats;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -151,6 +152,7 @@ impl<'a> InRange<'a> {
                         self.mint,
                         self.maxt,
                         &mut samples,
+                        &mut ScanStats::default(),
                     )?;
                     if !samples.is_empty() {
                         return Ok(true);
