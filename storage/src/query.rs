@@ -6,7 +6,7 @@
 use crate::error::Result;
 use crate::matcher::Matcher;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
-use crate::window::{ScanStats, WindowAgg};
+use crate::window::{Need, ScanStats, WindowAgg};
 
 /// A series picked by [`Querier::select`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,15 +105,18 @@ pub trait Querier: Send + Sync {
     /// non-decreasing, as PromQL steps make them. The default has no statistics and returns
     /// false.
     ///
-    /// `sums`: the caller needs [`WindowAgg::exact_sum`] (`sum_over_time`, `avg_over_time`), so
-    /// only blocks whose sum statistic is exact may be answered from statistics; a storage
-    /// declines (returns false) rather than answer mostly without exact sums. It needs only the
-    /// count and the exact sum then: windows may be [partial](WindowAgg::is_partial).
+    /// `need` says what the caller needs of each window, and so which blocks statistics may
+    /// answer ([`Need`]): with [`Need::Sums`] (`sum_over_time`, `avg_over_time`), only blocks
+    /// whose sum statistic is exact, and a storage declines (returns false) rather than answer
+    /// mostly without exact sums; windows may then be [partial](WindowAgg::is_partial). With
+    /// [`Need::Ends`] (`delta`) every window's [times](WindowAgg::times) are known, with
+    /// [`Need::Resets`] (`rate`, `increase`) also its [resets](WindowAgg::resets), except where
+    /// a window holds more than [`MAX_RESETS`](crate::window::MAX_RESETS).
     fn window_aggregates(
         &self,
         _series: &SeriesRef,
         _windows: &[(i64, i64)],
-        _sums: bool,
+        _need: Need,
         _out: &mut Vec<WindowAgg>,
         _stats: &mut ScanStats,
     ) -> Result<bool> {

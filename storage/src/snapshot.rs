@@ -19,7 +19,7 @@ use crate::partition::BlockMeta;
 use crate::query::{Querier, SeriesRef, StartTimestamp, check_selective};
 use crate::start_ts;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
-use crate::window::{ScanStats, WindowAgg};
+use crate::window::{Need, ScanStats, WindowAgg};
 use in_range::InRange;
 
 /// A consistent read view of the database; implements [`Querier`].
@@ -284,11 +284,11 @@ impl Querier for Snapshot {
         &self,
         series: &SeriesRef,
         windows: &[(i64, i64)],
-        sums: bool,
+        need: Need,
         out: &mut Vec<WindowAgg>,
         stats: &mut ScanStats,
     ) -> Result<bool> {
-        window::window_aggregates(self, series, windows, sums, out, stats)
+        window::window_aggregates(self, series, windows, need, out, stats)
     }
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {

@@ -16,6 +16,14 @@
 //! result is the exact integer sum, whatever the order or grouping. [`WindowAgg::exact_sum`]
 //! gives that sum when it can vouch for it (integer data, such as counters and the TSBS
 //! values, which is most metrics), and `None` otherwise, and callers then decode.
+//!
+//! `rate`, `increase` and `delta` need a window's first and last samples with their times, and
+//! for counters the value before each decrease (Prometheus adds it back as a counter reset, in
+//! time order, to `last - first`). A block answers them from statistics when it holds no stale
+//! marker (its first and last timestamps are then its first and last values' times) and, for
+//! counters, never decreases ([`BlockStats::no_decrease`]): a reset can then only sit between
+//! two sources, where the fold sees both values. [`WindowAgg::times`] and
+//! [`WindowAgg::resets`] say where that is known.
 
 use crate::encoding::BlockStats;
 use crate::error::Result;
@@ -45,6 +53,17 @@ pub struct WindowAgg {
     pub first: f64,
     /// Value of the latest sample.
     pub last: f64,
+    /// Times of the earliest and latest sample, while `times_known`.
+    first_t: i64,
+    last_t: i64,
+    /// Values before each decrease, in time order (the first `n_resets`); `n_resets` is
+    /// [`RESETS_UNKNOWN`] once they are not known: more than [`MAX_RESETS`], or a block merged
+    /// whose values may decrease inside it.
+    resets: [f64; MAX_RESETS],
+    n_resets: u8,
+    /// False once a block with stale markers was merged (its time range need not start or end
+    /// at a value): then `first_t` and `last_t` are unknown.
+    times_known: bool,
     /// The sum of the values, exact while `sum_exact` holds.
     sum: f64,
     /// Sum of the values' magnitudes (or an upper bound on it): bounds every partial sum.
@@ -60,6 +79,43 @@ pub struct WindowAgg {
 /// 2^53: integers below it in magnitude, and their sums while these stay below it, are exact.
 pub(crate) const EXACT_LIMIT: f64 = 9_007_199_254_740_992.0;
 
+/// Counter resets a window keeps track of; a window with more is decoded by the caller (resets
+/// are rare: a process restart).
+pub const MAX_RESETS: usize = 2;
+/// `n_resets` once the resets are not known.
+const RESETS_UNKNOWN: u8 = u8::MAX;
+
+/// What the caller of [`Querier::window_aggregates`] needs of each window, which decides which
+/// blocks statistics can answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Count, min, max, first and last values (`min|max|count|first|last|present_over_time`):
+    /// any block.
+    Values,
+    /// Count and [exact sum](WindowAgg::exact_sum) (`sum_over_time`, `avg_over_time`): blocks of
+    /// integers, also split at a window boundary. Windows may be [partial](WindowAgg::is_partial).
+    Sums,
+    /// Count, first and last values and their [times](WindowAgg::times) (`delta`): blocks
+    /// without stale markers.
+    Ends,
+    /// As `Ends`, and the [values before each decrease](WindowAgg::resets) (`rate`,
+    /// `increase`): blocks without stale markers that never decrease.
+    Resets,
+}
+
+impl Need {
+    /// Whether a block with statistics `b`, wholly inside every window it overlaps and no other
+    /// source overlapping it, may be answered from them (for `Sums`, once its values are also
+    /// known to be integers).
+    pub fn allows(self, b: &BlockStats) -> bool {
+        match self {
+            Need::Values | Need::Sums => true,
+            Need::Ends => b.stale_count == 0,
+            Need::Resets => b.stale_count == 0 && b.no_decrease,
+        }
+    }
+}
+
 impl Default for WindowAgg {
     fn default() -> Self {
         WindowAgg {
@@ -68,6 +124,11 @@ impl Default for WindowAgg {
             max: f64::NAN,
             first: f64::NAN,
             last: f64::NAN,
+            first_t: 0,
+            last_t: 0,
+            resets: [0.0; MAX_RESETS],
+            n_resets: 0,
+            times_known: true,
             sum: 0.0,
             sum_bound: 0.0,
             sum_exact: true,
@@ -80,7 +141,8 @@ impl PartialEq for WindowAgg {
     /// Bit-exact comparison of the floats: push-down must not change a single bit. The sum is
     /// not compared: whether it is known exactly depends on how the window was read (block
     /// headers may not tell), and where both know it, it is the same exact value. Of a
-    /// [partial](WindowAgg::is_partial) aggregate only the count is known to compare.
+    /// [partial](WindowAgg::is_partial) aggregate only the count is known to compare. Times
+    /// and resets are compared where both sides know them.
     fn eq(&self, o: &Self) -> bool {
         self.count == o.count
             && (self.partial
@@ -89,6 +151,14 @@ impl PartialEq for WindowAgg {
                     .iter()
                     .zip([o.min, o.max, o.first, o.last])
                     .all(|(a, b)| a.to_bits() == b.to_bits()))
+            && match (self.times(), o.times()) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+            && match (self.resets(), o.resets()) {
+                (Some(a), Some(b)) => a.iter().map(|v| v.to_bits()).eq(b.iter().map(|v| v.to_bits())),
+                _ => true,
+            }
     }
 }
 
@@ -104,6 +174,33 @@ impl WindowAgg {
     /// `None` if unknown, and for an empty window.
     pub fn exact_sum(&self) -> Option<f64> {
         (self.sum_exact && self.count > 0).then_some(self.sum)
+    }
+
+    /// The times of the window's first and last values, if known ([`Need::Ends`] and
+    /// [`Need::Resets`] keep them known); `None` for an empty window.
+    pub fn times(&self) -> Option<(i64, i64)> {
+        (self.times_known && !self.partial && self.count > 0).then_some((self.first_t, self.last_t))
+    }
+
+    /// The value before each decrease between consecutive values (`v[i] < v[i - 1]`, as
+    /// Prometheus detects a counter reset), in time order, if known ([`Need::Resets`] keeps
+    /// them known for up to [`MAX_RESETS`]).
+    pub fn resets(&self) -> Option<&[f64]> {
+        if self.partial {
+            return None;
+        }
+        self.resets.get(..usize::from(self.n_resets))
+    }
+
+    /// Records a decrease after `prev`.
+    fn note_reset(&mut self, prev: f64) {
+        match self.resets.get_mut(usize::from(self.n_resets)) {
+            Some(slot) => {
+                *slot = prev;
+                self.n_resets += 1;
+            }
+            None => self.n_resets = RESETS_UNKNOWN,
+        }
     }
 
     /// Adds `magnitude` (a bound on the magnitude of every partial sum of `sum`) and `sum` (exact
@@ -123,16 +220,21 @@ impl WindowAgg {
         }
     }
 
-    /// Folds in the next value, in time order. Stale markers are ignored.
-    pub fn push(&mut self, v: f64) {
+    /// Folds in the next sample, in time order. Stale markers are ignored.
+    pub fn push(&mut self, t: i64, v: f64) {
         if is_stale(v) {
             return;
         }
         self.add_exact(v, v.abs(), is_small_integer(v));
         if self.count == 0 {
             (self.count, self.min, self.max, self.first, self.last) = (1, v, v, v, v);
+            (self.first_t, self.last_t) = (t, t);
             return;
         }
+        if v < self.last {
+            self.note_reset(self.last);
+        }
+        self.last_t = t;
         self.count += 1;
         if v < self.min || self.min.is_nan() {
             self.min = v;
@@ -168,16 +270,32 @@ impl WindowAgg {
     /// `integral`: the block's non-stale values are known to be integers below 2^53, not -0.0
     /// (`encoding::integral_values`); only then does its `sum` statistic count towards an exact
     /// sum. Its plain sum is then exact too: `max(|min|, |max|) × count` bounds its partial sums.
+    ///
+    /// The window's [times](Self::times) stay known if the block holds no stale marker (its
+    /// time range then starts and ends with values), its [resets](Self::resets) if the block
+    /// never decreases (so any reset is at its first value, compared here with the last value
+    /// before it).
     pub fn merge_block(&mut self, b: &BlockStats, integral: bool) {
         if b.count == 0 {
             return;
         }
         self.add_exact(b.sum, b.min.abs().max(b.max.abs()) * f64::from(b.count), integral);
+        if b.stale_count > 0 {
+            self.times_known = false;
+        }
+        if !b.no_decrease {
+            self.n_resets = RESETS_UNKNOWN;
+        }
         if self.count == 0 {
             (self.count, self.min, self.max, self.first, self.last) =
                 (u64::from(b.count), b.min, b.max, b.first, b.last);
+            (self.first_t, self.last_t) = (b.min_t, b.max_t);
             return;
         }
+        if b.first < self.last {
+            self.note_reset(self.last);
+        }
+        self.last_t = b.max_t;
         self.count += u64::from(b.count);
         if b.min < self.min || self.min.is_nan() {
             self.min = b.min;
@@ -251,7 +369,7 @@ pub(crate) fn aggregate_sorted(samples: &[Sample], windows: &[(i64, i64)], out: 
         let mut agg = WindowAgg::default();
         let from = samples.partition_point(|s| s.t < lo);
         for s in samples[from..].iter().take_while(|s| s.t <= hi) {
-            agg.push(s.v);
+            agg.push(s.t, s.v);
         }
         out.push(agg);
     }
@@ -283,9 +401,26 @@ mod tests {
     fn fold(samples: &[Sample]) -> WindowAgg {
         let mut a = WindowAgg::default();
         for s in samples {
-            a.push(s.v);
+            a.push(s.t, s.v);
         }
         a
+    }
+
+    #[test]
+    fn resets_and_times() {
+        let vals = [5.0, 7.0, 2.0, stale_nan(), 1.0, f64::NAN, 0.5, 9.0];
+        let samples: Vec<Sample> =
+            vals.iter().enumerate().map(|(i, &v)| Sample::new(i as i64 * 10, v)).collect();
+        let a = fold(&samples);
+        // 7 -> 2 and 2 -> 1 drop (the stale marker is no value); NaN never compares lower.
+        assert_eq!(a.resets(), Some(&[7.0, 2.0][..]));
+        assert_eq!(a.times(), Some((0, 70)));
+        let b = fold(&samples[..5]);
+        assert_eq!(b.times(), Some((0, 40)));
+        // A third reset is more than a window keeps: unknown.
+        let c = fold(&[Sample::new(0, 3.0), Sample::new(1, 2.0), Sample::new(2, 1.0), Sample::new(3, 0.0)]);
+        assert_eq!(c.resets(), None);
+        assert_eq!(fold(&[]).times(), None);
     }
 
     #[test]
@@ -309,13 +444,27 @@ mod tests {
             cuts.push(samples.len());
             cuts.sort_unstable();
             let mut merged = WindowAgg::default();
+            let (mut stale_free, mut rising) = (true, true);
             for w in cuts.windows(2) {
                 let block = &samples[w[0]..w[1]];
                 let integral = block.iter().all(|s| is_stale(s.v) || is_small_integer(s.v));
-                merged.merge_block(&BlockStats::from_samples(block), integral);
+                let st = BlockStats::from_samples(block);
+                if st.count > 0 {
+                    stale_free &= st.stale_count == 0;
+                    rising &= st.no_decrease;
+                }
+                merged.merge_block(&st, integral);
             }
             let folded = fold(&samples);
             prop_assert_eq!(merged, folded);
+            // Times and resets are known exactly where `Need::Ends`/`Need::Resets` rely on it.
+            if stale_free {
+                prop_assert_eq!(merged.times(), folded.times());
+                prop_assert_eq!(merged.times().is_some(), folded.count > 0);
+                if rising && folded.resets().is_some() {
+                    prop_assert!(merged.resets().is_some());
+                }
+            }
             // A sum vouched for from statistics is the one pushing the samples gives.
             if let Some(sum) = merged.exact_sum() {
                 prop_assert_eq!(Some(sum.to_bits()), folded.exact_sum().map(f64::to_bits));

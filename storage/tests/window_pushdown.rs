@@ -7,7 +7,7 @@
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
 use proptest::prelude::*;
-use storage::window::{ScanStats, WindowAgg, decode_window_aggregates};
+use storage::window::{Need, ScanStats, WindowAgg, decode_window_aggregates};
 use storage::{Batch, Db, Labels, Matcher, Options, Querier, Sample, stale_nan};
 
 /// A whole hour, so hourly windows line up with hour-grid blocks.
@@ -19,6 +19,10 @@ const HOUR: i64 = 60 * MINUTE;
 enum Op {
     /// Samples for series `s` at `cursor + dt` seconds (negative: out of order or rewrites).
     Append(u8, Vec<(i64, f64)>),
+    /// Samples of a counter (series 2) at `cursor + dt` seconds: each value is the counter's
+    /// last value plus the increment, or the increment itself after a reset (`None` adds a
+    /// stale marker).
+    Count(Vec<(i64, Option<(f64, bool)>)>),
     /// Move the cursor forward by this many seconds.
     Advance(i64),
     Flush,
@@ -46,13 +50,25 @@ fn value() -> impl Strategy<Value = f64> {
     ]
 }
 
+/// A counter's increment, whether it resets first, or a stale marker.
+fn increment() -> impl Strategy<Value = Option<(f64, bool)>> {
+    prop_oneof![
+        12 => (0i32..5).prop_map(|i| Some((f64::from(i), false))),
+        3 => prop_oneof![Just(0.25), Just(1.5), Just(1e-3)].prop_map(|f| Some((f, false))),
+        1 => (0i32..5).prop_map(|i| Some((f64::from(i), true))),
+        1 => Just(None),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => (0u8..2, proptest::collection::vec((-900i64..900, value()), 1..40)).prop_map(|(s, v)| Op::Append(s, v)),
+        // Mostly in order, as counters are scraped.
+        6 => proptest::collection::vec((prop_oneof![9 => 0i64..900, 1 => -900i64..0], increment()), 1..40).prop_map(Op::Count),
         4 => (1i64..3600).prop_map(Op::Advance),
         3 => Just(Op::Flush),
         1 => Just(Op::Compact),
-        1 => (0u8..2, -3600i64..0, 0i64..1800).prop_map(|(s, from, len)| Op::Delete(s, from, len)),
+        1 => (0u8..3, -3600i64..0, 0i64..1800).prop_map(|(s, from, len)| Op::Delete(s, from, len)),
     ]
 }
 
@@ -91,8 +107,25 @@ fn options(dir: &std::path::Path, block_samples: usize, grid_ms: i64) -> Options
 
 fn apply(db: &Db, ops: &[Op]) {
     let mut now = BASE;
+    let mut counter = 0.0;
     for op in ops {
         match op {
+            Op::Count(incs) => {
+                let mut samples: Vec<Sample> = Vec::new();
+                for &(dt, inc) in incs {
+                    let v = match inc {
+                        Some((inc, reset)) => {
+                            counter = if reset { inc } else { counter + inc };
+                            counter
+                        }
+                        None => stale_nan(),
+                    };
+                    samples.push(Sample::new(now + dt * 1000, v));
+                }
+                let mut batch = Batch::new();
+                batch.push(labels(2), samples);
+                db.append(&batch).unwrap();
+            }
             Op::Append(s, samples) => {
                 let mut batch = Batch::new();
                 batch.push(
@@ -112,16 +145,17 @@ fn apply(db: &Db, ops: &[Op]) {
     }
 }
 
-/// Asserts push-down equals decoding for every series and window list; returns the push-down
-/// scan counters.
+/// Asserts push-down equals decoding for every series, window list and [`Need`]; returns the
+/// push-down scan counters of [`Need::Values`] and [`Need::Sums`].
 fn check(db: &Db, window_lists: &[Vec<(i64, i64)>]) -> ScanStats {
     let snap = db.snapshot();
     let mut total = ScanStats::default();
     for s in snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap() {
-        for (windows, sums) in window_lists.iter().flat_map(|w| [(w, false), (w, true)]) {
+        let needs = [Need::Values, Need::Sums, Need::Ends, Need::Resets];
+        for (windows, need) in window_lists.iter().flat_map(|w| needs.map(|n| (w, n))) {
             let (mut got, mut want) = (Vec::new(), Vec::new());
             let (mut st, mut oracle_st) = (ScanStats::default(), ScanStats::default());
-            let answered = snap.window_aggregates(&s, windows, sums, &mut got, &mut st).unwrap();
+            let answered = snap.window_aggregates(&s, windows, need, &mut got, &mut st).unwrap();
             decode_window_aggregates(&snap, &s, windows, &mut want, &mut oracle_st).unwrap();
             if !answered {
                 // Nothing could come from statistics: the caller reads samples instead.
@@ -141,6 +175,21 @@ fn check(db: &Db, window_lists: &[Vec<(i64, i64)>]) -> ScanStats {
                         windows[i]
                     );
                 }
+                // What `delta`, `rate` and `increase` rely on is known, and equal (`==` above).
+                if matches!(need, Need::Ends | Need::Resets) && w.count > 0 {
+                    assert!(g.times().is_some(), "times: series {:?} window {i} {:?}", s.labels, windows[i]);
+                }
+                if need == Need::Resets && w.resets().is_some() {
+                    assert!(
+                        g.resets().is_some(),
+                        "resets: series {:?} window {i} {:?}",
+                        s.labels,
+                        windows[i]
+                    );
+                }
+            }
+            if matches!(need, Need::Ends | Need::Resets) {
+                continue;
             }
             total.blocks_from_stats += st.blocks_from_stats;
             total.blocks_decoded += st.blocks_decoded;
@@ -217,7 +266,7 @@ fn aligned_windows_use_statistics() {
     let snap = db.snapshot();
     let s = &snap.select(&[Matcher::equal("s", "0")], BASE, BASE + 8 * HOUR).unwrap()[0];
     let mut got: Vec<WindowAgg> = Vec::new();
-    assert!(snap.window_aggregates(s, &hourly, false, &mut got, &mut ScanStats::default()).unwrap());
+    assert!(snap.window_aggregates(s, &hourly, Need::Values, &mut got, &mut ScanStats::default()).unwrap());
     assert_eq!((got[5].min, got[6].max, got[6].count, got[7].count), (-7.0, 99.0, 241, 240));
 }
 
@@ -244,7 +293,7 @@ fn aligned_windows_sum_integers_from_statistics() {
     let series = snap.select(&[Matcher::equal("__name__", "m")], BASE, BASE + 3 * HOUR).unwrap();
     let sums = |s: &storage::SeriesRef| {
         let (mut got, mut st) = (Vec::new(), ScanStats::default());
-        assert!(snap.window_aggregates(s, &hourly, true, &mut got, &mut st).unwrap());
+        assert!(snap.window_aggregates(s, &hourly, Need::Sums, &mut got, &mut st).unwrap());
         (got.iter().map(WindowAgg::exact_sum).collect::<Vec<_>>(), st)
     };
     let want: Vec<Option<f64>> =
@@ -283,7 +332,7 @@ fn unaligned_windows_sum_integers_by_splitting_blocks() {
         let series = snap.select(&[Matcher::equal("__name__", "m")], BASE, BASE + 7 * HOUR).unwrap();
         let (mut got, mut st) = (Vec::new(), ScanStats::default());
         assert!(
-            snap.window_aggregates(&series[0], &hourly, true, &mut got, &mut st).unwrap(),
+            snap.window_aggregates(&series[0], &hourly, Need::Sums, &mut got, &mut st).unwrap(),
             "{minutes} min"
         );
         for (w, agg) in hourly.iter().zip(&got) {
@@ -300,8 +349,52 @@ fn unaligned_windows_sum_integers_by_splitting_blocks() {
         let mut none = Vec::new();
         assert!(
             !snap
-                .window_aggregates(&series[0], &hourly, false, &mut none, &mut ScanStats::default())
+                .window_aggregates(&series[0], &hourly, Need::Values, &mut none, &mut ScanStats::default())
                 .unwrap()
         );
     }
+}
+
+/// A counter in hour blocks, with hourly windows two hours wide (`increase(x[2h])` every hour):
+/// a block that never decreases comes from its statistics for `rate`, with the reset at a
+/// block boundary seen between two blocks; the block holding a reset is decoded, and its
+/// window still knows its resets. A stale marker in a block makes it decode for `delta` too.
+#[test]
+fn counters_from_statistics_with_resets_between_and_inside_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path(), 1024, HOUR)).unwrap();
+    // 15 s samples of hours 0..6; the counter restarts at the first sample of hour 2 (between
+    // blocks) and in the middle of hour 4 (inside its block); a stale marker ends hour 5.
+    let mut samples = Vec::new();
+    let mut v = 0.0;
+    for i in 1..=6 * 240i64 {
+        v = if i == 2 * 240 + 1 || i == 4 * 240 + 100 { 1.0 } else { v + 3.0 };
+        samples.push(Sample::new(BASE + i * 15_000, v));
+    }
+    samples[6 * 240 - 1].v = stale_nan();
+    let mut batch = Batch::new();
+    batch.push(labels(2), samples.clone());
+    db.append(&batch).unwrap();
+    db.flush().unwrap();
+    let windows: Vec<(i64, i64)> =
+        (1..6).map(|h| (BASE + (h - 1) * HOUR + 1, BASE + (h + 1) * HOUR)).collect();
+    check(&db, std::slice::from_ref(&windows));
+    let snap = db.snapshot();
+    let s = &snap.select(&[Matcher::equal("s", "2")], BASE, BASE + 7 * HOUR).unwrap()[0];
+    let (mut got, mut st) = (Vec::new(), ScanStats::default());
+    assert!(snap.window_aggregates(s, &windows, Need::Resets, &mut got, &mut st).unwrap());
+    let at = |i: i64| samples[(i - 1) as usize];
+    // Window (1h, 3h]: hours 1 and 2, a reset between them, after hour 1's last value.
+    assert_eq!(got[1].times(), Some((at(241).t, at(720).t)));
+    assert_eq!(got[1].resets(), Some(&[at(480).v][..]));
+    assert_eq!((got[1].first, got[1].last, got[1].count), (at(241).v, at(720).v, 480));
+    // Window (3h, 5h]: hour 4's reset inside its block, which is decoded.
+    assert_eq!(got[3].resets(), Some(&[at(4 * 240 + 99).v][..]));
+    // Hours 0-3 from statistics, hour 4 (a reset inside) and hour 5 (a stale marker) decoded;
+    // the six 3-hour partitions' edge blocks make it more than 6 blocks.
+    assert!(st.blocks_decoded >= 2 && st.blocks_from_stats >= 4, "{st:?}");
+    let from_stats_for_resets = st.blocks_from_stats;
+    let mut st = ScanStats::default();
+    assert!(snap.window_aggregates(s, &windows, Need::Ends, &mut Vec::new(), &mut st).unwrap());
+    assert_eq!(st.blocks_from_stats, from_stats_for_resets + 1, "hour 4 from statistics for delta: {st:?}");
 }

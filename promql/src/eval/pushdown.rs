@@ -1,7 +1,8 @@
-//! Push-down of range aggregations: `min|max|count|first|last|present_over_time(sel[r])`, and
-//! `sum|avg_over_time(sel[r])` over integer data, over a plain range selector are answered by [`storage::Querier::window_aggregates`], one call per
-//! series covering the windows of all steps, instead of decoding every sample and folding each
-//! window here.
+//! Push-down of range aggregations: `min|max|count|first|last|present_over_time(sel[r])`,
+//! `sum|avg_over_time(sel[r])` over integer data, and `rate|increase|delta(sel[r])`, over a plain
+//! range selector are answered by [`storage::Querier::window_aggregates`], one call per series
+//! covering the windows of all steps, instead of decoding every sample and folding each window
+//! here.
 //!
 //! Storage answers whole blocks from their statistics where that is exact (for sums also the
 //! part of a block after a window boundary, as its sum less the decoded part before it) and
@@ -20,9 +21,17 @@
 //! integer values. If any window lacks an exact sum (floats, NaN, huge values), the series is
 //! decoded as usual.
 //!
+//! `rate`, `increase` and `delta` need of a window only its first and last samples with their
+//! times, its sample count and, for counters, the value before each reset, added to
+//! `last - first` in time order (`rate::Sampled`); then the same extrapolation runs as on the
+//! decoding path (`rate::extrapolate`). Storage answers a block from statistics for them only
+//! if it holds no stale marker (its time range then starts and ends with values) and, for
+//! counters, never decreases (`BlockStats::no_decrease`, partition format 3), so resets can only
+//! fall between sources, where storage compares the values. A window with more resets than
+//! storage tracks is decoded. With start timestamps in use (`use_start_timestamps`), which can
+//! mark resets the values hide, `rate` and `increase` are not pushed down.
+//!
 //! Not pushed down, and why:
-//! - `rate`, `increase`: they need counter resets inside the range, which block statistics do
-//!   not carry, and the first and last samples' times for extrapolation.
 //! - subqueries (their points are results, not stored samples), `anchored`/`smoothed` ranges
 //!   (not allowed with these functions anyway), and every other range function.
 //!
@@ -32,7 +41,11 @@
 use storage::SeriesRef;
 use storage::window::{ScanStats, WindowAgg};
 
+use storage::window::Need;
+
 use super::parallel::SeriesCtx;
+use super::range_fn::note_possible_non_counter;
+use super::rate::{Bounds, Sampled, extrapolate};
 use super::selector::WindowSpec;
 use super::{FPoint, Grid, Series, drop_metric_labels};
 use crate::error::Result;
@@ -48,6 +61,19 @@ pub(crate) enum Pushed {
     Present,
     Sum,
     Avg,
+    Rate,
+    Increase,
+    Delta,
+}
+
+/// One window's answer.
+enum Answer {
+    Point(f64),
+    /// The function gives no point for this window (`rate` of a single sample).
+    NoPoint,
+    /// Storage could not vouch for what the function needs (an exact sum, the resets): the
+    /// caller decodes the series.
+    Decline,
 }
 
 impl Pushed {
@@ -62,17 +88,63 @@ impl Pushed {
             "present_over_time" => Pushed::Present,
             "sum_over_time" => Pushed::Sum,
             "avg_over_time" => Pushed::Avg,
+            "rate" => Pushed::Rate,
+            "increase" => Pushed::Increase,
+            "delta" => Pushed::Delta,
             _ => return None,
         })
     }
 
-    /// Whether the function needs the windows' exact sums.
-    fn sums(self) -> bool {
-        matches!(self, Pushed::Sum | Pushed::Avg)
+    /// What the function needs of each window.
+    pub(crate) fn need(self) -> Need {
+        match self {
+            Pushed::Sum | Pushed::Avg => Need::Sums,
+            Pushed::Rate | Pushed::Increase => Need::Resets,
+            Pushed::Delta => Need::Ends,
+            _ => Need::Values,
+        }
     }
 
-    /// The function's value for one non-empty window; `None` if it needs an exact sum storage
-    /// could not vouch for.
+    /// Whether the function reports a metric that might not be a counter (`rate`, `increase`).
+    pub(crate) fn counter(self) -> bool {
+        self.need() == Need::Resets
+    }
+
+    /// The function's answer for one non-empty window `a` whose range is `b`.
+    fn answer(self, a: &WindowAgg, b: Bounds) -> Answer {
+        match self {
+            Pushed::Rate | Pushed::Increase | Pushed::Delta => self.rate(a, b),
+            _ => self.value(a).map_or(Answer::Decline, Answer::Point),
+        }
+    }
+
+    /// `rate`, `increase`, `delta` of window `a` as `rate::extrapolated_rate` computes them from
+    /// its samples.
+    fn rate(self, a: &WindowAgg, b: Bounds) -> Answer {
+        let is_counter = self != Pushed::Delta;
+        let (Some((first_t, last_t)), Some(resets)) =
+            (a.times(), if is_counter { a.resets() } else { Some(&[][..]) })
+        else {
+            return Answer::Decline;
+        };
+        let mut increase = a.last - a.first;
+        for prev in resets {
+            increase += prev;
+        }
+        let s = Sampled {
+            first: FPoint { t: first_t, f: a.first },
+            last: FPoint { t: last_t, f: a.last },
+            gaps: (a.count - 1) as usize,
+            increase,
+        };
+        match extrapolate(s, None, b, is_counter, self == Pushed::Rate) {
+            Some(v) => Answer::Point(v),
+            None => Answer::NoPoint,
+        }
+    }
+
+    /// The value of one non-empty window for the `*_over_time` functions; `None` if it needs an
+    /// exact sum storage could not vouch for.
     fn value(self, a: &WindowAgg) -> Option<f64> {
         Some(match self {
             Pushed::Min => a.min,
@@ -87,6 +159,7 @@ impl Pushed {
                 let n = a.count as f64;
                 a.exact_sum()? / n + 0.0 / n
             }
+            Pushed::Rate | Pushed::Increase | Pushed::Delta => return None,
         })
     }
 
@@ -96,12 +169,39 @@ impl Pushed {
     }
 }
 
-/// The closed windows, as storage takes them, of steps ending at `refs` with reach `spec`:
-/// samples in `(ref - before, ref + after]`. Ends are non-decreasing because `refs` are.
-pub(crate) fn windows(refs: &[i64], spec: WindowSpec) -> Vec<(i64, i64)> {
-    refs.iter()
-        .map(|&r| (r.saturating_sub(spec.before).saturating_add(1), r.saturating_add(spec.after)))
-        .collect()
+/// A range function call to push down: the function, and per step its window and range.
+pub(crate) struct Plan {
+    pub f: Pushed,
+    /// The closed windows, as storage takes them, of steps ending at the reference times with
+    /// reach `spec`: samples in `(ref - before, ref + after]`. Ends are non-decreasing because
+    /// the steps' are.
+    pub windows: Vec<(i64, i64)>,
+    /// Each step's range, for `rate`, `increase` and `delta` (empty otherwise).
+    pub bounds: Vec<Bounds>,
+    /// Where the call's argument starts in the query, for annotations.
+    pub pos: usize,
+}
+
+impl Plan {
+    /// The plan for `f` over steps ending at `refs` with reach `spec`.
+    pub(crate) fn new(f: Pushed, refs: &[i64], spec: WindowSpec, pos: usize) -> Plan {
+        let windows = refs
+            .iter()
+            .map(|&r| (r.saturating_sub(spec.before).saturating_add(1), r.saturating_add(spec.after)))
+            .collect();
+        let bounds = match f.need() {
+            Need::Ends | Need::Resets => refs
+                .iter()
+                .map(|&r| Bounds {
+                    range_start: r.saturating_sub(spec.range),
+                    range_end: r,
+                    range_secs: spec.range as f64 / 1000.0,
+                })
+                .collect(),
+            Need::Values | Need::Sums => Vec::new(),
+        };
+        Plan { f, windows, bounds, pos }
+    }
 }
 
 impl SeriesCtx<'_> {
@@ -111,30 +211,35 @@ impl SeriesCtx<'_> {
     /// and no window holds a sample.
     pub(crate) fn pushdown_series(
         &mut self,
-        f: Pushed,
+        plan: &Plan,
         series: &SeriesRef,
-        windows: &[(i64, i64)],
         g: Grid,
     ) -> Result<Option<Option<Series>>> {
         self.check_deadline()?;
+        let (f, windows) = (plan.f, &plan.windows);
         let mut aggs = Vec::with_capacity(windows.len());
         let mut scan = ScanStats::default();
-        if !self.querier.window_aggregates(series, windows, f.sums(), &mut aggs, &mut scan)? {
+        if !self.querier.window_aggregates(series, windows, f.need(), &mut aggs, &mut scan)? {
             return Ok(None);
         }
         let mut points: Vec<FPoint> = Vec::with_capacity(aggs.len());
+        let unbounded = Bounds { range_start: 0, range_end: 0, range_secs: 0.0 };
         for (i, a) in aggs.iter().enumerate().filter(|(_, a)| !a.is_empty()) {
-            match f.value(a) {
-                Some(v) => points.push(FPoint { t: g.ts(i), f: v }),
-                // A window without an exact sum: decode the series instead (the work done here
-                // is not counted, as the decoding path counts its own).
-                None => return Ok(None),
+            match f.answer(a, plan.bounds.get(i).copied().unwrap_or(unbounded)) {
+                Answer::Point(v) => points.push(FPoint { t: g.ts(i), f: v }),
+                Answer::NoPoint => {}
+                // A window without an exact sum or known resets: decode the series instead
+                // (the work done here is not counted, as the decoding path counts its own).
+                Answer::Decline => return Ok(None),
             }
         }
         self.samples_read += scan.samples_decoded;
         self.scan.add(&scan);
         if points.is_empty() {
             return Ok(Some(None));
+        }
+        if f.counter() {
+            note_possible_non_counter(self.opts, &mut self.annotations, &series.labels, plan.pos);
         }
         let delayed = self.opts.delayed_name_removal;
         let labels = if !f.keeps_name() && !delayed {

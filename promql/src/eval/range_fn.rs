@@ -429,10 +429,13 @@ impl<'a> Evaluator<'a> {
             }
             _ => return Err(Error::Execution(format!("expected a range vector argument for {name}"))),
         };
-        // Range aggregations storage may answer from block statistics (see `pushdown`).
+        // Range aggregations storage may answer from block statistics (see `pushdown`); not
+        // where start timestamps may mark counter resets the values hide.
+        let want_sts = self.opts.use_start_timestamps && uses_start_timestamps(name, anchored, smoothed);
+        let pos = c.args[0].start();
         let pushed = match &source {
-            Source::Selector(..) if self.opts.pushdown && !anchored && !smoothed => {
-                pushdown::Pushed::of(name).map(|f| (f, pushdown::windows(&refs, spec)))
+            Source::Selector(..) if self.opts.pushdown && !anchored && !smoothed && !want_sts => {
+                pushdown::Pushed::of(name).map(|f| pushdown::Plan::new(f, &refs, spec, pos))
             }
             _ => None,
         };
@@ -448,7 +451,6 @@ impl<'a> Evaluator<'a> {
         // counters `rate` and `increase` extrapolate.
         let check_overlap = (name == "rate" || name == "increase") && !anchored && !smoothed;
         let fold = Fold::of(name);
-        let pos = c.args[0].start();
         // The work on one series: slide the windows over its points. It sees only its context,
         // so series can be handled by several threads (`parallel.rs`).
         let run = |ctx: &mut SeriesCtx<'a>,
@@ -636,13 +638,11 @@ impl<'a> Evaluator<'a> {
         };
         let out = match source {
             Source::Selector(series, mint, maxt) => {
-                let want_sts =
-                    self.opts.use_start_timestamps && uses_start_timestamps(name, anchored, smoothed);
                 let est = estimate_points(g.len(), mint, maxt);
                 let stats_only = self.hist_stats.stats_only();
                 self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
-                    if let Some((f, windows)) = &pushed
-                        && let Some(answer) = ctx.pushdown_series(*f, r, windows, g)?
+                    if let Some(plan) = &pushed
+                        && let Some(answer) = ctx.pushdown_series(plan, r, g)?
                     {
                         return Ok(answer);
                     }
@@ -711,7 +711,12 @@ fn count_stale(samples: &[storage::Sample]) -> usize {
 }
 
 /// Info for `rate`/`increase` over a metric whose name does not look like a counter.
-fn note_possible_non_counter(opts: &EngineOptions, annotations: &mut Annotations, l: &Labels, pos: usize) {
+pub(crate) fn note_possible_non_counter(
+    opts: &EngineOptions,
+    annotations: &mut Annotations,
+    l: &Labels,
+    pos: usize,
+) {
     let name = labels::metric_name(l);
     if name.is_empty() {
         return;

@@ -30,18 +30,43 @@ pub(crate) fn extrapolated_rate(
     is_rate: bool,
 ) -> Option<f64> {
     let (first, last) = (*w.first()?, *w.last()?);
-    let gaps = w.len() - 1;
     let sts = if is_counter { sts } else { &[] };
-    let mut result = last.f - first.f;
+    let mut increase = last.f - first.f;
     if is_counter {
         for (i, pair) in w.windows(2).enumerate() {
             let st_reset =
                 i + 1 < sts.len() && start_timestamps::is_reset(sts[i], pair[0].t, sts[i + 1], pair[1].t);
             if pair[1].f < pair[0].f || st_reset {
-                result += pair[0].f;
+                increase += pair[0].f;
             }
         }
     }
+    let s = Sampled { first, last, gaps: w.len() - 1, increase };
+    extrapolate(s, sts.first().copied(), b, is_counter, is_rate)
+}
+
+/// What [`extrapolate`] needs of a window's samples: the first and last, how many gaps lie
+/// between them (samples - 1), and `last - first` with, for counters, the value before each
+/// reset added in time order (Prometheus' order, which decides the float's last bits).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sampled {
+    pub first: FPoint,
+    pub last: FPoint,
+    pub gaps: usize,
+    pub increase: f64,
+}
+
+/// The rest of Prometheus' `extrapolatedRate` from [`Sampled`]: shared by the sample-by-sample
+/// path and push-down, which finds the same four things in block statistics. `start` is the
+/// first sample's start timestamp, if any.
+pub(crate) fn extrapolate(
+    s: Sampled,
+    start: Option<i64>,
+    b: Bounds,
+    is_counter: bool,
+    is_rate: bool,
+) -> Option<f64> {
+    let Sampled { first, last, gaps, increase: mut result } = s;
     let mut to_start = (first.t - b.range_start) as f64 / 1000.0;
     let mut to_end = (b.range_end - last.t) as f64 / 1000.0;
     let mut sampled = (last.t - first.t) as f64 / 1000.0;
@@ -49,10 +74,10 @@ pub(crate) fn extrapolated_rate(
     // Extrapolate to a boundary only if a sample "should" have been there; otherwise assume the
     // series started or ended half an average gap beyond the outermost sample.
     let threshold = avg_gap * 1.1;
-    match sts.first() {
+    match start {
         // The counter started inside the range (the range start is exclusive): assume a zero
         // sample at its start rather than extrapolating to the left.
-        Some(&st) if st != 0 && st > b.range_start && st < first.t => {
+        Some(st) if st != 0 && st > b.range_start && st < first.t => {
             to_start = 0.0;
             sampled = (last.t - st) as f64 / 1000.0;
             result += first.f;

@@ -36,11 +36,18 @@ pub struct BlockStats {
     pub first: f64,
     /// Last non-stale value (NaN if `count == 0`).
     pub last: f64,
+    /// No non-stale value is below the non-stale value before it: `v[i] < v[i - 1]` is false
+    /// for every pair, the test Prometheus' `rate`/`increase` use for a counter reset (a NaN
+    /// compares false there too). A window over whole such blocks sees no reset inside any of
+    /// them, only, perhaps, between them. Only partition files of format version 3 store it;
+    /// older statistics read as `false` (unknown), which only costs a decode.
+    pub no_decrease: bool,
 }
 
 impl PartialEq for BlockStats {
     fn eq(&self, o: &Self) -> bool {
-        (self.min_t, self.max_t, self.count, self.stale_count) == (o.min_t, o.max_t, o.count, o.stale_count)
+        (self.min_t, self.max_t, self.count, self.stale_count, self.no_decrease)
+            == (o.min_t, o.max_t, o.count, o.stale_count, o.no_decrease)
             && self
                 .floats()
                 .iter()
@@ -66,6 +73,7 @@ impl BlockStats {
             max: f64::NAN,
             first: f64::NAN,
             last: f64::NAN,
+            no_decrease: true,
         };
         for s in samples {
             let v = s.v;
@@ -77,6 +85,9 @@ impl BlockStats {
                 st.first = v;
                 st.min = v;
                 st.max = v;
+            }
+            if st.count > 0 && v < st.last {
+                st.no_decrease = false;
             }
             st.count = st.count.saturating_add(1);
             st.sum += v;
@@ -117,7 +128,8 @@ impl BlockStats {
         Ok(floats)
     }
 
-    /// Appends the compact, self-delimiting encoding (typically 12–20 bytes).
+    /// Appends the compact, self-delimiting encoding (typically 12–20 bytes) of partition files
+    /// of format version 1, which has no room for [`no_decrease`](Self::no_decrease).
     pub fn encode(&self, out: &mut Vec<u8>) {
         self.encode_relative(0, out);
     }
@@ -142,7 +154,8 @@ impl BlockStats {
         }
     }
 
-    /// Decodes what [`encode`](Self::encode) wrote at `*pos`, advancing `*pos` past it.
+    /// Decodes what [`encode`](Self::encode) wrote at `*pos`, advancing `*pos` past it;
+    /// `no_decrease` is false (not recorded).
     pub fn decode(bytes: &[u8], pos: &mut usize) -> Result<BlockStats> {
         Self::decode_relative(bytes, pos, 0)
     }
@@ -160,7 +173,7 @@ impl BlockStats {
         let stale_count = if word & HAS_STALE != 0 { get_u32(bytes, &mut at)? } else { 0 };
         let [sum, min, max, first, last] = Self::read_floats(word, 0, bytes, &mut at)?;
         *pos = at;
-        Ok(BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last })
+        Ok(BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last, no_decrease: false })
     }
 }
 
@@ -170,44 +183,73 @@ impl BlockStats {
 /// span and the same count block after block (a 10 s scrape cut into hour blocks: 10 s, 3590 s,
 /// 360 samples); a chained entry says "same as before" with a bit instead of 5-9 bytes.
 ///
-/// Start each series' block list with [`StatsChain::default`]; the encoder and the decoder
-/// advance their chains in step.
-#[derive(Debug, Clone, Copy, Default)]
+/// Start each series' block list with [`StatsChain::default`] (the layout written now, format
+/// version 3) or [`StatsChain::for_version`]; the encoder and the decoder advance their chains
+/// in step.
+#[derive(Debug, Clone, Copy)]
 pub struct StatsChain {
     prev_max_t: i64,
     gap: i64,
     span: u64,
     count: u32,
+    /// Format version 3 and later: the word has the [`NO_DECREASE`] bit, and the float classes
+    /// start one bit later.
+    v3: bool,
+}
+
+impl Default for StatsChain {
+    fn default() -> Self {
+        StatsChain::for_version(3)
+    }
 }
 
 impl StatsChain {
+    /// A chain at the start of a block list in a partition file of format `version` (2 or
+    /// later; version 1 does not chain).
+    pub fn for_version(version: u32) -> StatsChain {
+        StatsChain { prev_max_t: 0, gap: 0, span: 0, count: 0, v3: version >= 3 }
+    }
+
     fn advance(&mut self, st: &BlockStats) {
         *self = StatsChain {
             prev_max_t: st.max_t,
             gap: st.min_t.wrapping_sub(self.prev_max_t),
             span: st.max_t.wrapping_sub(st.min_t) as u64,
             count: st.count,
+            v3: self.v3,
         };
+    }
+
+    /// Bit of the word where the float classes start.
+    fn classes_at(&self) -> u32 {
+        if self.v3 { CHAINED_CLASSES_V3 } else { CHAINED_CLASSES_V2 }
     }
 }
 
 /// Chained encoding's header word: the gap from the previous block, the span and the count
-/// repeat the previous block's and are left out; `stale_count` follows. The float classes
-/// follow from bit [`CHAINED_CLASSES`] on, so a regular integer series' word is one byte.
+/// repeat the previous block's and are left out; `stale_count` follows; (version 3) the block's
+/// values never decrease. The float classes follow, from bit 4 (version 2) or 5 (version 3)
+/// on, so a regular integer series' word is one byte either way.
 const SAME_GAP: u64 = 1;
 const SAME_SPAN: u64 = 1 << 1;
 const SAME_COUNT: u64 = 1 << 2;
 const CHAINED_STALE: u64 = 1 << 3;
-const CHAINED_CLASSES: u32 = 4;
+const NO_DECREASE: u64 = 1 << 4;
+const CHAINED_CLASSES_V2: u32 = 4;
+const CHAINED_CLASSES_V3: u32 = 5;
 
 impl BlockStats {
-    /// Appends the chained encoding (format version 2): a header word first, then only the
-    /// time and count fields that differ from what `chain` predicts, then the stale count and
-    /// the five floats as in [`encode`](Self::encode). Advances `chain` past this block.
+    /// Appends the chained encoding (format versions 2 and 3, as `chain` says): a header word
+    /// first, then only the time and count fields that differ from what `chain` predicts, then
+    /// the stale count and the five floats as in [`encode`](Self::encode). Advances `chain`
+    /// past this block.
     pub fn encode_chained(&self, chain: &mut StatsChain, out: &mut Vec<u8>) {
         let gap = self.min_t.wrapping_sub(chain.prev_max_t);
         let span = self.max_t.wrapping_sub(self.min_t) as u64;
-        let (classes, mut word) = self.classes(CHAINED_CLASSES as usize);
+        let (classes, mut word) = self.classes(chain.classes_at() as usize);
+        if chain.v3 && self.no_decrease {
+            word |= NO_DECREASE;
+        }
         if gap == chain.gap {
             word |= SAME_GAP;
         }
@@ -244,7 +286,8 @@ impl BlockStats {
     pub fn decode_chained(bytes: &[u8], pos: &mut usize, chain: &mut StatsChain) -> Result<BlockStats> {
         let mut at = *pos;
         let word = get_uvarint(bytes, &mut at)?;
-        if word >> (CHAINED_CLASSES + 10) != 0 {
+        let classes_at = chain.classes_at();
+        if word >> (classes_at + 10) != 0 {
             return Err(Error::Decode(format!("block stats header word {word:#x} has unknown bits")));
         }
         let gap = if word & SAME_GAP != 0 { chain.gap } else { get_varint(bytes, &mut at)? };
@@ -253,8 +296,9 @@ impl BlockStats {
         let stale_count = if word & CHAINED_STALE != 0 { get_u32(bytes, &mut at)? } else { 0 };
         let min_t = chain.prev_max_t.wrapping_add(gap);
         let max_t = min_t.wrapping_add(span as i64);
-        let [sum, min, max, first, last] = Self::read_floats(word, CHAINED_CLASSES as usize, bytes, &mut at)?;
-        let st = BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last };
+        let [sum, min, max, first, last] = Self::read_floats(word, classes_at as usize, bytes, &mut at)?;
+        let no_decrease = chain.v3 && word & NO_DECREASE != 0;
+        let st = BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last, no_decrease };
         chain.advance(&st);
         *pos = at;
         Ok(st)
@@ -296,9 +340,11 @@ mod tests {
             max,
             first: live.first().copied().unwrap_or(f64::NAN),
             last: live.last().copied().unwrap_or(f64::NAN),
+            no_decrease: live.windows(2).all(|p| !(p[1] < p[0])),
         }
     }
 
+    /// Round-trips the version 1 encoding, which does not keep `no_decrease`.
     fn round_trip(st: &BlockStats) -> usize {
         let mut out = vec![0xEE];
         st.encode(&mut out);
@@ -306,7 +352,7 @@ mod tests {
         out.push(0xAB);
         let mut pos = 1;
         let got = BlockStats::decode(&out, &mut pos).unwrap();
-        assert_eq!(&got, st);
+        assert_eq!(got, BlockStats { no_decrease: false, ..*st });
         // The encoding keeps NaN payloads too.
         assert_eq!(got.floats().map(f64::to_bits), st.floats().map(f64::to_bits));
         assert_eq!(pos, out.len() - 1);
@@ -348,7 +394,8 @@ mod tests {
         st.encode_relative(1_700_000_000_000 - 10_000, &mut rel);
         assert!(rel.len() + 3 <= abs.len(), "{} vs {}", rel.len(), abs.len());
         let mut pos = 0;
-        assert_eq!(BlockStats::decode_relative(&rel, &mut pos, 1_700_000_000_000 - 10_000).unwrap(), st);
+        let got = BlockStats::decode_relative(&rel, &mut pos, 1_700_000_000_000 - 10_000).unwrap();
+        assert_eq!(got, BlockStats { no_decrease: false, ..st });
         assert_eq!(pos, rel.len());
     }
 
@@ -367,8 +414,8 @@ mod tests {
     }
 
     fn arb_stats() -> impl Strategy<Value = BlockStats> {
-        (any::<(i64, i64)>(), any::<(u32, u32)>(), proptest::array::uniform5(arb_f64())).prop_map(
-            |(t, c, f)| BlockStats {
+        (any::<(i64, i64)>(), any::<(u32, u32)>(), proptest::array::uniform5(arb_f64()), any::<bool>())
+            .prop_map(|(t, c, f, no_decrease)| BlockStats {
                 min_t: t.0,
                 max_t: t.1,
                 count: c.0,
@@ -378,8 +425,8 @@ mod tests {
                 max: f[2],
                 first: f[3],
                 last: f[4],
-            },
-        )
+                no_decrease,
+            })
     }
 
     /// Encodes a series' block list chained, decodes it back, checks every entry and that the
@@ -443,8 +490,44 @@ mod tests {
             assert!(all.is_err(), "truncated at {cut}");
         }
         let mut bad_word = Vec::new();
-        put_uvarint(&mut bad_word, 1 << 14);
+        put_uvarint(&mut bad_word, 1 << 15);
         assert!(BlockStats::decode_chained(&bad_word, &mut 0, &mut StatsChain::default()).is_err());
+        bad_word.clear();
+        put_uvarint(&mut bad_word, 1 << 14);
+        assert!(BlockStats::decode_chained(&bad_word, &mut 0, &mut StatsChain::for_version(2)).is_err());
+    }
+
+    /// A counter's hour blocks say they never decrease, in the one-byte word of a regular
+    /// integer series (format version 3); version 2's layout has no room for it and reads false.
+    #[test]
+    fn chained_keeps_no_decrease_in_version_3_only() {
+        let list: Vec<BlockStats> = (0..4)
+            .map(|b| {
+                let samples: Vec<Sample> = (0..360)
+                    .map(|i| {
+                        Sample::new(1_700_000_010_000 + (b * 360 + i) * 10_000, ((b * 360 + i) * 7) as f64)
+                    })
+                    .collect();
+                BlockStats::from_samples(&samples)
+            })
+            .collect();
+        assert!(list.iter().all(|st| st.no_decrease));
+        let mut dropping = list.clone();
+        dropping[1].no_decrease = false;
+        let (v3, v3_dropping) = (chained_round_trip(&list), chained_round_trip(&dropping));
+        assert_eq!(v3, v3_dropping, "the flag costs no byte");
+        for version in [2, 3] {
+            let (mut out, mut chain) = (Vec::new(), StatsChain::for_version(version));
+            for st in &list {
+                st.encode_chained(&mut chain, &mut out);
+            }
+            let (mut pos, mut chain) = (0, StatsChain::for_version(version));
+            for st in &list {
+                let got = BlockStats::decode_chained(&out, &mut pos, &mut chain).unwrap();
+                assert_eq!(got, BlockStats { no_decrease: version >= 3, ..*st });
+            }
+            assert_eq!(pos, out.len());
+        }
     }
 
     proptest! {
@@ -494,7 +577,7 @@ mod tests {
         ) {
             round_trip(&BlockStats {
                 min_t: t.0, max_t: t.1, count: counts.0, stale_count: counts.1,
-                sum: f[0], min: f[1], max: f[2], first: f[3], last: f[4],
+                sum: f[0], min: f[1], max: f[2], first: f[3], last: f[4], no_decrease: false,
             });
         }
 

@@ -20,8 +20,10 @@ pub const MAGIC: &[u8; 8] = b"STRATAPF";
 pub const FOOTER_MAGIC: &[u8; 4] = b"SPF1";
 /// Format version after the magic, the one written. Version 2 chains each block's statistics
 /// on the previous block's and leaves a regular block's count and timestamps to them
-/// (`docs/format/partition.md`); readers still open version 1 files.
-pub const VERSION: u32 = 2;
+/// (`docs/format/partition.md`). Version 3 adds a bit to each block's statistics: the block's
+/// values never decrease, so `rate`/`increase` can take it whole (`BlockStats::no_decrease`).
+/// Readers still open versions 1 and 2.
+pub const VERSION: u32 = 3;
 /// Oldest format version readers open: version 1 stores statistics relative to the previous
 /// block's last timestamp only, and every block carries its own count and timestamps.
 pub const VERSION_MIN: u32 = 1;

@@ -320,7 +320,7 @@ impl PartitionFile {
         }
         let mut offset = get_uvarint(buf, &mut pos).map_err(corrupt)?;
         let mut base_t = 0i64;
-        let mut chain = StatsChain::default();
+        let mut chain = StatsChain::for_version(self.version);
         let mut out = Vec::with_capacity(n as usize);
         for _ in 0..n {
             let len = get_uvarint(buf, &mut pos).map_err(corrupt)?;
@@ -467,7 +467,11 @@ impl PartitionFile {
 /// The blocks of `list` (in time order) overlapping `[mint, maxt]`: up to the first that starts
 /// after `maxt`, those that end at or after `mint`, as [`PartitionFile::blocks_in`] reads them.
 fn overlapping(list: &[BlockMeta], mint: i64, maxt: i64) -> Vec<BlockMeta> {
-    list.iter().take_while(|b| b.stats.min_t <= maxt).filter(|b| b.stats.max_t >= mint).copied().collect()
+    // A series' blocks in a file are in time order and do not overlap, so both ends ascend and
+    // the blocks overlapping the range are one run: copied at once, into an exact allocation.
+    let from = list.partition_point(|b| b.stats.max_t < mint);
+    let to = from + list[from..].partition_point(|b| b.stats.min_t <= maxt);
+    list[from..to].to_vec()
 }
 
 /// Reads the start-timestamp table at `pos` of the index (which starts at file offset `base`):

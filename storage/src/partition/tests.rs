@@ -1,4 +1,5 @@
 use super::*;
+use crate::encoding::BlockStats;
 use crate::types::{Labels, Sample, stale_nan};
 
 fn samples(n: i64, step: i64) -> Vec<Sample> {
@@ -152,11 +153,11 @@ fn histogram_sections_round_trip_and_flips_are_detected() {
     }
 }
 
-/// Files are written in format version 2: a regular series' blocks leave their count and
-/// timestamps to their statistics (codec 4), an irregular one's keep them, and both read back.
-/// (Version 1 files still open: `tests/db.rs` opens the golden databases written before it.)
+/// Since format version 2 a regular series' blocks leave their count and timestamps to their
+/// statistics (codec 4), an irregular one's keep them, and both read back. (Version 1 files
+/// still open: `tests/db.rs` opens the golden databases written before it.)
 #[test]
-fn version_2_blocks_leave_regular_timestamps_to_their_statistics() {
+fn regular_blocks_leave_their_timestamps_to_their_statistics() {
     let d = tempfile::tempdir().unwrap();
     let path = d.path().join("1.spf");
     let regular = Labels::from_pairs(&[("__name__", "regular")]);
@@ -172,7 +173,7 @@ fn version_2_blocks_leave_regular_timestamps_to_their_statistics() {
     w.finish().unwrap();
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(bytes[8..12], VERSION.to_le_bytes());
-    assert_eq!(VERSION, 2);
+    assert_eq!(VERSION, 3);
     let f = PartitionFile::open(&path, |l, _| u32::from(l.get("__name__") != Some("regular"))).unwrap();
     for (id, want, implied) in [(0, &sr, true), (1, &sz, false)] {
         let blocks = f.blocks(id).unwrap();
@@ -185,5 +186,52 @@ fn version_2_blocks_leave_regular_timestamps_to_their_statistics() {
         let mut out = Vec::new();
         f.read(id, i64::MIN, i64::MAX, &mut out).unwrap();
         assert_eq!(&out, want);
+    }
+}
+
+/// The golden file's two series: two hours of 15 s samples from a whole hour, a counter that
+/// resets in its second hour and a gauge.
+fn counter_and_gauge() -> [(Labels, Vec<Sample>); 2] {
+    let base = 1_699_999_200_000i64;
+    let counter =
+        (1..=480).map(|i| Sample::new(base + i * 15_000, (3 * if i <= 300 { i } else { i - 300 }) as f64));
+    let gauge = (1..=480).map(|i| Sample::new(base + i * 15_000, ((i * 7) % 11) as f64));
+    [
+        (Labels::from_pairs(&[("__name__", "c_total")]), counter.collect()),
+        (Labels::from_pairs(&[("__name__", "g")]), gauge.collect()),
+    ]
+}
+
+/// Format version 3 records which blocks never decrease; a version 2 file (golden, written by
+/// git e2a3877b) still opens, with the same samples and statistics except that flag, which
+/// reads false: its blocks are decoded for `rate`, never taken for counters without resets.
+#[test]
+fn version_3_records_blocks_that_never_decrease_and_version_2_still_opens() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/format/partition_v2.spf");
+    assert_eq!(std::fs::read(&golden).unwrap()[8..12], 2u32.to_le_bytes());
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("1.spf");
+    let mut w = FileWriter::create(&path, 1024, 3_600_000).unwrap();
+    for (labels, samples) in counter_and_gauge() {
+        w.add_series(&labels, &samples).unwrap();
+    }
+    w.finish().unwrap();
+    let new = PartitionFile::open(&path, |l, _| u32::from(l.get("__name__") != Some("c_total"))).unwrap();
+    let old = PartitionFile::open(&golden, |l, _| u32::from(l.get("__name__") != Some("c_total"))).unwrap();
+    for (id, (_, want)) in counter_and_gauge().iter().enumerate() {
+        let id = id as u32;
+        let (new_blocks, old_blocks) = (new.blocks(id).unwrap(), old.blocks(id).unwrap());
+        // The counter's first hour only rises; its second hour holds the reset; the gauge falls.
+        let no_decrease: Vec<bool> = new_blocks.iter().map(|b| b.stats.no_decrease).collect();
+        assert_eq!(no_decrease, if id == 0 { vec![true, false] } else { vec![false, false] });
+        assert_eq!(old_blocks.len(), new_blocks.len());
+        for (o, n) in old_blocks.iter().zip(&new_blocks) {
+            assert_eq!(o.stats, BlockStats { no_decrease: false, ..n.stats });
+        }
+        for f in [&new, &old] {
+            let mut out = Vec::new();
+            f.read(id, i64::MIN, i64::MAX, &mut out).unwrap();
+            assert_eq!(&out, want);
+        }
     }
 }

@@ -14,7 +14,10 @@
 //! - when the caller needs exact sums (`sum_over_time`, `avg_over_time`), its header shows its
 //!   values are integers ([`crate::encoding::integral_values`]), so its `sum` statistic is
 //!   exact. Otherwise it is decoded, and a series of floats declines the push-down as a whole
-//!   rather than answer windows without an exact sum.
+//!   rather than answer windows without an exact sum;
+//! - when the caller needs the first and last values' times (`delta`, `rate`, `increase`), it
+//!   holds no stale marker, and for counter resets (`rate`, `increase`) its values never
+//!   decrease ([`Need::allows`]).
 //!
 //! When the caller needs sums only (`sum_over_time`, `avg_over_time`: count and exact sum), an
 //! exclusive integer block cut by one window boundary into two parts that each lie wholly in
@@ -43,7 +46,7 @@ use crate::matcher::matches_all;
 use crate::partition::BlockMeta;
 use crate::query::SeriesRef;
 use crate::types::{Sample, is_stale};
-use crate::window::{EXACT_LIMIT, ScanStats, WindowAgg, span};
+use crate::window::{EXACT_LIMIT, Need, ScanStats, WindowAgg, span};
 
 /// What a block contributes to the windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,10 +89,11 @@ pub(super) fn window_aggregates(
     snap: &Snapshot,
     series: &SeriesRef,
     windows: &[(i64, i64)],
-    sums: bool,
+    need: Need,
     out: &mut Vec<WindowAgg>,
     stats: &mut ScanStats,
 ) -> Result<bool> {
+    let sums = need == Need::Sums;
     if !well_ordered(windows) {
         return Ok(false);
     }
@@ -104,13 +108,14 @@ pub(super) fn window_aggregates(
     // them, as a dashboard's `now`-relative steps usually are) can take nothing from
     // statistics, except by splitting blocks for sums: decline before reading the heads.
     let usable = |b: &Block<'_>| {
-        contained(b.range(), windows) == Some(true) || (sums && split_point(b.range(), windows).is_some())
+        (contained(b.range(), windows) == Some(true) && need.allows(&b.meta.stats))
+            || (sums && split_point(b.range(), windows).is_some())
     };
     if !blocks.iter().any(usable) {
         return Ok(false);
     }
     let heads = read_heads(snap, series, mint, maxt);
-    classify(&mut blocks, &heads, windows, sums);
+    classify(&mut blocks, &heads, windows, need);
     // Only sums need to know whether a block's values are integers. Finding out reads the
     // block's header and verifies its checksum, about 5 % of a query answered from statistics
     // alone (whose blocks' bytes are otherwise not read).
@@ -220,7 +225,9 @@ fn file_blocks<'a>(snap: &'a Snapshot, series: &SeriesRef, mint: i64, maxt: i64)
                     .map(|t| (t.mint, t.maxt))
                     .collect(),
             );
-            for meta in f.file.blocks_in(series.id, mint, maxt)? {
+            let metas = f.file.blocks_in(series.id, mint, maxt)?;
+            out.reserve(metas.len());
+            for meta in metas {
                 let tombstones = Arc::clone(&tombstones);
                 out.push(Block { partition, file: f, meta, integral: false, tombstones, use_: Use::Decode });
             }
@@ -230,8 +237,8 @@ fn file_blocks<'a>(snap: &'a Snapshot, series: &SeriesRef, mint: i64, maxt: i64)
 }
 
 /// Decides each block's [`Use`] (see the module documentation); blocks are split only for
-/// `sums`.
-fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i64)], sums: bool) {
+/// [`Need::Sums`].
+fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i64)], need: Need) {
     let overlapped = overlapped_by_other_blocks(blocks);
     for (b, overlapped) in blocks.iter_mut().zip(overlapped) {
         let (lo, hi) = b.range();
@@ -247,8 +254,9 @@ fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i6
         let exclusive = !overlapped && !in_head && !hidden;
         b.use_ = match split_point((lo, hi), windows) {
             _ if !exclusive => Use::Decode,
-            _ if contained => Use::Stats,
-            Some((at, before, rest)) if sums => Use::Split { at, before, rest },
+            _ if contained && need.allows(&b.meta.stats) => Use::Stats,
+            _ if contained => Use::Decode,
+            Some((at, before, rest)) if need == Need::Sums => Use::Split { at, before, rest },
             _ => Use::Decode,
         };
     }
@@ -437,7 +445,7 @@ fn fold_window((lo, hi): (i64, i64), decoded: &[Sample], from_stats: &[FromStats
         from_stats[from_stats.partition_point(|b| b.start() < lo)..].iter().take_while(|b| b.start() <= hi);
     for b in blocks {
         while let Some(s) = samples.next_if(|s| s.t < b.start()) {
-            agg.push(s.v);
+            agg.push(s.t, s.v);
         }
         match b {
             FromStats::Block(b, integral) => agg.merge_block(&b.stats, *integral),
@@ -445,7 +453,7 @@ fn fold_window((lo, hi): (i64, i64), decoded: &[Sample], from_stats: &[FromStats
         }
     }
     for s in samples {
-        agg.push(s.v);
+        agg.push(s.t, s.v);
     }
     agg
 }

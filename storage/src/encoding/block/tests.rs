@@ -443,18 +443,32 @@ fn golden_indexed_block_and_chained_stats() {
     .unwrap();
     assert_eq!(old, samples);
 
-    let list: Vec<BlockStats> = (0..4).map(|b| BlockStats::from_samples(&walk(b))).collect();
-    let (mut bytes, mut chain) = (Vec::new(), StatsChain::default());
-    for st in &list {
-        st.encode_chained(&mut chain, &mut bytes);
+    // Format version 2's chained statistics of four walk blocks, and version 3's of the same
+    // and a counter's block (whose values never decrease: the one bit version 3 adds).
+    let mut list: Vec<BlockStats> = (0..4).map(|b| BlockStats::from_samples(&walk(b))).collect();
+    for (name, version) in [("block_stats_chained", 2), ("block_stats_chained_v3", 3)] {
+        if version == 3 {
+            let mut counter = walk(4);
+            let mut total = 0.0;
+            for s in &mut counter {
+                total += s.v.abs();
+                s.v = total;
+            }
+            list.push(BlockStats::from_samples(&counter));
+            assert!(list[4].no_decrease && !list[3].no_decrease);
+        }
+        let (mut bytes, mut chain) = (Vec::new(), StatsChain::for_version(version));
+        for st in &list {
+            st.encode_chained(&mut chain, &mut bytes);
+        }
+        compare_golden(name, &bytes);
+        let file = std::fs::read(golden_path(name)).unwrap();
+        let (mut pos, mut chain) = (0, StatsChain::for_version(version));
+        for st in &list {
+            assert_eq!(BlockStats::decode_chained(&file, &mut pos, &mut chain).unwrap(), *st, "{name}");
+        }
+        assert_eq!(pos, file.len());
     }
-    compare_golden("block_stats_chained", &bytes);
-    let file = std::fs::read(golden_path("block_stats_chained")).unwrap();
-    let (mut pos, mut chain) = (0, StatsChain::default());
-    for st in list {
-        assert_eq!(BlockStats::decode_chained(&file, &mut pos, &mut chain).unwrap(), st);
-    }
-    assert_eq!(pos, file.len());
 }
 
 #[test]
@@ -470,7 +484,8 @@ fn golden_stats() {
     let file = std::fs::read(golden_path("block_stats")).unwrap();
     let mut pos = 0;
     for st in all {
-        assert_eq!(BlockStats::decode(&file, &mut pos).unwrap(), st);
+        // Version 1's encoding does not keep `no_decrease`.
+        assert_eq!(BlockStats::decode(&file, &mut pos).unwrap(), BlockStats { no_decrease: false, ..st });
     }
     assert_eq!(pos, file.len());
 }
