@@ -39,9 +39,7 @@
 //! the inner call goes through here.
 
 use storage::SeriesRef;
-use storage::window::{ScanStats, WindowAgg};
-
-use storage::window::Need;
+use storage::window::{Need, ScanStats, WindowAgg};
 
 use super::parallel::SeriesCtx;
 use super::range_fn::note_possible_non_counter;

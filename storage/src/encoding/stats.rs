@@ -340,7 +340,7 @@ mod tests {
             max,
             first: live.first().copied().unwrap_or(f64::NAN),
             last: live.last().copied().unwrap_or(f64::NAN),
-            no_decrease: live.windows(2).all(|p| !(p[1] < p[0])),
+            no_decrease: live.windows(2).all(|p| p[1].partial_cmp(&p[0]) != Some(std::cmp::Ordering::Less)),
         }
     }
 
