@@ -130,6 +130,8 @@ fn same(db: &Db, query: &str, start: i64, end: i64, step: i64) -> QueryResult {
     let decoded = engine(false).range(&snap, query, start, end, step).unwrap();
     assert_eq!(bits(&pushed), bits(&decoded), "{query} over [{start}, {end}] step {step}");
     assert_eq!(pushed.warnings, decoded.warnings);
+    // `rate` and `increase` of a name without a counter suffix note it either way.
+    assert_eq!(pushed.infos, decoded.infos, "{query}");
     pushed
 }
 
@@ -251,10 +253,15 @@ fn counters_come_from_block_statistics() {
             Sample::new(BASE + i * 15_000, v)
         })
         .collect();
-    batch.push(Labels::from_pairs(&[("__name__", "c_total")]), samples);
+    batch.push(Labels::from_pairs(&[("__name__", "c_total")]), samples.clone());
+    // The same counter under a name without a counter suffix: `rate` notes that it might not
+    // be one, from statistics as from samples.
+    batch.push(Labels::from_pairs(&[("__name__", "c_seconds")]), samples);
     db.append(&batch).unwrap();
     db.flush().unwrap();
     let (start, end) = (BASE + HOUR, BASE + 24 * HOUR);
+    let r = same(&db, "rate(c_seconds[1h])", start, end, HOUR);
+    assert!(r.stats.blocks_from_stats > 0 && r.infos.len() == 1, "{:?} {:?}", r.stats, r.infos);
     // 24 hour blocks and the 8 single samples on partition boundaries; hour 17's block (the
     // reset inside) and its window's other blocks decode.
     for f in ["increase", "rate", "delta"] {
@@ -267,6 +274,7 @@ fn counters_come_from_block_statistics() {
         let pushed = engine(true).instant(&snap, q, end).unwrap();
         let decoded = engine(false).instant(&snap, q, end).unwrap();
         assert_eq!(bits(&pushed), bits(&decoded), "{q}");
+        assert_eq!((&pushed.warnings, &pushed.infos), (&decoded.warnings, &decoded.infos), "{q}");
         assert!(pushed.stats.blocks_from_stats > 0, "{q}: {:?}", pushed.stats);
     }
 }
