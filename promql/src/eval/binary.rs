@@ -8,7 +8,7 @@ use storage::{FloatHistogram, Labels};
 use super::float_histogram as fh;
 use super::histogram_trim;
 use super::series::{OutputBuilder, StepCursor, StepSample, has_duplicate_labels, merge_same_labelsets};
-use super::{Evaluator, Grid, HashMap, Val, drop_metric_labels, labels};
+use super::{Evaluator, FPoint, Grid, HashMap, Val, drop_metric_labels, labels};
 use crate::annotations::Annotations;
 use crate::error::{Error, Result};
 use crate::parser::ast::{BinOp, BinaryExpr, Cardinality, VectorMatching};
@@ -33,6 +33,32 @@ pub(crate) fn apply(op: BinOp, l: f64, r: f64) -> (f64, bool) {
         BinOp::And | BinOp::Or | BinOp::Unless => (l, true),
         // Trimming is defined for histograms only: float elements are dropped.
         BinOp::TrimUpper | BinOp::TrimLower => (l, false),
+    }
+}
+
+/// Keeps the points whose value compares true with the literal `c` under the comparison `op`
+/// (`c` on the left if `scalar_left`), values unchanged: what [`apply`] keeps point by point,
+/// with the operator matched once for the whole series (high-cpu's `x > 90` over a day at the
+/// scrape interval is 8,640 points a series).
+fn keep_compared(points: &mut Vec<FPoint>, op: BinOp, c: f64, scalar_left: bool) {
+    fn keep(points: &mut Vec<FPoint>, c: f64, scalar_left: bool, cmp: impl Fn(f64, f64) -> bool) {
+        if scalar_left {
+            points.retain(|p| cmp(c, p.f));
+        } else {
+            points.retain(|p| cmp(p.f, c));
+        }
+    }
+    match op {
+        BinOp::Eql => keep(points, c, scalar_left, |l, r| l == r),
+        BinOp::Neq => keep(points, c, scalar_left, |l, r| l != r),
+        BinOp::Gtr => keep(points, c, scalar_left, |l, r| l > r),
+        BinOp::Lss => keep(points, c, scalar_left, |l, r| l < r),
+        BinOp::Gte => keep(points, c, scalar_left, |l, r| l >= r),
+        BinOp::Lte => keep(points, c, scalar_left, |l, r| l <= r),
+        _ => points.retain(|p| {
+            let (l, r) = if scalar_left { (c, p.f) } else { (p.f, c) };
+            apply(op, l, r).1
+        }),
     }
 }
 
@@ -177,26 +203,35 @@ impl<'a> Evaluator<'a> {
                 // A literal is the same at every step: no step index to compute per point.
                 let constant =
                     s.windows(2).all(|w| w[0].to_bits() == w[1].to_bits()).then(|| s.first().copied());
+                // A filter against a literal (`x > 90`): the operator resolved once, not per point.
+                let filter = match constant {
+                    Some(Some(c)) if b.op.is_comparison() && !b.return_bool => Some(c),
+                    _ => None,
+                };
                 for mut series in m {
-                    series.points.retain_mut(|p| {
-                        let sv = match constant {
-                            Some(c) => c,
-                            None => s.get(g.index(p.t)).copied(),
-                        }
-                        .unwrap_or(f64::NAN);
-                        let (l, r) = if scalar_left { (sv, p.f) } else { (p.f, sv) };
-                        let (mut v, mut keep) = apply(b.op, l, r);
-                        if b.op.is_comparison() {
-                            // The vector element's value is kept, whichever side it is on.
-                            v = p.f;
-                        }
-                        if b.return_bool {
-                            v = if keep { 1.0 } else { 0.0 };
-                            keep = true;
-                        }
-                        p.f = v;
-                        keep
-                    });
+                    if let Some(c) = filter {
+                        keep_compared(&mut series.points, b.op, c, scalar_left);
+                    } else {
+                        series.points.retain_mut(|p| {
+                            let sv = match constant {
+                                Some(c) => c,
+                                None => s.get(g.index(p.t)).copied(),
+                            }
+                            .unwrap_or(f64::NAN);
+                            let (l, r) = if scalar_left { (sv, p.f) } else { (p.f, sv) };
+                            let (mut v, mut keep) = apply(b.op, l, r);
+                            if b.op.is_comparison() {
+                                // The vector element's value is kept, whichever side it is on.
+                                v = p.f;
+                            }
+                            if b.return_bool {
+                                v = if keep { 1.0 } else { 0.0 };
+                                keep = true;
+                            }
+                            p.f = v;
+                            keep
+                        });
+                    }
                     if !series.hpoints.is_empty() {
                         let annotations = &mut self.annotations;
                         let pos = b.lhs.start();
@@ -457,5 +492,44 @@ impl<'a> Evaluator<'a> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            4 => (-3i32..4).prop_map(f64::from),
+            1 => any::<f64>(),
+            1 => prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(-0.0)],
+        ]
+    }
+
+    proptest! {
+        /// The per-series filter keeps exactly the points `apply` keeps, values unchanged, for
+        /// every comparison, NaN and signed zeros included, the literal on either side.
+        #[test]
+        fn keep_compared_equals_apply(
+            values in proptest::collection::vec(value(), 0..40),
+            c in value(),
+            op in prop_oneof![
+                Just(BinOp::Eql), Just(BinOp::Neq), Just(BinOp::Gtr),
+                Just(BinOp::Lss), Just(BinOp::Gte), Just(BinOp::Lte),
+            ],
+            scalar_left in any::<bool>(),
+        ) {
+            let points: Vec<FPoint> = values.iter().enumerate().map(|(i, &f)| FPoint { t: i as i64, f }).collect();
+            let mut got = points.clone();
+            keep_compared(&mut got, op, c, scalar_left);
+            let want: Vec<FPoint> = points
+                .into_iter()
+                .filter(|p| if scalar_left { apply(op, c, p.f).1 } else { apply(op, p.f, c).1 })
+                .collect();
+            let bits = |v: &[FPoint]| v.iter().map(|p| (p.t, p.f.to_bits())).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&got), bits(&want));
+        }
     }
 }

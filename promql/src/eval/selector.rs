@@ -252,7 +252,12 @@ fn latest_points(
     lb: i64,
     pick: Pick,
 ) -> Vec<FPoint> {
-    let mut points = Vec::new();
+    if buf.is_empty() {
+        return Vec::new();
+    }
+    // At most a point a step; at the scrape interval (high-cpu's `x > 90` over a day) nearly
+    // every step has one, and growing the vector step by step copied it a dozen times.
+    let mut points = Vec::with_capacity(refs.len());
     let mut j = 0;
     let mut prev_ref = i64::MIN;
     for (i, &r) in refs.iter().enumerate() {
