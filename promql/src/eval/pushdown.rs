@@ -108,10 +108,12 @@ impl Pushed {
         self.need() == Need::Resets
     }
 
-    /// The function's answer for one non-empty window `a` whose range is `b`.
-    fn answer(self, a: &WindowAgg, b: Bounds) -> Answer {
-        match self {
-            Pushed::Rate | Pushed::Increase | Pushed::Delta => self.rate(a, b),
+    /// The function's answer for one non-empty window `a` whose range is `b` (known for
+    /// `rate`, `increase` and `delta`, which alone need it).
+    fn answer(self, a: &WindowAgg, b: Option<Bounds>) -> Answer {
+        match (self, b) {
+            (Pushed::Rate | Pushed::Increase | Pushed::Delta, Some(b)) => self.rate(a, b),
+            (Pushed::Rate | Pushed::Increase | Pushed::Delta, None) => Answer::Decline,
             _ => self.value(a).map_or(Answer::Decline, Answer::Point),
         }
     }
@@ -221,9 +223,8 @@ impl SeriesCtx<'_> {
             return Ok(None);
         }
         let mut points: Vec<FPoint> = Vec::with_capacity(aggs.len());
-        let unbounded = Bounds { range_start: 0, range_end: 0, range_secs: 0.0 };
         for (i, a) in aggs.iter().enumerate().filter(|(_, a)| !a.is_empty()) {
-            match f.answer(a, plan.bounds.get(i).copied().unwrap_or(unbounded)) {
+            match f.answer(a, plan.bounds.get(i).copied()) {
                 Answer::Point(v) => points.push(FPoint { t: g.ts(i), f: v }),
                 Answer::NoPoint => {}
                 // A window without an exact sum or known resets: decode the series instead
