@@ -36,11 +36,12 @@ pub(crate) fn apply(op: BinOp, l: f64, r: f64) -> (f64, bool) {
     }
 }
 
-/// Keeps the points whose value compares true with the literal `c` under the comparison `op`
-/// (`c` on the left if `scalar_left`), values unchanged: what [`apply`] keeps point by point,
-/// with the operator matched once for the whole series (high-cpu's `x > 90` over a day at the
-/// scrape interval is 8,640 points a series).
-fn keep_compared(points: &mut Vec<FPoint>, op: BinOp, c: f64, scalar_left: bool) {
+/// If `op` is a comparison, keeps the points whose value compares true with the literal `c`
+/// (`c` on the left if `scalar_left`), values unchanged, and returns true: what [`apply`] keeps
+/// point by point, with the operator matched once for the whole series (high-cpu's `x > 90`
+/// over a day at the scrape interval is 8,640 points a series). Otherwise returns false and
+/// leaves `points` alone.
+fn keep_compared(points: &mut Vec<FPoint>, op: BinOp, c: f64, scalar_left: bool) -> bool {
     fn keep(points: &mut Vec<FPoint>, c: f64, scalar_left: bool, cmp: impl Fn(f64, f64) -> bool) {
         if scalar_left {
             points.retain(|p| cmp(c, p.f));
@@ -55,11 +56,9 @@ fn keep_compared(points: &mut Vec<FPoint>, op: BinOp, c: f64, scalar_left: bool)
         BinOp::Lss => keep(points, c, scalar_left, |l, r| l < r),
         BinOp::Gte => keep(points, c, scalar_left, |l, r| l >= r),
         BinOp::Lte => keep(points, c, scalar_left, |l, r| l <= r),
-        _ => points.retain(|p| {
-            let (l, r) = if scalar_left { (c, p.f) } else { (p.f, c) };
-            apply(op, l, r).1
-        }),
+        _ => return false,
     }
+    true
 }
 
 /// An operand: a float, or a native histogram.
@@ -205,13 +204,11 @@ impl<'a> Evaluator<'a> {
                     s.windows(2).all(|w| w[0].to_bits() == w[1].to_bits()).then(|| s.first().copied());
                 // A filter against a literal (`x > 90`): the operator resolved once, not per point.
                 let filter = match constant {
-                    Some(Some(c)) if b.op.is_comparison() && !b.return_bool => Some(c),
+                    Some(Some(c)) if !b.return_bool => Some(c),
                     _ => None,
                 };
                 for mut series in m {
-                    if let Some(c) = filter {
-                        keep_compared(&mut series.points, b.op, c, scalar_left);
-                    } else {
+                    if !filter.is_some_and(|c| keep_compared(&mut series.points, b.op, c, scalar_left)) {
                         series.points.retain_mut(|p| {
                             let sv = match constant {
                                 Some(c) => c,
@@ -523,7 +520,11 @@ mod tests {
         ) {
             let points: Vec<FPoint> = values.iter().enumerate().map(|(i, &f)| FPoint { t: i as i64, f }).collect();
             let mut got = points.clone();
-            keep_compared(&mut got, op, c, scalar_left);
+            prop_assert!(keep_compared(&mut got, op, c, scalar_left));
+            // Not a comparison: nothing filtered, and the caller takes the per-point path.
+            let mut other = points.clone();
+            prop_assert!(!keep_compared(&mut other, BinOp::Add, c, scalar_left));
+            prop_assert_eq!(other.len(), points.len());
             let want: Vec<FPoint> = points
                 .into_iter()
                 .filter(|p| if scalar_left { apply(op, c, p.f).1 } else { apply(op, p.f, c).1 })

@@ -22,7 +22,6 @@
 //!    Only tombstones that cover part of the range and apply to the file make the test read
 //!    the samples themselves.
 
-use crate::window::ScanStats;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -35,6 +34,7 @@ use crate::manifest::Tombstone;
 use crate::matcher::matches_all;
 use crate::partition::BlockMeta;
 use crate::types::{Labels, SeriesId};
+use crate::window::ScanStats;
 
 /// A partition file that may hold data in the range.
 struct FileCheck<'a> {

@@ -255,7 +255,8 @@ fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i6
         b.use_ = match split_point((lo, hi), windows) {
             _ if !exclusive => Use::Decode,
             _ if contained && need.allows(&b.meta.stats) => Use::Stats,
-            _ if contained => Use::Decode,
+            // A contained block has no boundary inside it (`split_point` is `None`), so one
+            // statistics cannot answer falls through to `Decode`.
             Some((at, before, rest)) if need == Need::Sums => Use::Split { at, before, rest },
             _ => Use::Decode,
         };
