@@ -93,7 +93,13 @@ fn generate() -> Vec<Gen> {
 fn openmetrics(series: &[Gen]) -> String {
     let mut s = String::new();
     for g in series {
-        let labels: Vec<String> = g.labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        let labels: Vec<String> = g
+            .labels
+            .iter()
+            .map(|(k, v)| {
+                format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))
+            })
+            .collect();
         for (i, v) in g.values.iter().enumerate() {
             s.push_str(&format!("{}{{{}}} {v} {}\n", g.name, labels.join(","), T0 + i as i64 * SCRAPE_S));
         }
@@ -140,6 +146,16 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let status = buf.split_whitespace().nth(1)?.parse().ok()?;
     let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     Some((status, body))
+}
+
+/// Whether Debian's `prometheus` and `promtool` are there; says so when not.
+fn prometheus_installed() -> bool {
+    let installed =
+        ["prometheus", "promtool"].iter().all(|b| Command::new(b).arg("--version").output().is_ok());
+    if !installed {
+        println!("skipped: prometheus/promtool are not installed");
+    }
+    installed
 }
 
 fn start_prometheus(dir: &Path, data: &str) -> Result<Prometheus, String> {
@@ -430,10 +446,7 @@ fn queries() -> Vec<String> {
 
 #[test]
 fn agrees_with_prometheus_2_42() {
-    if Command::new("prometheus").arg("--version").output().is_err()
-        || Command::new("promtool").arg("--version").output().is_err()
-    {
-        println!("skipped: prometheus/promtool are not installed");
+    if !prometheus_installed() {
         return;
     }
     let slow = std::env::var("STRATA_SLOW_TESTS").is_ok_and(|v| v == "1");
@@ -492,5 +505,195 @@ fn agrees_with_prometheus_2_42() {
         chosen.len(),
         instant_times.len(),
         ranges.len()
+    );
+}
+
+/// Label values for the regex comparison: braces, digits and letters outside ASCII, white
+/// space, class and set-operator characters. No newline: Prometheus 2.x's `.` does not match
+/// one, 3.x's does.
+const PROBE_VALUES: &[&str] = &[
+    "/users/{id}",
+    "/users/42",
+    "a{b}",
+    "ab",
+    "a{,5}",
+    "a{1, 2}",
+    "a",
+    "aa",
+    "aaa",
+    "x{",
+    "a{01}",
+    "{}",
+    "",
+    "5",
+    "\u{663}",
+    "abc_9",
+    "é",
+    "-",
+    " ",
+    "\t",
+    "\u{b}",
+    "\u{a0}",
+    "éfoo",
+    " foo",
+    "afoo",
+    "A",
+    "<a>",
+    ".*",
+    ".**",
+    "[",
+    "]",
+    "&",
+    "~",
+    "#",
+    "!",
+    "\\",
+    "α",
+    "αβ",
+    "AB",
+    "Ab",
+    "ABC",
+    "b",
+    "x{start}",
+    "1",
+    "\0",
+    "\u{7}",
+    "xb",
+    "ax",
+    "a-b",
+    "%",
+];
+
+/// Patterns in Go's syntax where the `regex` crate reads differently or not at all, and a few
+/// where both agree; Prometheus is the oracle for what each matches or that it is refused.
+const PROBE_PATTERNS: &[&str] = &[
+    "/users/{id}",
+    "/users/{id}|/users/[0-9]+",
+    "a{b}",
+    "a{,5}",
+    "a{1, 2}",
+    "x{",
+    "a{01}",
+    "{}",
+    "a}",
+    "a{2}",
+    "a{0}",
+    "a{2,}",
+    "a{1,3}?",
+    "a{1001}",
+    "a{2,1}",
+    "(a{100}){100}",
+    "(a{10}){100}",
+    "((a{10}){10}){11}",
+    "a**",
+    "a*??",
+    "a{2}*",
+    "a{1,2}{3}",
+    "*a",
+    "a|{2}",
+    r"\d",
+    r"\D",
+    r"\w+",
+    r"\W",
+    r"\s",
+    r"\S",
+    r".\bfoo",
+    r"\0",
+    r"\101",
+    r"\x41",
+    r"\x{3b1}",
+    r"\Q.*\E",
+    r"\Q.*\E+",
+    r"\<a\>",
+    r"\%",
+    r"\C",
+    r"\e",
+    r"\u0041",
+    r"\1",
+    r"a\",
+    "[[]",
+    "[]a]",
+    "[^]a]",
+    "[a&&b]",
+    "[a~~b]",
+    "[!--]",
+    "[a-]",
+    r"[\]]",
+    "[[:alpha:]]+",
+    "[[:^digit:]]",
+    "[[:foo:]]",
+    r"[\p{Greek}a]",
+    r"\p{Greek}+",
+    r"\PL",
+    "(?i)abc",
+    "(?ii)a",
+    "(?i-i)a",
+    "(?i:a)b",
+    "(?U)a+",
+    "(?x)a",
+    "(?)a",
+    "(?P<n>a)|b",
+    "(?P<>a)",
+    "a)|(b",
+    "(a",
+    "[a",
+    "[z-a]",
+    "^*a",
+    r"[\d]",
+    r"[^\d]",
+    r"[\w-]+",
+    r"\x{110000}",
+    ".{1000}",
+    ".{1001}",
+];
+
+#[test]
+fn regex_matchers_agree_with_prometheus_2_42() {
+    if !prometheus_installed() {
+        return;
+    }
+    let series: Vec<Gen> = PROBE_VALUES
+        .iter()
+        .map(|v| Gen { name: "probe", labels: vec![("v", v.to_string())], values: vec![1.0; 8] })
+        .collect();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let prom = start_prometheus(dir.path(), &openmetrics(&series)).expect("start prometheus");
+    let store = mem_store(&series);
+    let engine = Engine::new(EngineOptions::default());
+    let t = T0 + 67;
+    let mut failures = Vec::new();
+    let (mut matched, mut refused) = (0, 0);
+    for pattern in PROBE_PATTERNS {
+        assert!(!pattern.contains('`'), "{pattern}");
+        let queries = [
+            format!("probe{{v=~`{pattern}`}}"),
+            format!("probe{{v!~`{pattern}`}}"),
+            format!("label_replace(probe, \"out\", \"[$0]\", \"v\", `{pattern}`)"),
+        ];
+        for q in queries {
+            let path = format!("/api/v1/query?query={}&time={t}", urlencode(&q));
+            let Some((_, body)) = http_get(prom.port, &path) else {
+                failures.push(format!("{q}: no answer from prometheus"));
+                continue;
+            };
+            match (prometheus_result(&body), engine.instant(&store, &q, t * 1000)) {
+                (Ok(want), Ok(got)) => {
+                    matched += usize::from(!want.is_empty());
+                    if let Err(why) = same(&want, &our_result(&got.value)) {
+                        failures.push(format!("{q}: {why}"));
+                    }
+                }
+                (Err(_), Err(_)) => refused += 1,
+                (Ok(_), Err(e)) => failures.push(format!("{q}: strata refused it: {e}")),
+                (Err(e), Ok(_)) => failures.push(format!("{q}: prometheus refused it ({e}), strata did not")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} differences:\n{}", failures.len(), failures.join("\n"));
+    assert!(matched > PROBE_PATTERNS.len() && refused > 20, "{matched} answers, {refused} refusals");
+    println!(
+        "{} regex patterns agree with Prometheus 2.42 as matchers and in label_replace ({matched} non-empty \
+         answers, {refused} refused by both)",
+        PROBE_PATTERNS.len()
     );
 }

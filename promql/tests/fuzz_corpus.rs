@@ -30,3 +30,10 @@ fn eval_corpus() {
         checks::eval(&data);
     }
 }
+
+#[test]
+fn regex_translate_corpus() {
+    for data in corpus("regex_translate") {
+        checks::regex_translate(&data);
+    }
+}

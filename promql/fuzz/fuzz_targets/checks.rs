@@ -177,3 +177,24 @@ pub fn eval(data: &[u8]) {
         Value::Matrix(_) => {}
     }
 }
+
+/// `regex_translate`: a matcher's or `label_replace`'s pattern, in Go's syntax, rewritten for
+/// the `regex` crate (`storage::matcher::go_syntax`). Never panics, and whatever it accepts
+/// compiles, on its own and anchored, except where its docs say the two crates' syntaxes still
+/// differ (Unicode class and group names) and at the `regex` crate's own limits (nesting depth,
+/// compiled size; the size limit is lowered here so large programs do not slow the search).
+pub fn regex_translate(data: &[u8]) {
+    let Ok(pattern) = std::str::from_utf8(data) else { return };
+    let Ok(translated) = storage::matcher::go_syntax::translate(pattern) else { return };
+    let names = ["\\p", "\\P", "(?P<", "(?<"].iter().any(|n| pattern.contains(n));
+    for text in [translated.pattern.clone(), format!("^(?s:{})$", translated.pattern)] {
+        match regex::RegexBuilder::new(&text).size_limit(1 << 20).build() {
+            Ok(_) | Err(regex::Error::CompiledTooBig(_)) => {}
+            Err(e) => assert!(
+                names || e.to_string().contains("nest limit"),
+                "{pattern:?} was accepted as {:?}, which does not compile: {e}",
+                translated.pattern
+            ),
+        }
+    }
+}

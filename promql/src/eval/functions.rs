@@ -437,7 +437,7 @@ impl<'a> Evaluator<'a> {
         let (repl, _, _) = Self::string_arg(c, 2)?;
         let (src, _, _) = Self::string_arg(c, 3)?;
         let (re_src, _, _) = Self::string_arg(c, 4)?;
-        let re = storage::matcher::anchored_regex(&re_src).map_err(|_| {
+        let re = storage::matcher::wrapped_regex(&re_src).map_err(|_| {
             Error::Execution(format!("invalid regular expression in label_replace(): {re_src}"))
         })?;
         if !labels::is_valid_label_name(&dst, dst_ok) {

@@ -43,8 +43,11 @@ fuzz_target!(|data: &[u8]| {
                         [usize::try_from(pb.r#type).expect("known matcher types are 0..=3")];
                     assert_eq!(m.op, op);
                     if matches!(op, MatchOp::Regex | MatchOp::NotRegex) {
+                        // Go's syntax, as Prometheus sends it: the pattern in the regex crate's
+                        // syntax must be a regex on its own.
+                        let go = storage::matcher::go_syntax::translate(&pb.value);
                         assert!(
-                            regex::Regex::new(&pb.value).is_ok(),
+                            go.is_ok_and(|t| regex::Regex::new(&t.pattern).is_ok()),
                             "regex matcher {:?} accepted though it is no regex on its own",
                             pb.value
                         );
