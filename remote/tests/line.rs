@@ -149,7 +149,7 @@ fn bad_lines_are_reported_and_good_lines_kept() {
         "m,=1 f=1",          // 11
         "m =1",              // 12
         "m f=1 1",           // 13 ok
-        "m f=1,f=2",         // 14
+        "m f=1,f=2",         // 14 ok: the last value wins, as in InfluxDB
         "m,a=1,a=2 f=1",     // 15
         "m,a-b=1,a_b=2 f=1", // 16
         "m,__name__=x f=1",  // 17
@@ -163,7 +163,7 @@ fn bad_lines_are_reported_and_good_lines_kept() {
     .join("\n");
     check(
         &body,
-        "m_f{} @0 = 1.0\nm_f{} @0 = 1.0\nm_f{} @0 = 1.0\nm_f{} @0 = 2.0\n\
+        "m_f{} @0 = 1.0\nm_f{} @0 = 1.0\nm_f{} @42 = 2.0\nm_f{} @0 = 1.0\nm_f{} @0 = 2.0\n\
          line 2: missing fields\n\
          line 3: missing '=' after field key \"f\"\n\
          line 4: missing value for field \"f\"\n\
@@ -175,7 +175,6 @@ fn bad_lines_are_reported_and_good_lines_kept() {
          line 10: missing measurement\n\
          line 11: empty tag key\n\
          line 12: empty field key\n\
-         line 14: field \"f\" appears twice\n\
          line 15: two tags map to the label name \"a\"\n\
          line 16: two tags map to the label name \"a_b\"\n\
          line 17: tag key \"__name__\" would overwrite the metric name\n\
@@ -183,7 +182,18 @@ fn bad_lines_are_reported_and_good_lines_kept() {
          line 19: missing field\n\
          line 20: unescaped '=' in the value of tag \"t\"\n\
          line 22: unterminated string in field \"f\"\n\
-         points=4 fields=4 skipped=0 bad=19",
+         points=5 fields=5 skipped=0 bad=18",
+    );
+}
+
+#[test]
+fn a_field_written_twice_keeps_its_last_value() {
+    // InfluxDB 1.x stores `f=2` for `m f=1,f=2` (checked against influxd 1.6); the second line
+    // takes the slow path (another field order than the group's first line).
+    check(
+        "m f=1,g=3,f=2 0\nm g=4,f=5,g=6,f=7 0\nm f=8,s=\"x\",f=9 0",
+        "m_f{} @0 = 2.0\nm_f{} @0 = 7.0\nm_f{} @0 = 9.0\nm_g{} @0 = 3.0\nm_g{} @0 = 6.0\n\
+         points=3 fields=5 skipped=1 bad=0",
     );
 }
 

@@ -174,7 +174,13 @@ impl<'a> SeriesCache<'a> {
             let field = self.field_id(pos, fkey);
             let Some(last) = self.field_last_line.get_mut(field as usize) else { continue };
             if *last == line as u32 {
-                return Err(format!("field {:?} appears twice", super::snippet(fkey)));
+                // A field written twice in one line: InfluxDB keeps the last value.
+                if let Some(i) = self.line_fields.iter().position(|&f| f == field)
+                    && let Some(slot) = self.values.get_mut(i)
+                {
+                    *slot = v;
+                }
+                continue;
             }
             *last = line as u32;
             self.line_fields.push(field);
