@@ -186,9 +186,17 @@ impl Display for Expr {
                     None => write!(f, "{sep}({})", a.expr),
                 }
             }
+            // Written straight to the formatter: a writer that stops early (the pretty
+            // printer's one-line check) then stops here too, and deep calls cost no copies.
             Expr::Call(c) => {
-                let args: Vec<String> = c.args.iter().map(ToString::to_string).collect();
-                write!(f, "{}({})", c.func.name, args.join(", "))
+                write!(f, "{}(", c.func.name)?;
+                for (i, arg) in c.args.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{arg}")?;
+                }
+                f.write_str(")")
             }
         }
     }
