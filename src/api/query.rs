@@ -424,14 +424,20 @@ fn stats(out: &mut Vec<u8>, stats: &promql::QueryStats, timings: Timings) {
 
 /// `GET|POST /api/v1/format_query`: the query pretty-printed as Prometheus' `Pretty(0)`.
 async fn format_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
-    let text =
-        with_parsed_query(&state, &params, |expr| serde_json::Value::String(pretty::format(expr))).await?;
+    let text = with_parsed_query(&state, &params, |expr| match pretty::format(expr, pretty::MAX_BYTES) {
+        Some(text) => Ok(serde_json::Value::String(text)),
+        None => Err(ApiError::BadData(format!(
+            "the formatted query would be longer than {} MiB",
+            pretty::MAX_BYTES >> 20
+        ))),
+    })
+    .await?;
     Ok(Success::new(text).into_response())
 }
 
 /// `GET|POST /api/v1/parse_query`: the syntax tree as the JSON Prometheus 3's UI reads.
 async fn parse_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
-    let tree = with_parsed_query(&state, &params, ast_json::translate).await?;
+    let tree = with_parsed_query(&state, &params, |expr| Ok(ast_json::translate(expr))).await?;
     Ok(Success::new(tree).into_response())
 }
 
@@ -439,7 +445,7 @@ async fn parse_query(State(state): State<Arc<AppState>>, params: Params) -> Resu
 /// tree, on a thread with a large stack.
 async fn with_parsed_query<F>(state: &AppState, params: &Params, f: F) -> Result<serde_json::Value, ApiError>
 where
-    F: FnOnce(&Expr) -> serde_json::Value + Send + 'static,
+    F: FnOnce(&Expr) -> Result<serde_json::Value, ApiError> + Send + 'static,
 {
     let query = params.get("query").unwrap_or_default().to_owned();
     let engine = Engine::new(state.query().options().clone());
@@ -448,7 +454,7 @@ where
             let expr = engine.parse(&query).map_err(|e| {
                 ApiError::BadData(format!("invalid parameter \"query\": {}", ApiError::from(e)))
             })?;
-            Ok(f(&expr))
+            f(&expr)
         };
         std::thread::scope(|scope| {
             std::thread::Builder::new()

@@ -14,11 +14,39 @@ use promql::parser::ast::{AggregateExpr, BinaryExpr, Expr, NumberLiteral, Subque
 /// Prometheus' `maxCharactersPerLine`.
 const MAX_LINE: usize = 100;
 
-/// The prettified query.
-pub fn format(expr: &Expr) -> String {
-    let mut out = String::new();
-    pretty(expr, 0, Pad::Yes, &mut out);
-    out
+/// `/api/v1/format_query`'s longest answer: far above any real query's pretty form.
+pub const MAX_BYTES: usize = 16 << 20;
+
+/// The prettified query, or `None` if it would be longer than `max_bytes`: indentation grows
+/// with depth, so a deep query with many short arguments prints up to a hundred times its own
+/// size (an 8 MiB form body could have asked for a gigabyte).
+pub fn format(expr: &Expr, max_bytes: usize) -> Option<String> {
+    let mut out = Out { text: String::new(), max_bytes };
+    pretty(expr, 0, Pad::Yes, &mut out).ok()?;
+    Some(out.text)
+}
+
+/// The text so far, and where it must stop.
+struct Out {
+    text: String,
+    max_bytes: usize,
+}
+
+/// The output reached its limit.
+struct TooLong;
+
+impl Out {
+    fn push_str(&mut self, s: &str) -> Result<(), TooLong> {
+        if self.text.len() + s.len() > self.max_bytes {
+            return Err(TooLong);
+        }
+        self.text.push_str(s);
+        Ok(())
+    }
+
+    fn push(&mut self, c: char) -> Result<(), TooLong> {
+        self.push_str(c.encode_utf8(&mut [0; 4]))
+    }
 }
 
 /// Whether a node starts with its indentation. A unary operator's operand does not: Prometheus
@@ -29,12 +57,13 @@ enum Pad {
     No,
 }
 
-fn indent(out: &mut String, level: usize, pad: Pad) {
+fn indent(out: &mut Out, level: usize, pad: Pad) -> Result<(), TooLong> {
     if pad == Pad::Yes {
         for _ in 0..level {
-            out.push_str("  ");
+            out.push_str("  ")?;
         }
     }
+    Ok(())
 }
 
 /// Writes `expr` at nesting `level`: indented by the level, split if its one-line text is too
@@ -42,73 +71,73 @@ fn indent(out: &mut String, level: usize, pad: Pad) {
 /// far as the limit, so the work grows with the output, not with the output times the depth
 /// (a deep query of a few hundred kilobytes took seconds when each level printed and copied
 /// its whole subtree).
-fn pretty(expr: &Expr, level: usize, pad: Pad, out: &mut String) {
+fn pretty(expr: &Expr, level: usize, pad: Pad, out: &mut Out) -> Result<(), TooLong> {
     if let Some(line) = one_line(expr) {
-        indent(out, level, pad);
-        out.push_str(&line);
-        return;
+        indent(out, level, pad)?;
+        return out.push_str(&line);
     }
     match expr {
         Expr::Aggregate(a) => {
-            indent(out, level, pad);
-            out.push_str(&aggregation_prefix(a));
-            out.push_str("(\n");
+            indent(out, level, pad)?;
+            out.push_str(&aggregation_prefix(a))?;
+            out.push_str("(\n")?;
             if let Some(param) = &a.param {
-                pretty(param, level + 1, Pad::Yes, out);
-                out.push_str(",\n");
+                pretty(param, level + 1, Pad::Yes, out)?;
+                out.push_str(",\n")?;
             }
-            pretty(&a.expr, level + 1, Pad::Yes, out);
-            out.push('\n');
-            indent(out, level, Pad::Yes);
-            out.push(')');
+            pretty(&a.expr, level + 1, Pad::Yes, out)?;
+            out.push('\n')?;
+            indent(out, level, Pad::Yes)?;
+            out.push(')')?;
         }
         // The operands carry the indentation, one level deeper: the node's own pad is its left
         // operand's.
         Expr::Binary(b) => {
-            pretty(&b.lhs, level + 1, pad, out);
-            out.push('\n');
-            indent(out, level, Pad::Yes);
-            out.push_str(&operator_and_modifiers(b));
-            out.push('\n');
-            pretty(&b.rhs, level + 1, Pad::Yes, out);
+            pretty(&b.lhs, level + 1, pad, out)?;
+            out.push('\n')?;
+            indent(out, level, Pad::Yes)?;
+            out.push_str(&operator_and_modifiers(b))?;
+            out.push('\n')?;
+            pretty(&b.rhs, level + 1, Pad::Yes, out)?;
         }
         Expr::Call(c) => {
-            indent(out, level, pad);
-            out.push_str(c.func.name);
-            out.push_str("(\n");
+            indent(out, level, pad)?;
+            out.push_str(c.func.name)?;
+            out.push_str("(\n")?;
             for (i, arg) in c.args.iter().enumerate() {
                 if i > 0 {
-                    out.push_str(",\n");
+                    out.push_str(",\n")?;
                 }
-                pretty(arg, level + 1, Pad::Yes, out);
+                pretty(arg, level + 1, Pad::Yes, out)?;
             }
-            out.push('\n');
-            indent(out, level, Pad::Yes);
-            out.push(')');
+            out.push('\n')?;
+            indent(out, level, Pad::Yes)?;
+            out.push(')')?;
         }
         Expr::Paren(p) => {
-            indent(out, level, pad);
-            out.push_str("(\n");
-            pretty(&p.expr, level + 1, Pad::Yes, out);
-            out.push('\n');
-            indent(out, level, Pad::Yes);
-            out.push(')');
+            indent(out, level, pad)?;
+            out.push_str("(\n")?;
+            pretty(&p.expr, level + 1, Pad::Yes, out)?;
+            out.push('\n')?;
+            indent(out, level, Pad::Yes)?;
+            out.push(')')?;
         }
         Expr::Subquery(sq) => {
-            pretty(&sq.expr, level, pad, out);
-            out.push_str(&subquery_suffix(sq));
+            pretty(&sq.expr, level, pad, out)?;
+            out.push_str(&subquery_suffix(sq))?;
         }
         Expr::Unary(u) => {
-            indent(out, level, pad);
-            out.push(if u.negate { '-' } else { '+' });
-            pretty(&u.expr, level, Pad::No, out);
+            indent(out, level, pad)?;
+            out.push(if u.negate { '-' } else { '+' })?;
+            pretty(&u.expr, level, Pad::No, out)?;
         }
         // Selectors and literals are never split.
         Expr::Number(_) | Expr::String(_) | Expr::Vector(_) | Expr::Matrix(_) => {
-            indent(out, level, pad);
-            out.push_str(&expr.to_string());
+            indent(out, level, pad)?;
+            out.push_str(&expr.to_string())?;
         }
     }
+    Ok(())
 }
 
 /// The one-line text of `expr` if it fits in [`MAX_LINE`] bytes. Printing stops as soon as it
@@ -323,7 +352,7 @@ mod tests {
         let opts = promql::parser::ParseOptions::all_features();
         for query in long_queries() {
             let expr = promql::parser::parse(&query, &opts).unwrap_or_else(|e| panic!("{query}: {e:?}"));
-            assert_eq!(format(&expr), reference::format(&expr), "{query}");
+            assert_eq!(format(&expr, usize::MAX).unwrap_or_default(), reference::format(&expr), "{query}");
         }
     }
 
@@ -346,14 +375,18 @@ mod tests {
                 .min()
                 .unwrap_or_default()
         };
-        let (new, old) = (time(&|| format(&expr)), time(&|| reference::format(&expr)));
-        assert_eq!(format(&expr), reference::format(&expr));
+        let (new, old) =
+            (time(&|| format(&expr, usize::MAX).unwrap_or_default()), time(&|| reference::format(&expr)));
+        assert_eq!(format(&expr, usize::MAX).unwrap_or_default(), reference::format(&expr));
         assert!(new * 3 < old, "{new:?} against the quadratic model's {old:?}");
+        // Past the limit: no answer, and the work stops there.
+        assert_eq!(format(&expr, 1000), None);
+        assert!(format(&expr, 600_000).is_some());
     }
 
     fn prettify(query: &str) -> String {
         let expr = promql::parser::parse(query, &promql::parser::ParseOptions::all_features()).unwrap();
-        format(&expr)
+        format(&expr, usize::MAX).unwrap_or_default()
     }
 
     #[test]

@@ -105,7 +105,7 @@ fn run(request: &QueryRequest) {
         .stack_size(64 << 20)
         .spawn(move || {
             if let Ok(expr) = parse_engine.parse(&query) {
-                let _ = pretty::format(&expr);
+                let _ = pretty::format(&expr, pretty::MAX_BYTES);
                 let _ = ast_json::translate(&expr);
             }
         })
