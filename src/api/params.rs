@@ -139,7 +139,7 @@ fn invalid(name: &str, why: &str) -> ApiError {
 /// Parses a timestamp as Prometheus' `parseTime`: float unix seconds (rounded to the
 /// millisecond), RFC 3339 with optional fraction and offset, or the formatted min/max times.
 pub fn parse_time(s: &str) -> Result<i64, String> {
-    if let Ok(secs) = s.parse::<f64>()
+    if let Some(secs) = go_parse_float(s)
         && !s.eq_ignore_ascii_case("nan")
         && !s.to_ascii_lowercase().contains("inf")
     {
@@ -153,6 +153,23 @@ pub fn parse_time(s: &str) -> Result<i64, String> {
         MAX_TIME_FORMATTED => Ok(MAX_TIME_MS),
         _ => Err(format!("cannot parse \"{s}\" to a valid timestamp")),
     }
+}
+
+/// A decimal float as Go's `strconv.ParseFloat` reads one: Rust's syntax, plus underscores
+/// between digits (`1_700_000_000`, as in Go literals). Hexadecimal floats (`0x1p4`), which Go
+/// also reads, are refused.
+fn go_parse_float(s: &str) -> Option<f64> {
+    if !s.contains('_') {
+        return s.parse().ok();
+    }
+    // Go's `underscoreOK`: each underscore between two digits.
+    let b = s.as_bytes();
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    let ok = b.iter().enumerate().all(|(i, &c)| c != b'_' || (i > 0 && digit(i - 1) && digit(i + 1)));
+    if !ok {
+        return None;
+    }
+    s.replace('_', "").parse().ok()
 }
 
 /// Float seconds to ms the way Prometheus rounds them: the fraction to whole milliseconds.
@@ -170,7 +187,7 @@ fn seconds_to_ms(secs: f64) -> Option<i64> {
 /// Parses a duration as Prometheus' API `parseDuration`: float seconds or a duration string
 /// (`5m`, `1h30m`), in ms.
 pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
-    if let Ok(secs) = s.parse::<f64>() {
+    if let Some(secs) = go_parse_float(s) {
         if !secs.is_finite() || (secs * 1e9).abs() >= i64::MAX as f64 {
             return Err(format!("cannot parse \"{s}\" to a valid duration. It overflows int64"));
         }
@@ -222,6 +239,15 @@ mod tests {
         for bad in ["", "x", "NaN", "Inf", "2015-07-01", "1e400"] {
             assert!(parse_time(bad).is_err(), "{bad}");
         }
+        // Go's ParseFloat takes underscores between digits (Prometheus 2.42 answers
+        // `time=1_000` at 1000 s), nowhere else.
+        assert_eq!(parse_time("1_000").unwrap(), 1_000_000);
+        assert_eq!(parse_time("1_700_000_000.5_5").unwrap(), 1_700_000_000_550);
+        assert_eq!(parse_time("-1_0e1_0").unwrap(), -100_000_000_000_000);
+        for bad in ["_1", "1_", "1__0", "1_.5", "1._5", "1e_5", "-_1", "0x1p4"] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration_ms("1_5").unwrap(), 15_000);
     }
 
     #[test]
