@@ -12,6 +12,7 @@
 //! - A time-series panel: `query_range` POSTed with step-aligned float times and a float step;
 //!   a table panel: an instant `query`; the exemplar probe: `query_exemplars` with millisecond
 //!   float times.
+//! - The Alerting page: `rules` and `alerts` (empty: strata evaluates no rules).
 //! - The resource client's fallback: a POST answered 400 or 405 is retried as a GET with the
 //!   body's parameters moved to the URL; label values are GET-only in Prometheus (405 on POST).
 
@@ -246,6 +247,13 @@ fn grafana_data_source_session() {
     let body = form(&[("query", "sum(rate(x[5m]"), ("time", "4")]);
     error("bad query by POST", &strata.post("/api/v1/query", &FORM, body.as_bytes()), 400, "bad_data");
     error("bad query by GET", &strata.get(&format!("/api/v1/query?{body}")), 400, "bad_data");
+
+    // The Alerting page ("Manage alerts via Alerting UI", on by default) lists the source's
+    // rules and alerts: strata has none, and a 404 would show as "Errors loading rules".
+    let rules = success("rules", &strata.get("/api/v1/rules"));
+    assert_eq!(rules["groups"], Value::Array(Vec::new()), "{rules}");
+    let alerts = success("alerts", &strata.get("/api/v1/alerts"));
+    assert_eq!(alerts["alerts"], Value::Array(Vec::new()), "{alerts}");
 }
 
 /// Every endpoint answers a malformed parameter with 400 and the Prometheus error envelope.

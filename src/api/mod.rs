@@ -6,7 +6,8 @@
 //! [`ApiError`](crate::error::ApiError)s. Each group of endpoints is a module with its own
 //! `routes()`: [`query`] (PromQL evaluation, parse/format), [`meta`] (series, label names and
 //! values, metadata, exemplars, TSDB status), [`status`] (build/runtime info, flags, config),
-//! [`read`] (remote read) and [`admin`] (delete series, clean tombstones, snapshot).
+//! [`read`] (remote read), [`admin`] (delete series, clean tombstones, snapshot) and [`rules`]
+//! (the rule, alert, target and Alertmanager listings, empty: strata has none of them).
 //!
 //! Handlers never block the async runtime: anything that touches storage or evaluates PromQL
 //! runs through [`blocking`].
@@ -17,6 +18,7 @@ pub mod params;
 pub mod query;
 pub mod read;
 pub mod respond;
+pub mod rules;
 pub mod status;
 
 use std::sync::Arc;
@@ -36,6 +38,7 @@ pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
         .merge(query::routes())
         .merge(meta::routes())
         .merge(status::routes())
+        .merge(rules::routes())
         .merge(admin::routes())
         .layer(DefaultBodyLimit::max(params::FORM_BODY_MAX));
     // Remote read bodies are snappy protobufs bounded like write bodies.
