@@ -25,7 +25,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use promql::{Engine, EngineOptions, Value};
+use promql::{Engine, EngineOptions, QueryResult, Value};
 use storage::mem::MemStore;
 use storage::{Labels, Sample};
 
@@ -306,6 +306,23 @@ fn same(a: &Normal, b: &Normal) -> Result<(), String> {
     Ok(())
 }
 
+/// Asks Prometheus `path` and compares its answer with strata's: `Ok(Some(non_empty))` when
+/// they agree, `Ok(None)` when both refused the query, `Err` saying how they differ.
+fn compare(prom: &Prometheus, path: &str, ours: promql::Result<QueryResult>) -> Result<Option<bool>, String> {
+    let Some((_, body)) = http_get(prom.port, path) else {
+        return Err(format!("{path}: no answer from prometheus"));
+    };
+    match (prometheus_result(&body), ours) {
+        (Ok(want), Ok(got)) => {
+            same(&want, &our_result(&got.value)).map_err(|why| format!("{path}: {why}"))?;
+            Ok(Some(want.values().any(|p| !p.is_empty())))
+        }
+        (Err(_), Err(_)) => Ok(None),
+        (Ok(_), Err(e)) => Err(format!("{path}: strata failed: {e}")),
+        (Err(e), Ok(_)) => Err(format!("{path}: prometheus failed ({e}), strata succeeded")),
+    }
+}
+
 fn queries() -> Vec<String> {
     let mut q: Vec<String> = Vec::new();
     for f in ["rate", "increase", "irate", "resets", "changes"] {
@@ -482,22 +499,9 @@ fn agrees_with_prometheus_2_42() {
             checks.push((path, engine.range(&store, q, start * 1000, end * 1000, step * 1000)));
         }
         for (path, ours) in checks {
-            let Some((_, body)) = http_get(prom.port, &path) else {
-                failures.push(format!("{q}: no answer from prometheus"));
-                continue;
-            };
-            match (prometheus_result(&body), ours) {
-                (Ok(want), Ok(got)) => {
-                    if want.values().any(|p| !p.is_empty()) {
-                        non_empty += 1;
-                    }
-                    if let Err(why) = same(&want, &our_result(&got.value)) {
-                        failures.push(format!("{path}: {why}"));
-                    }
-                }
-                (Err(_), Err(_)) => {}
-                (Ok(_), Err(e)) => failures.push(format!("{q}: strata failed: {e}")),
-                (Err(e), Ok(_)) => failures.push(format!("{q}: prometheus failed ({e}), strata succeeded")),
+            match compare(&prom, &path, ours) {
+                Ok(answered) => non_empty += usize::from(answered == Some(true)),
+                Err(why) => failures.push(why),
             }
         }
     }
@@ -678,20 +682,10 @@ fn regex_matchers_agree_with_prometheus_2_42() {
         ];
         for q in queries {
             let path = format!("/api/v1/query?query={}&time={t}", urlencode(&q));
-            let Some((_, body)) = http_get(prom.port, &path) else {
-                failures.push(format!("{q}: no answer from prometheus"));
-                continue;
-            };
-            match (prometheus_result(&body), engine.instant(&store, &q, t * 1000)) {
-                (Ok(want), Ok(got)) => {
-                    matched += usize::from(!want.is_empty());
-                    if let Err(why) = same(&want, &our_result(&got.value)) {
-                        failures.push(format!("{q}: {why}"));
-                    }
-                }
-                (Err(_), Err(_)) => refused += 1,
-                (Ok(_), Err(e)) => failures.push(format!("{q}: strata refused it: {e}")),
-                (Err(e), Ok(_)) => failures.push(format!("{q}: prometheus refused it ({e}), strata did not")),
+            match compare(&prom, &path, engine.instant(&store, &q, t * 1000)) {
+                Ok(Some(answered)) => matched += usize::from(answered),
+                Ok(None) => refused += 1,
+                Err(why) => failures.push(why),
             }
         }
     }
@@ -859,20 +853,9 @@ fn special_values_agree_with_prometheus_2_42() {
             engine.range(&store, q, start * 1000, end * 1000, 60_000),
         ));
         for (path, ours) in checks {
-            let Some((_, body)) = http_get(prom.port, &path) else {
-                failures.push(format!("{q}: no answer from prometheus"));
-                continue;
-            };
-            match (prometheus_result(&body), ours) {
-                (Ok(want), Ok(got)) => {
-                    non_empty += usize::from(!want.is_empty());
-                    if let Err(why) = same(&want, &our_result(&got.value)) {
-                        failures.push(format!("{path}: {why}"));
-                    }
-                }
-                (Err(_), Err(_)) => {}
-                (Ok(_), Err(e)) => failures.push(format!("{q}: strata failed: {e}")),
-                (Err(e), Ok(_)) => failures.push(format!("{q}: prometheus failed ({e}), strata succeeded")),
+            match compare(&prom, &path, ours) {
+                Ok(answered) => non_empty += usize::from(answered == Some(true)),
+                Err(why) => failures.push(why),
             }
         }
     }

@@ -78,17 +78,7 @@ fn pretty(expr: &Expr, level: usize, pad: Pad, out: &mut Out) -> Result<(), TooL
     }
     match expr {
         Expr::Aggregate(a) => {
-            indent(out, level, pad)?;
-            out.push_str(&aggregation_prefix(a))?;
-            out.push_str("(\n")?;
-            if let Some(param) = &a.param {
-                pretty(param, level + 1, Pad::Yes, out)?;
-                out.push_str(",\n")?;
-            }
-            pretty(&a.expr, level + 1, Pad::Yes, out)?;
-            out.push('\n')?;
-            indent(out, level, Pad::Yes)?;
-            out.push(')')?;
+            block(out, level, pad, &aggregation_prefix(a), a.param.iter().chain([&a.expr]))?
         }
         // The operands carry the indentation, one level deeper: the node's own pad is its left
         // operand's.
@@ -100,28 +90,8 @@ fn pretty(expr: &Expr, level: usize, pad: Pad, out: &mut Out) -> Result<(), TooL
             out.push('\n')?;
             pretty(&b.rhs, level + 1, Pad::Yes, out)?;
         }
-        Expr::Call(c) => {
-            indent(out, level, pad)?;
-            out.push_str(c.func.name)?;
-            out.push_str("(\n")?;
-            for (i, arg) in c.args.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(",\n")?;
-                }
-                pretty(arg, level + 1, Pad::Yes, out)?;
-            }
-            out.push('\n')?;
-            indent(out, level, Pad::Yes)?;
-            out.push(')')?;
-        }
-        Expr::Paren(p) => {
-            indent(out, level, pad)?;
-            out.push_str("(\n")?;
-            pretty(&p.expr, level + 1, Pad::Yes, out)?;
-            out.push('\n')?;
-            indent(out, level, Pad::Yes)?;
-            out.push(')')?;
-        }
+        Expr::Call(c) => block(out, level, pad, c.func.name, c.args.iter())?,
+        Expr::Paren(p) => block(out, level, pad, "", [&p.expr].into_iter())?,
         Expr::Subquery(sq) => {
             pretty(&sq.expr, level, pad, out)?;
             out.push_str(&subquery_suffix(sq))?;
@@ -138,6 +108,29 @@ fn pretty(expr: &Expr, level: usize, pad: Pad, out: &mut Out) -> Result<(), TooL
         }
     }
     Ok(())
+}
+
+/// `head(`, then each of `inner` on its own lines one level deeper, separated by commas, then
+/// `)` on a line of its own: how aggregations, calls and parentheses split.
+fn block<'e>(
+    out: &mut Out,
+    level: usize,
+    pad: Pad,
+    head: &str,
+    inner: impl Iterator<Item = &'e Expr>,
+) -> Result<(), TooLong> {
+    indent(out, level, pad)?;
+    out.push_str(head)?;
+    out.push_str("(\n")?;
+    for (i, e) in inner.enumerate() {
+        if i > 0 {
+            out.push_str(",\n")?;
+        }
+        pretty(e, level + 1, Pad::Yes, out)?;
+    }
+    out.push('\n')?;
+    indent(out, level, Pad::Yes)?;
+    out.push(')')
 }
 
 /// The one-line text of `expr` if it fits in [`MAX_LINE`] bytes. Printing stops as soon as it
