@@ -207,9 +207,9 @@ mod tests {
     /// The implementation before it wrote into one string and bounded the one-line check (it
     /// printed and copied every subtree at every level), kept as the model of the output.
     mod reference {
-        use promql::parser::ast::{AggregateExpr, BinaryExpr, Expr, Subquery};
+        use promql::parser::ast::{BinaryExpr, Expr, Subquery};
 
-        use super::super::MAX_LINE;
+        use super::super::{MAX_LINE, aggregation_prefix};
 
         /// The prettified query.
         pub(super) fn format(expr: &Expr) -> String {
@@ -257,19 +257,6 @@ mod tests {
                 Expr::Number(_) | Expr::String(_) | Expr::Vector(_) | Expr::Matrix(_) => {
                     format!("{pad}{one_line}")
                 }
-            }
-        }
-
-        /// `sum`, `sum by (a, b) `, `topk without (a) ` (Prometheus' `getAggOpStr`, trailing space
-        /// included).
-        fn aggregation_prefix(a: &AggregateExpr) -> String {
-            let op = a.op.as_str();
-            if a.without {
-                format!("{op} without ({}) ", a.grouping.join(", "))
-            } else if !a.grouping.is_empty() {
-                format!("{op} by ({}) ", a.grouping.join(", "))
-            } else {
-                op.to_owned()
             }
         }
 
