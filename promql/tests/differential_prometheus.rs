@@ -655,6 +655,16 @@ const PROBE_PATTERNS: &[&str] = &[
     r"\x{110000}",
     ".{1000}",
     ".{1001}",
+    r"\pL+",
+    r"\pl",
+    r"\p{greek}",
+    r"\p{Grek}",
+    r"\p{^Greek}",
+    r"[\P{^Greek}a]",
+    r"\p{Cs}|a",
+    r"[^\p{Cs}]",
+    r"\p{Latin}+",
+    r"\p{Lu}\p{Ll}",
 ];
 
 #[test]

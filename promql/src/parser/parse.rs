@@ -360,8 +360,16 @@ impl<'a> Parser<'a> {
                                 return Err(self.unexpected("label matching, expected string"));
                             }
                             self.next();
-                            let value = self.string_literal(vt)?.value;
-                            let m = Matcher::new(op, name, value)
+                            let value = self.string_literal(vt)?;
+                            // Go's regexp refuses bytes that are not UTF-8; the lossy text would
+                            // match U+FFFD instead.
+                            if !value.valid_utf8 && matches!(op, MatchOp::Regex | MatchOp::NotRegex) {
+                                return Err(ParseError::new(
+                                    t.start,
+                                    format!("error parsing regexp: invalid UTF-8: `{}`", value.raw),
+                                ));
+                            }
+                            let m = Matcher::new(op, name, value.value)
                                 .map_err(|e| ParseError::new(t.start, e.to_string()))?;
                             out.push(m);
                         }

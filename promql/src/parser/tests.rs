@@ -122,6 +122,15 @@ fn precedence_and_associativity() {
     assert_eq!(p("a - b - c"), "(- (- (sel __name__Equala) (sel __name__Equalb)) (sel __name__Equalc))");
 }
 
+/// Go's regexp refuses a pattern whose bytes are not UTF-8 (as Prometheus does); an equality
+/// matcher takes any string.
+#[test]
+fn regex_matchers_must_be_utf8() {
+    assert!(err(r#"{a=~"x\xbby"}"#).contains("invalid UTF-8"), "{}", err(r#"{a=~"x\xbby"}"#));
+    assert!(err(r#"{a!~"\xff"}"#).contains("invalid UTF-8"));
+    assert!(parse(r#"{a="\xff"}"#, &ParseOptions::default()).is_ok());
+}
+
 #[test]
 fn selectors_and_modifiers() {
     assert_eq!(

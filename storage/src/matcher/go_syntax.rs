@@ -18,10 +18,12 @@
 //!   classes and set operations in the `regex` crate;
 //! * the `x`, `u` and `R` flags exist only in the `regex` crate.
 //!
+//! * Unicode classes: the `regex` crate also takes lower-case, loose and alias names (`\pl`,
+//!   `\p{greek}`, `\p{Grek}`, `\p{Emoji}`), Go only its categories and scripts as spelled;
+//!
 //! [`translate`] reads the pattern with Go's grammar, refuses what Go refuses (with Go's
 //! message), and writes each construct in the `regex` crate's syntax, with every literal
-//! character escaped. Not mirrored: Unicode class names the `regex` crate knows and Go does not
-//! (`\p{Emoji}`) are accepted, and group names must start with a letter or `_`.
+//! character escaped. Not mirrored: group names must start with a letter or `_`.
 
 use std::fmt;
 
@@ -279,7 +281,7 @@ fn escape<'a>(t: &'a str, out: &mut String) -> Result<&'a str, SyntaxError> {
         'C' => return Err(error(INVALID_ESCAPE, "\\C")),
         'p' | 'P' => {
             let (class, rest) = unicode_class(t)?;
-            out.push_str(class);
+            out.push_str(&class);
             return Ok(rest);
         }
         'd' | 'D' | 's' | 'S' | 'w' | 'W' => {
@@ -321,19 +323,211 @@ fn perl_class(c: char) -> (&'static str, bool) {
     (set, c.is_ascii_uppercase())
 }
 
-/// `\pN`, `\p{Name}` (or `\P`) at the start of `t`: the text to copy and the rest.
-fn unicode_class(t: &str) -> Result<(&str, &str), SyntaxError> {
+/// `\pN`, `\p{Name}`, `\p{^Name}` (or `\P`) at the start of `t`: the class in the `regex`
+/// crate's syntax and the rest. Only names Go knows, spelled as Go spells them: the `regex`
+/// crate would also take `\pl`, `\p{greek}` or `\p{Grek}`, which Go refuses.
+fn unicode_class(t: &str) -> Result<(String, &str), SyntaxError> {
+    let negated = t.as_bytes()[1] == b'P';
     let after = &t[2..];
-    let len = match after.chars().next() {
+    let (name, len) = match after.chars().next() {
         None => return Err(error(INVALID_CHAR_RANGE, t)),
         Some('{') => match after.find('}') {
-            Some(end) => end + 1,
+            Some(end) => (&after[1..end], end + 1),
             None => return Err(error(INVALID_CHAR_RANGE, t)),
         },
-        Some(c) => c.len_utf8(),
+        Some(c) => (&after[..c.len_utf8()], c.len_utf8()),
     };
-    Ok(t.split_at(2 + len))
+    let (seq, rest) = t.split_at(2 + len);
+    let (name, negated) = match name.strip_prefix('^') {
+        Some(inner) => (inner, !negated),
+        None => (name, negated),
+    };
+    if name != "Any" && !GO_CATEGORIES.contains(&name) && !GO_SCRIPTS.contains(&name) {
+        return Err(error(INVALID_CHAR_RANGE, seq));
+    }
+    let class = match (name, negated) {
+        // Surrogates never occur in UTF-8 text, and the regex crate has no `Cs`: a class that
+        // matches nothing, or anything. Both forms also work nested in a class.
+        ("Cs", false) => "[^\\x{0}-\\x{10FFFF}]".to_string(),
+        ("Cs", true) => "[\\x{0}-\\x{10FFFF}]".to_string(),
+        (name, negated) => format!("\\{}{{{name}}}", if negated { 'P' } else { 'p' }),
+    };
+    Ok((class, rest))
 }
+
+/// The Unicode general categories Go's `unicode.Categories` names.
+const GO_CATEGORIES: [&str; 36] = [
+    "C", "Cc", "Cf", "Co", "Cs", "L", "Ll", "Lm", "Lo", "Lt", "Lu", "M", "Mc", "Me", "Mn", "N", "Nd", "Nl",
+    "No", "P", "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "S", "Sc", "Sk", "Sm", "So", "Z", "Zl", "Zp", "Zs",
+];
+
+/// The Unicode 15 scripts Go's `unicode.Scripts` names, `Common` and `Inherited` included (Go 1.21
+/// and later).
+const GO_SCRIPTS: [&str; 163] = [
+    "Adlam",
+    "Ahom",
+    "Anatolian_Hieroglyphs",
+    "Arabic",
+    "Armenian",
+    "Avestan",
+    "Balinese",
+    "Bamum",
+    "Bassa_Vah",
+    "Batak",
+    "Bengali",
+    "Bhaiksuki",
+    "Bopomofo",
+    "Brahmi",
+    "Braille",
+    "Buginese",
+    "Buhid",
+    "Canadian_Aboriginal",
+    "Carian",
+    "Caucasian_Albanian",
+    "Chakma",
+    "Cham",
+    "Cherokee",
+    "Chorasmian",
+    "Common",
+    "Coptic",
+    "Cuneiform",
+    "Cypriot",
+    "Cypro_Minoan",
+    "Cyrillic",
+    "Deseret",
+    "Devanagari",
+    "Dives_Akuru",
+    "Dogra",
+    "Duployan",
+    "Egyptian_Hieroglyphs",
+    "Elbasan",
+    "Elymaic",
+    "Ethiopic",
+    "Georgian",
+    "Glagolitic",
+    "Gothic",
+    "Grantha",
+    "Greek",
+    "Gujarati",
+    "Gunjala_Gondi",
+    "Gurmukhi",
+    "Han",
+    "Hangul",
+    "Hanifi_Rohingya",
+    "Hanunoo",
+    "Hatran",
+    "Hebrew",
+    "Hiragana",
+    "Imperial_Aramaic",
+    "Inherited",
+    "Inscriptional_Pahlavi",
+    "Inscriptional_Parthian",
+    "Javanese",
+    "Kaithi",
+    "Kannada",
+    "Katakana",
+    "Kawi",
+    "Kayah_Li",
+    "Kharoshthi",
+    "Khitan_Small_Script",
+    "Khmer",
+    "Khojki",
+    "Khudawadi",
+    "Lao",
+    "Latin",
+    "Lepcha",
+    "Limbu",
+    "Linear_A",
+    "Linear_B",
+    "Lisu",
+    "Lycian",
+    "Lydian",
+    "Mahajani",
+    "Makasar",
+    "Malayalam",
+    "Mandaic",
+    "Manichaean",
+    "Marchen",
+    "Masaram_Gondi",
+    "Medefaidrin",
+    "Meetei_Mayek",
+    "Mende_Kikakui",
+    "Meroitic_Cursive",
+    "Meroitic_Hieroglyphs",
+    "Miao",
+    "Modi",
+    "Mongolian",
+    "Mro",
+    "Multani",
+    "Myanmar",
+    "Nabataean",
+    "Nag_Mundari",
+    "Nandinagari",
+    "New_Tai_Lue",
+    "Newa",
+    "Nko",
+    "Nushu",
+    "Nyiakeng_Puachue_Hmong",
+    "Ogham",
+    "Ol_Chiki",
+    "Old_Hungarian",
+    "Old_Italic",
+    "Old_North_Arabian",
+    "Old_Permic",
+    "Old_Persian",
+    "Old_Sogdian",
+    "Old_South_Arabian",
+    "Old_Turkic",
+    "Old_Uyghur",
+    "Oriya",
+    "Osage",
+    "Osmanya",
+    "Pahawh_Hmong",
+    "Palmyrene",
+    "Pau_Cin_Hau",
+    "Phags_Pa",
+    "Phoenician",
+    "Psalter_Pahlavi",
+    "Rejang",
+    "Runic",
+    "Samaritan",
+    "Saurashtra",
+    "Sharada",
+    "Shavian",
+    "Siddham",
+    "SignWriting",
+    "Sinhala",
+    "Sogdian",
+    "Sora_Sompeng",
+    "Soyombo",
+    "Sundanese",
+    "Syloti_Nagri",
+    "Syriac",
+    "Tagalog",
+    "Tagbanwa",
+    "Tai_Le",
+    "Tai_Tham",
+    "Tai_Viet",
+    "Takri",
+    "Tamil",
+    "Tangsa",
+    "Tangut",
+    "Telugu",
+    "Thaana",
+    "Thai",
+    "Tibetan",
+    "Tifinagh",
+    "Tirhuta",
+    "Toto",
+    "Ugaritic",
+    "Vai",
+    "Vithkuqi",
+    "Wancho",
+    "Warang_Citi",
+    "Yezidi",
+    "Yi",
+    "Zanabazar_Square",
+];
 
 /// A single escaped character (`\n`, `\x41`, `\x{263a}`, `\101`, `\.`) at the start of `t`, as
 /// Go's `parseEscape` reads it.
@@ -470,7 +664,7 @@ fn class<'a>(s: &'a str, out: &mut String) -> Result<&'a str, SyntaxError> {
         }
         if t.starts_with("\\p") || t.starts_with("\\P") {
             let (class, rest) = unicode_class(t)?;
-            out.push_str(class);
+            out.push_str(&class);
             t = rest;
             continue;
         }

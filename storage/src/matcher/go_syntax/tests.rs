@@ -79,6 +79,13 @@ const AGREED: &[(&str, &[&str], &[&str])] = &[
     ("[{}]", &["{", "}"], &["a"]),
     // Unicode classes, flags, groups.
     ("\\p{Greek}+", &["αβ"], &["a"]),
+    ("\\p{^Greek}", &["a"], &["α"]),
+    ("\\P{^Greek}", &["α"], &["a"]),
+    ("[\\p{^Greek}1]", &["a", "1"], &["α"]),
+    ("\\p{Any}", &["α", "\n"], &[""]),
+    ("\\pN\\p{Nd}", &["٣5"], &["a5"]),
+    ("\\p{Cs}|[a\\p{Cs}]", &["a"], &["b", ""]),
+    ("\\P{Cs}[^\\p{Cs}]", &["ab"], &["a"]),
     ("\\PL", &["1"], &["a"]),
     ("(?i)abc", &["ABC"], &["abd"]),
     ("(?ii)a", &["A"], &["b"]),
@@ -156,9 +163,26 @@ fn refuses_what_go_refuses_with_gos_message() {
         ("[z-a]", "invalid character class range: `z-a`"),
         ("[[:foo:]]", "invalid character class range: `[:foo:]`"),
         ("\\p{Greek", "invalid character class range: `\\p{Greek`"),
+        ("\\pl", "invalid character class range: `\\pl`"),
+        ("a\\p{greek}", "invalid character class range: `\\p{greek}`"),
+        ("\\p{Grek}", "invalid character class range: `\\p{Grek}`"),
+        ("[\\p{Emoji}]", "invalid character class range: `\\p{Emoji}`"),
+        ("\\P{^sc=Greek}", "invalid character class range: `\\P{^sc=Greek}`"),
     ];
     for (pattern, message) in cases {
         assert_eq!(go_error(pattern), format!("error parsing regexp: {message}"), "{pattern:?}");
+    }
+}
+
+#[test]
+fn every_unicode_class_go_names_compiles() {
+    for name in GO_CATEGORIES.iter().chain(&GO_SCRIPTS).chain(&["Any"]) {
+        for pattern in [format!("\\p{{{name}}}"), format!("[^\\P{{^{name}}}]")] {
+            compile(&pattern).unwrap_or_else(|e| panic!("{pattern}: {e}"));
+        }
+    }
+    for letter in ["C", "L", "M", "N", "P", "S", "Z"] {
+        compile(&format!("\\p{letter}")).unwrap_or_else(|e| panic!("{letter}: {e}"));
     }
 }
 
