@@ -106,7 +106,9 @@ fn keyword_is_metric_name(k: Keyword) -> bool {
         )
 }
 
-/// Parses a number the way Prometheus does: Go integer syntax first (hex, octal, `_`), then float.
+/// Parses a number the way Prometheus does: Go integer syntax first (hex, octal, `_`; 64-bit
+/// signed, as `strconv.ParseInt`), then float. A literal beyond the float range (`1e309`) is
+/// refused, as Go's `ParseFloat` reports it out of range; `Inf` is the way to write infinity.
 pub(crate) fn parse_number(text: &str) -> Option<f64> {
     let lower = text.to_ascii_lowercase();
     match lower.as_str() {
@@ -117,16 +119,17 @@ pub(crate) fn parse_number(text: &str) -> Option<f64> {
     }
     let cleaned: String = lower.chars().filter(|c| *c != '_').collect();
     if let Some(hex) = cleaned.strip_prefix("0x") {
-        return u64::from_str_radix(hex, 16).ok().map(|v| v as f64);
+        // Beyond `i64` Go's ParseFloat gets it, and takes hex only with a `p` exponent.
+        return i64::from_str_radix(hex, 16).ok().map(|v| v as f64);
     }
     if cleaned.len() > 1
         && cleaned.starts_with('0')
         && cleaned.bytes().all(|b| b.is_ascii_digit())
-        && let Ok(v) = u64::from_str_radix(&cleaned[1..], 8)
+        && let Ok(v) = i64::from_str_radix(&cleaned[1..], 8)
     {
         return Some(v as f64);
     }
-    cleaned.parse::<f64>().ok()
+    cleaned.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 impl<'a> Parser<'a> {

@@ -122,6 +122,25 @@ fn precedence_and_associativity() {
     assert_eq!(p("a - b - c"), "(- (- (sel __name__Equala) (sel __name__Equalb)) (sel __name__Equalc))");
 }
 
+/// Number literals as Go's `ParseInt(s, 0, 64)` then `ParseFloat` read them (Prometheus 2.42
+/// refuses `1e309` and `0x8000000000000000`).
+#[test]
+fn number_literals_stay_in_range() {
+    assert!(err("1e309").contains("error parsing number"));
+    assert!(err("-1e309 + 1").contains("error parsing number"));
+    assert!(err("0x8000000000000000").contains("error parsing number"));
+    for (literal, value) in [
+        ("0x7fffffffffffffff", i64::MAX as f64),
+        ("1e308", 1e308),
+        ("Inf", f64::INFINITY),
+        ("1e-400", 0.0),
+        // An octal literal beyond 64 bits is read as a decimal float: Go falls back to ParseFloat.
+        ("01000000000000000000000000", 1e24),
+    ] {
+        assert_eq!(p(literal), format!("{value}"), "{literal}");
+    }
+}
+
 /// Go's regexp refuses a pattern whose bytes are not UTF-8 (as Prometheus does); an equality
 /// matcher takes any string.
 #[test]
