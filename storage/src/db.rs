@@ -311,8 +311,15 @@ impl Db {
         // Replay is pipelined: this thread reads and checks records and hands each to every
         // applier thread; applier `k` decodes the series whose WAL id falls in its share
         // (`id % appliers == k`), borrowing their label strings from the record, and applies
-        // them, so every series is applied by one thread, in record order, and last-write-wins
-        // is kept. Each applier walks the whole record but validates and copies only its share.
+        // them. Each applier walks the whole record but validates and copies only its share.
+        //
+        // WAL ids are the writing process's series ids, so a series keeps its id within a
+        // segment (a process never appends to a segment an earlier process wrote: `Wal::open`
+        // always starts a new one) but may have another one in the next process's segments,
+        // and so another applier. Within a segment every series is applied by one thread in
+        // record order; at each segment boundary this thread waits until every applier has
+        // applied the previous segment, so a rewrite of a sample in a later segment is applied
+        // after the value it replaces, whichever thread applies it: last write wins.
         let appliers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
         let wal_dir = filenames::wal_dir(&dir);
         // Nothing reads the index until `open` returns: replay fills it through a loader.
@@ -321,7 +328,7 @@ impl Db {
             let mut senders = Vec::with_capacity(appliers);
             let mut workers = Vec::with_capacity(appliers);
             for k in 0..appliers {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Arc<[u8]>)>(8);
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Replayed>(8);
                 senders.push(tx);
                 let (loader, series, head, wal_dir) = (&loader, &series, &head, &wal_dir);
                 workers.push(scope.spawn(move || -> Result<u64> {
@@ -329,7 +336,15 @@ impl Db {
                     let mut ids = IdMap::default();
                     let mut samples_applied = 0u64;
                     let mut recycled = batch_codec::DecodedBatch::default();
-                    for (segment, payload) in rx {
+                    for message in rx {
+                        let (segment, payload) = match message {
+                            Replayed::Record(segment, payload) => (segment, payload),
+                            Replayed::SegmentDone(ack) => {
+                                // The other end may have stopped waiting after an error.
+                                let _ = ack.send(());
+                                continue;
+                            }
+                        };
                         let corrupt = |reason: String| {
                             Error::corruption(wal_dir, None, format!("segment {segment}: {reason}"))
                         };
@@ -359,11 +374,16 @@ impl Db {
                     Ok(samples_applied)
                 }));
             }
+            let mut replaying = None;
             let opened = Wal::open(wal_opts, manifest.wal_first_segment, |segment, payload| {
+                if replaying.is_some_and(|previous| previous != segment) {
+                    wait_for_appliers(&senders);
+                }
+                replaying = Some(segment);
                 let payload: Arc<[u8]> = Arc::from(payload);
                 for tx in &senders {
                     // A closed channel means that applier stopped on an error, reported below.
-                    if tx.send((segment, payload.clone())).is_err() {
+                    if tx.send(Replayed::Record(segment, payload.clone())).is_err() {
                         break;
                     }
                 }
@@ -599,6 +619,27 @@ impl Db {
         let flushed = self.flush();
         let closed = self.inner.wal.close();
         flushed.and(closed)
+    }
+}
+
+/// What the WAL reader hands each replay applier.
+enum Replayed {
+    /// A record of a segment, to decode the applier's share of.
+    Record(u64, Arc<[u8]>),
+    /// Everything sent before was applied once the applier answers on this channel.
+    SegmentDone(std::sync::mpsc::Sender<()>),
+}
+
+/// Blocks until every applier has applied all it was sent (or has stopped on an error, which
+/// drops its channel and whatever was queued in it).
+fn wait_for_appliers(senders: &[std::sync::mpsc::SyncSender<Replayed>]) {
+    let (ack, acks) = std::sync::mpsc::channel();
+    let asked = senders.iter().filter(|tx| tx.send(Replayed::SegmentDone(ack.clone())).is_ok()).count();
+    drop(ack);
+    for _ in 0..asked {
+        if acks.recv().is_err() {
+            break;
+        }
     }
 }
 
