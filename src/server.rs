@@ -179,7 +179,8 @@ pub async fn run(config: ServerConfig) -> Result<(), RunError> {
             .with_status(StatusInfo::new(config.status.clone()))
             .with_remote_read(RemoteReadService::new(config.remote_read.clone()))
             .with_admin_api(config.admin_api)
-            .with_write_admission(config.write_admission.clone()),
+            .with_write_admission(config.write_admission.clone())
+            .with_wal_replay(Arc::clone(&config.storage.wal_replay_progress)),
     );
     // The body read is bounded here; the header read and idle time by the accept loop.
     let app = secured_router(Arc::clone(&state), auth)

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use storage::Db;
+use storage::wal::ReplayProgress;
 
 use crate::api::query::QueryService;
 use crate::api::read::RemoteReadService;
@@ -32,6 +33,7 @@ pub struct AppState {
     admin_api: bool,
     status: StatusInfo,
     write_admission: WriteAdmission,
+    wal_replay: Arc<ReplayProgress>,
 }
 
 impl AppState {
@@ -73,6 +75,17 @@ impl AppState {
     /// The write request slots (`--write.max-concurrency`, `--write.max-queue-duration`).
     pub fn with_write_admission(self, write_admission: WriteAdmission) -> Self {
         AppState { write_admission, ..self }
+    }
+
+    /// The same state reporting `progress` at `/api/v1/status/walreplay` (the one the
+    /// database's `Options::wal_replay_progress` updates while it opens).
+    pub fn with_wal_replay(self, progress: Arc<ReplayProgress>) -> Self {
+        AppState { wal_replay: progress, ..self }
+    }
+
+    /// How far the WAL replay of the opening database has come.
+    pub fn wal_replay(&self) -> &ReplayProgress {
+        &self.wal_replay
     }
 
     /// The write request slots.

@@ -1,4 +1,5 @@
-//! `/api/v1/status/buildinfo`, `runtimeinfo`, `flags` and `config`, shaped as Prometheus'.
+//! `/api/v1/status/buildinfo`, `runtimeinfo`, `flags`, `config` and `walreplay`, shaped as
+//! Prometheus'.
 //!
 //! **Which version strata reports.** Grafana's Prometheus data source decides what to send
 //! from `buildinfo`: its alerting code (`discoverDataSourceFeatures`) treats an answer with
@@ -82,6 +83,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/v1/status/runtimeinfo", get(runtimeinfo))
         .route("/api/v1/status/flags", get(flags))
         .route("/api/v1/status/config", get(config))
+        .route("/api/v1/status/walreplay", get(walreplay))
 }
 
 /// `GET /api/v1/status/buildinfo`; see the module documentation for the version reported.
@@ -131,6 +133,15 @@ async fn flags(State(state): State<Arc<AppState>>) -> Success {
 /// `GET /api/v1/status/config`: `{"yaml": "..."}`.
 async fn config(State(state): State<Arc<AppState>>) -> Success {
     Success::new(json!({ "yaml": state.status().config_yaml() }))
+}
+
+/// `GET /api/v1/status/walreplay`: the first and last WAL segment the startup replay reads
+/// and the one it is reading, as Prometheus reports its own. It answers while the database is
+/// still opening (every endpoint that needs the database answers 503 until then); all three
+/// are 0 before the replay starts and when there was nothing to replay.
+async fn walreplay(State(state): State<Arc<AppState>>) -> Success {
+    let status = state.wal_replay().status();
+    Success::new(json!({ "min": status.min, "max": status.max, "current": status.current }))
 }
 
 /// A time as Go's `time.Time` marshals it: RFC 3339 with the fraction's trailing zeros trimmed.

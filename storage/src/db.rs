@@ -307,6 +307,7 @@ impl Db {
             segment_bytes: opts.wal_segment_bytes,
             sync: opts.wal_sync,
             truncate_corrupt: opts.wal_truncate_corrupt,
+            progress: Arc::clone(&opts.wal_replay_progress),
         };
         // Replay is pipelined: this thread reads and checks records and hands each to every
         // applier thread; applier `k` decodes the series whose WAL id falls in its share

@@ -1,9 +1,11 @@
 //! Database configuration. Every limit carries its unit in its name.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::limits::SeriesLimits;
+use crate::wal::ReplayProgress;
 
 /// When an appended batch counts as durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +38,9 @@ pub struct Options {
     /// On startup, truncate the WAL at a corrupt record in the middle instead of refusing to start
     /// (loses every record after it; for operators who accept that to get the server back).
     pub wal_truncate_corrupt: bool,
+    /// Which WAL segment the startup replay is reading, shared with whoever reports it (the
+    /// server's `/api/v1/status/walreplay`).
+    pub wal_replay_progress: Arc<ReplayProgress>,
     /// Most samples in one block of a partition file.
     pub block_samples_max: usize,
     /// Blocks never cross a multiple of this many milliseconds (a grid that makes block
@@ -82,6 +87,7 @@ impl Options {
             wal_sync: WalSync::PerBatch,
             wal_segment_bytes: 128 << 20,
             wal_truncate_corrupt: false,
+            wal_replay_progress: Arc::default(),
             block_samples_max: 1024,
             block_grid_ms: HOUR,
             head_samples_max: 50_000_000,

@@ -93,3 +93,26 @@ fn times_are_written_as_go_writes_them() {
     assert_eq!(go_time(t("2024-05-01T10:00:00.120Z")), "2024-05-01T10:00:00.12Z");
     assert_eq!(go_time(t("2024-05-01T10:00:00.000000001Z")), "2024-05-01T10:00:00.000000001Z");
 }
+
+#[tokio::test]
+async fn walreplay_reports_the_segments_of_the_opening_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = storage::Db::open(storage::Options::new(dir.path())).unwrap();
+    let mut batch = storage::Batch::new();
+    batch.push(storage::Labels::from_pairs(&[("__name__", "up")]), vec![storage::Sample::new(1_000, 1.0)]);
+    db.append(&batch).unwrap();
+    // Dropped without `close`: like a crash, the sample stays in WAL segment 1 only.
+    drop(db);
+
+    let opts = storage::Options::new(dir.path());
+    let state = Arc::new(AppState::new().with_wal_replay(Arc::clone(&opts.wal_replay_progress)));
+    let (status, body) = get(&state, "/api/v1/status/walreplay").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({"status": "success", "data": {"min": 0, "max": 0, "current": 0}}));
+
+    let db = storage::Db::open(opts).unwrap();
+    state.set_db(Arc::new(db));
+    let (status, body) = get(&state, "/api/v1/status/walreplay").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({"status": "success", "data": {"min": 1, "max": 1, "current": 1}}));
+}

@@ -24,6 +24,7 @@
 
 mod commit;
 mod format;
+mod progress;
 mod recover;
 mod segment;
 #[cfg(test)]
@@ -50,6 +51,8 @@ use commit::Commit;
 use format::{FRAME_HEADER_LEN, MAX_PAYLOAD_LEN};
 use segment::ActiveSegment;
 
+pub use progress::{ReplayProgress, ReplayStatus};
+
 /// How to open a WAL.
 #[derive(Debug, Clone)]
 pub struct WalOptions {
@@ -64,6 +67,9 @@ pub struct WalOptions {
     /// On open, truncate the log at corruption in its middle (dropping everything after it)
     /// instead of refusing to open. Off by default: it loses acknowledged data.
     pub truncate_corrupt: bool,
+    /// Where recovery reports which segment it is replaying (for the server's
+    /// `/api/v1/status/walreplay` while the database opens).
+    pub progress: Arc<ReplayProgress>,
 }
 
 impl WalOptions {
@@ -74,6 +80,7 @@ impl WalOptions {
             segment_bytes: 128 << 20,
             sync: WalSync::PerBatch,
             truncate_corrupt: false,
+            progress: Arc::default(),
         }
     }
 }

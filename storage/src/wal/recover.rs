@@ -55,11 +55,15 @@ pub(crate) fn recover(
         fsutil::sync_dir(&opts.dir)?;
     }
 
+    if let (Some((first, _)), Some((last, _))) = (segments.first(), segments.last()) {
+        opts.progress.begin(*first, *last);
+    }
     let mut stats = ReplayStats::default();
     let mut data = Vec::new();
     // Whole segments without a record: what a start followed by a stop without writes leaves.
     let mut empty = Vec::new();
     for (index, (number, path)) in segments.iter().enumerate() {
+        opts.progress.reached(*number);
         read_whole(path, &mut data)?;
         stats.segments += 1;
         let records_before = stats.records;
@@ -74,6 +78,7 @@ pub(crate) fn recover(
         handle_damage(opts, path, data.len() as u64, damage, is_last, later, &mut stats)?;
         break;
     }
+    opts.progress.finish();
     // Recovered segments are never appended to, and an empty one replays nothing: without
     // this, every restart between two flushes would leave one more behind (a flush removes
     // only segments below its own). Numbers are never reused (`next_segment` counts the

@@ -49,7 +49,7 @@ impl Faults {
 // Helpers
 
 fn opts(dir: &Path, segment_bytes: u64) -> WalOptions {
-    WalOptions { dir: dir.to_path_buf(), segment_bytes, sync: WalSync::PerBatch, truncate_corrupt: false }
+    WalOptions { segment_bytes, ..WalOptions::new(dir) }
 }
 
 /// A deterministic payload: its index, then a pattern, `len` bytes in all.
@@ -192,6 +192,33 @@ fn replay_error_aborts_open() {
     });
     assert!(matches!(r, Err(Error::Decode(_))));
     assert_eq!(calls, 1);
+}
+
+#[test]
+fn replay_progress_names_the_segment_being_read() {
+    let d = tempfile::tempdir().unwrap();
+    let fresh = opts(d.path(), u64::MAX);
+    let progress = Arc::clone(&fresh.progress);
+    let (wal, _, _) = open_collect(fresh, 0).unwrap();
+    assert_eq!(progress.status(), ReplayStatus::default(), "nothing to replay in a new directory");
+    for i in 0..4u64 {
+        append_all(&wal, &[payload(i, 50)]);
+        wal.rotate().unwrap();
+    }
+    drop(wal);
+    // Segments 1..=4 hold a record each, 5 is empty; flushed up to 2.
+    let o = opts(d.path(), u64::MAX);
+    let progress = Arc::clone(&o.progress);
+    let mut seen = Vec::new();
+    let (wal, _) = Wal::open(o, 2, |segment, _| {
+        seen.push((segment, progress.status()));
+        Ok(())
+    })
+    .unwrap();
+    let during: Vec<_> = (2..=4).map(|n| (n, ReplayStatus { min: 2, max: 5, current: n })).collect();
+    assert_eq!(seen, during);
+    assert_eq!(progress.status(), ReplayStatus { min: 2, max: 5, current: 5 }, "done: current is max");
+    drop(wal);
 }
 
 #[test]
