@@ -1,6 +1,7 @@
 //! Crash tests on a real process: a writer child is SIGKILLed at random moments, or aborts at
 //! a named crash point; then the database must reopen with every acknowledged batch present,
-//! no partial batch, and no stray files.
+//! no partial batch, no stray files, and (under SIGKILL) samples rewritten again and again
+//! holding the last value written.
 //!
 //! `STRATA_CRASH_KILLS=1000 cargo test -p storage --release --test crash` runs 1,000 kills
 //! (default 50).
@@ -11,34 +12,77 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use storage::{Db, Options};
+use storage::{Db, Matcher, Options, Querier};
 
 mod common;
 
 const WRITER: &str = env!("CARGO_BIN_EXE_storage-crash-writer");
 
-/// Reads `ack W B` lines until the child's stdout closes.
-fn collect_acks(child: &mut std::process::Child, acked: &mut BTreeSet<(u64, u64)>) {
+/// Reads `ack W B` lines until the child's stdout closes; `rewrite R` lines raise
+/// `rewrite_acked` to R.
+fn collect_acks(child: &mut std::process::Child, acked: &mut BTreeSet<(u64, u64)>, rewrite_acked: &mut u64) {
     let Some(out) = child.stdout.take() else { return };
     for line in BufReader::new(out).lines() {
         let Ok(line) = line else { break };
         let mut w = line.split(' ');
-        if let (Some("ack"), Some(a), Some(b)) = (w.next(), w.next(), w.next()) {
-            acked.insert((a.parse().unwrap(), b.parse().unwrap()));
+        match (w.next(), w.next(), w.next()) {
+            (Some("ack"), Some(a), Some(b)) => {
+                acked.insert((a.parse().unwrap(), b.parse().unwrap()));
+            }
+            (Some("rewrite"), Some(r), None) => *rewrite_acked = (*rewrite_acked).max(r.parse().unwrap()),
+            _ => {}
         }
     }
 }
 
-/// Opens the database and checks every batch: acknowledged ones whole, none partial.
-/// Returns the highest batch number present.
-fn verify(dir: &Path, acked: &BTreeSet<(u64, u64)>, series: u64) -> u64 {
+/// The value the rewriting thread's samples hold (0 if it never wrote), checking that the last
+/// write won: every one of its series holds one sample, all the same value (a batch is applied
+/// whole), and not older than the last acknowledged rewrite.
+fn verify_rewrites(db: &Db, rewrite_acked: u64, context: &str) -> u64 {
+    let snap = db.snapshot();
+    let mut values = Vec::new();
+    for s in snap.select(&[Matcher::equal("__name__", "crash_rewrite")], i64::MIN, i64::MAX).unwrap() {
+        let mut v = Vec::new();
+        snap.samples(&s, i64::MIN, i64::MAX, &mut v).unwrap();
+        assert_eq!(v.len(), 1, "{context}{}: {v:?}", s.labels);
+        values.push(v[0].v);
+    }
+    if values.is_empty() {
+        assert_eq!(rewrite_acked, 0, "{context}acknowledged rewrites lost");
+        return 0;
+    }
+    assert_eq!(values.len(), 4, "{context}rewrite series: {values:?}");
+    assert!(values.iter().all(|v| *v == values[0]), "{context}a rewrite batch applied in part: {values:?}");
+    let value = values[0] as u64;
+    assert!(
+        value >= rewrite_acked,
+        "{context}an older value won: rewrite {value} read, rewrite {rewrite_acked} acknowledged"
+    );
+    value
+}
+
+/// Opens the database and checks every batch: acknowledged ones whole, none partial, and the
+/// rewritten samples at their last value; then closes it, or with `crash` drops it unclosed (a
+/// crash: the next process then replays segments written under other series ids, which is
+/// where an old value once beat its rewrite). Returns the highest batch number present and
+/// the rewritten samples' value.
+fn verify(
+    dir: &Path,
+    acked: &BTreeSet<(u64, u64)>,
+    series: u64,
+    rewrite_acked: u64,
+    crash: bool,
+) -> (u64, u64) {
     let db = Db::open(Options::new(dir)).unwrap_or_else(|e| panic!("reopen failed: {e}"));
     let present = common::batches_present(&db.snapshot(), "crash", "");
     common::assert_whole_and_acked(&present, acked, series, "");
+    let rewritten = verify_rewrites(&db, rewrite_acked, "");
     common::assert_no_strays(dir, "");
     let max = present.keys().map(|(_, b)| *b).max().unwrap_or(0);
-    db.close().unwrap();
-    max
+    if !crash {
+        db.close().unwrap();
+    }
+    (max, rewritten)
 }
 
 /// A small deterministic PRNG (xorshift), so kill times are reproducible from the seed.
@@ -60,28 +104,41 @@ fn sigkill_at_random_moments_loses_no_acknowledged_batch() {
     let mut rng = Rng(0x5eed_cafe);
     let mut acked = BTreeSet::new();
     let mut next = 0u64;
+    // Rewrite values start at 1, so 0 means "never written".
+    let (mut rewrite_acked, mut next_rewrite) = (0u64, 1u64);
     let started = Instant::now();
     for round in 0..kills {
         let mut child = Command::new(WRITER)
-            .args(["write", dir.path().to_str().unwrap(), "3", &series.to_string(), &next.to_string()])
+            .args([
+                "write",
+                dir.path().to_str().unwrap(),
+                "3",
+                &series.to_string(),
+                &next.to_string(),
+                &next_rewrite.to_string(),
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(5 + rng.next() % 300));
         child.kill().unwrap(); // SIGKILL
-        collect_acks(&mut child, &mut acked);
+        collect_acks(&mut child, &mut acked, &mut rewrite_acked);
         let status = child.wait().unwrap();
         assert!(!status.success(), "round {round}: writer exited by itself: {status}");
-        let max = verify(dir.path(), &acked, series);
+        let (max, rewritten) = verify(dir.path(), &acked, series, rewrite_acked, round % 2 == 1);
         next = next.max(max + 1).max(acked.iter().map(|(_, b)| b + 1).max().unwrap_or(0));
+        next_rewrite = next_rewrite.max(rewritten + 1).max(rewrite_acked + 1);
     }
     eprintln!(
-        "{kills} kills, {} acknowledged batches verified, {:.1} s",
+        "{kills} kills, {} acknowledged batches verified, {} rewrites of the same 4 samples \
+         acknowledged (the last write read back after every kill), {:.1} s",
         acked.len(),
+        rewrite_acked,
         started.elapsed().as_secs_f64()
     );
     assert!(acked.len() > kills, "the writer made too little progress to test anything");
+    assert!(rewrite_acked > kills as u64, "the rewriter made too little progress to test anything");
 }
 
 /// Every crash point the engine has, each hit at its first and a later occurrence.
@@ -115,12 +172,12 @@ fn crash_at_every_step_of_flush_and_compaction() {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            collect_acks(&mut child, &mut acked);
+            collect_acks(&mut child, &mut acked, &mut 0);
             let status = child.wait().unwrap();
             if !status.success() {
                 hit += 1;
             }
-            let max = verify(dir.path(), &acked, 3);
+            let (max, _) = verify(dir.path(), &acked, 3, 0, false);
             // The database keeps working after recovery: run the script again on top.
             let mut again = BTreeSet::new();
             let mut child = Command::new(WRITER)
@@ -129,10 +186,10 @@ fn crash_at_every_step_of_flush_and_compaction() {
                 .stderr(Stdio::inherit())
                 .spawn()
                 .unwrap();
-            collect_acks(&mut child, &mut again);
+            collect_acks(&mut child, &mut again, &mut 0);
             assert!(child.wait().unwrap().success(), "{point}:{nth}: second run failed");
             acked.extend(again);
-            verify(dir.path(), &acked, 3);
+            verify(dir.path(), &acked, 3, 0, false);
         }
     }
     assert!(hit >= POINTS.len(), "only {hit} crash points were reached");

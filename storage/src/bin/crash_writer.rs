@@ -1,10 +1,16 @@
 //! A writer process for crash tests (`storage/tests/crash.rs`); not part of strata's interface.
 //!
-//! `storage-crash-writer write DIR WRITERS SERIES FIRST_BATCH` appends batches from WRITERS
+//! `storage-crash-writer write DIR WRITERS SERIES FIRST_BATCH [FIRST_REWRITE]` appends batches from WRITERS
 //! threads forever, with tiny flush/compaction thresholds so that flushes, compactions and WAL
 //! rotations happen constantly, and prints `ack W B` after batch B of writer W is acknowledged.
 //! Batch B of writer W holds one sample at `BASE + B s` for each of SERIES series, value
 //! `W * 1e9 + B`, so the checker can tell whole, partial and missing batches apart.
+//!
+//! With a sixth argument R, one more thread rewrites the same samples again and again: its
+//! batch R, R+1, ... sets the sample at `BASE + k s` of each series `crash_rewrite{k="0".."3"}`
+//! to the batch number, and prints `rewrite R` once acknowledged. Values only grow, so after a
+//! crash the checker knows which value the last write left (at least the last acknowledged one,
+//! the same in every series: a batch is applied whole).
 //!
 //! `storage-crash-writer steps DIR` runs a fixed script (append, flush, append, compact, delete,
 //! retention, close) for the crash-point tests, which set `STRATA_FAILPOINT`.
@@ -30,6 +36,18 @@ fn batch(w: u64, b: u64, series: u64) -> Batch {
     batch
 }
 
+/// Series the rewriting thread writes (`crash_rewrite{k}`), each at `BASE + k s`.
+const REWRITE_SERIES: u64 = 4;
+
+fn rewrite_batch(r: u64) -> Batch {
+    let mut batch = Batch::new();
+    for k in 0..REWRITE_SERIES {
+        let labels = Labels::from_pairs(&[("__name__", "crash_rewrite"), ("k", &k.to_string())]);
+        batch.push(labels, vec![Sample::new(BASE + k as i64 * 1000, r as f64)]);
+    }
+    batch
+}
+
 fn options(dir: &str) -> Options {
     let mut o = Options::new(dir);
     o.head_samples_max = 2_000;
@@ -45,9 +63,13 @@ fn options(dir: &str) -> Options {
 }
 
 fn ack(w: u64, b: u64) {
+    say(&format!("ack {w} {b}"));
+}
+
+fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     // A failed write to stdout means the parent is gone; nothing useful left to do.
-    if writeln!(out, "ack {w} {b}").and_then(|_| out.flush()).is_err() {
+    if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
         std::process::exit(0);
     }
 }
@@ -60,6 +82,17 @@ fn main() {
         "write" => {
             let db = Arc::new(Db::open(options(&arg(2))).unwrap_or_else(|e| fail(e)));
             let (writers, series, first) = (num(3), num(4), num(5));
+            let rewriter = (!arg(6).is_empty()).then(|| {
+                let (db, from) = (db.clone(), num(6));
+                std::thread::spawn(move || {
+                    for r in from.. {
+                        match db.append(&rewrite_batch(r)) {
+                            Ok(_) => say(&format!("rewrite {r}")),
+                            Err(e) => fail(e),
+                        }
+                    }
+                })
+            });
             let threads: Vec<_> = (0..writers)
                 .map(|w| {
                     let db = db.clone();
@@ -73,7 +106,7 @@ fn main() {
                     })
                 })
                 .collect();
-            for t in threads {
+            for t in threads.into_iter().chain(rewriter) {
                 let _ = t.join();
             }
         }
@@ -103,7 +136,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: storage-crash-writer write DIR WRITERS SERIES FIRST_BATCH | steps DIR FIRST_BATCH"
+                "usage: storage-crash-writer write DIR WRITERS SERIES FIRST_BATCH [FIRST_REWRITE] | steps DIR FIRST_BATCH"
             );
             std::process::exit(2);
         }
