@@ -18,6 +18,9 @@ mod common;
 
 const WRITER: &str = env!("CARGO_BIN_EXE_storage-crash-writer");
 
+/// How many `crash_rewrite` series the writer's rewriting thread writes (its `REWRITE_SERIES`).
+const REWRITE_SERIES: usize = 4;
+
 /// Reads `ack W B` lines until the child's stdout closes; `rewrite R` lines raise
 /// `rewrite_acked` to R.
 fn collect_acks(child: &mut std::process::Child, acked: &mut BTreeSet<(u64, u64)>, rewrite_acked: &mut u64) {
@@ -51,7 +54,7 @@ fn verify_rewrites(db: &Db, rewrite_acked: u64, context: &str) -> u64 {
         assert_eq!(rewrite_acked, 0, "{context}acknowledged rewrites lost");
         return 0;
     }
-    assert_eq!(values.len(), 4, "{context}rewrite series: {values:?}");
+    assert_eq!(values.len(), REWRITE_SERIES, "{context}rewrite series: {values:?}");
     assert!(values.iter().all(|v| *v == values[0]), "{context}a rewrite batch applied in part: {values:?}");
     let value = values[0] as u64;
     assert!(
@@ -63,9 +66,8 @@ fn verify_rewrites(db: &Db, rewrite_acked: u64, context: &str) -> u64 {
 
 /// Opens the database and checks every batch: acknowledged ones whole, none partial, and the
 /// rewritten samples at their last value; then closes it, or with `crash` drops it unclosed (a
-/// crash: the next process then replays segments written under other series ids, which is
-/// where an old value once beat its rewrite). Returns the highest batch number present and
-/// the rewritten samples' value.
+/// second crash, so the next writer also replays what this one left). Returns the highest
+/// batch number present and the rewritten samples' value.
 fn verify(
     dir: &Path,
     acked: &BTreeSet<(u64, u64)>,
@@ -131,8 +133,8 @@ fn sigkill_at_random_moments_loses_no_acknowledged_batch() {
         next_rewrite = next_rewrite.max(rewritten + 1).max(rewrite_acked + 1);
     }
     eprintln!(
-        "{kills} kills, {} acknowledged batches verified, {} rewrites of the same 4 samples \
-         acknowledged (the last write read back after every kill), {:.1} s",
+        "{kills} kills, {} acknowledged batches verified, {} rewrites of the same {REWRITE_SERIES} \
+         samples acknowledged (the last write read back after every kill), {:.1} s",
         acked.len(),
         rewrite_acked,
         started.elapsed().as_secs_f64()

@@ -1,8 +1,9 @@
 //! A writer process for crash tests (`storage/tests/crash.rs`); not part of strata's interface.
 //!
-//! `storage-crash-writer write DIR WRITERS SERIES FIRST_BATCH [FIRST_REWRITE]` appends batches from WRITERS
-//! threads forever, with tiny flush/compaction thresholds so that flushes, compactions and WAL
-//! rotations happen constantly, and prints `ack W B` after batch B of writer W is acknowledged.
+//! `storage-crash-writer write DIR WRITERS SERIES FIRST_BATCH [FIRST_REWRITE]` appends batches
+//! from WRITERS threads forever, with tiny flush/compaction thresholds so that flushes,
+//! compactions and WAL rotations happen constantly, and prints `ack W B` after batch B of
+//! writer W is acknowledged.
 //! Batch B of writer W holds one sample at `BASE + B s` for each of SERIES series, value
 //! `W * 1e9 + B`, so the checker can tell whole, partial and missing batches apart.
 //!
@@ -36,7 +37,8 @@ fn batch(w: u64, b: u64, series: u64) -> Batch {
     batch
 }
 
-/// Series the rewriting thread writes (`crash_rewrite{k}`), each at `BASE + k s`.
+/// Series the rewriting thread writes (`crash_rewrite{k}`), each at `BASE + k s`; the checker
+/// in `storage/tests/crash.rs` expects this many.
 const REWRITE_SERIES: u64 = 4;
 
 fn rewrite_batch(r: u64) -> Batch {

@@ -39,8 +39,8 @@ impl ReplayProgress {
         self.current.store(number, Ordering::Relaxed);
     }
 
-    /// Replay stopped before `max` (a torn or cut-off tail): the last segment kept is the
-    /// last one replayed.
+    /// Replay is over. After a whole log this changes nothing (`current` is `max`); after a
+    /// torn or cut-off tail, the segment replay stopped in becomes the last one.
     pub(crate) fn finish(&self) {
         let current = self.current.load(Ordering::Relaxed);
         self.max.store(current, Ordering::Relaxed);
