@@ -65,6 +65,8 @@ struct Answer {
     status: StatusCode,
     headers: axum::http::HeaderMap,
     body: String,
+    /// A gzipped body's XFL header byte (RFC 1952: 4 = the fastest level, 2 = the best).
+    gzip_xfl: Option<u8>,
 }
 
 impl Answer {
@@ -78,14 +80,16 @@ async fn send(state: &Arc<AppState>, request: Request<Body>) -> Answer {
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await.unwrap();
-    let body = if headers.get(header::CONTENT_ENCODING).is_some_and(|v| v == "gzip") {
+    let gzipped = headers.get(header::CONTENT_ENCODING).is_some_and(|v| v == "gzip");
+    let body = if gzipped {
         let mut text = String::new();
         flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
         text
     } else {
         String::from_utf8(bytes.to_vec()).unwrap()
     };
-    Answer { status, headers, body }
+    let gzip_xfl = gzipped.then(|| bytes[8]);
+    Answer { status, headers, body, gzip_xfl }
 }
 
 async fn get(state: &Arc<AppState>, uri: &str) -> Answer {
@@ -338,6 +342,8 @@ async fn gzip_is_used_when_accepted_from_one_packet_on() {
     assert_eq!(answer.headers[header::CONTENT_ENCODING], "gzip");
     assert_eq!(answer.json()["status"], "success");
     assert!(answer.body.len() > usize::from(crate::api::GZIP_MIN_BYTES));
+    // At the fastest level (crate::api::GZIP_LEVEL), which the header's XFL byte says.
+    assert_eq!(answer.gzip_xfl, Some(4));
 }
 
 #[tokio::test]
