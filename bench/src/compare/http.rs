@@ -1,6 +1,7 @@
 //! A small blocking HTTP client over `ureq`: status codes are returned, not turned into errors,
 //! because the harness checks every answer itself.
 
+use std::io::Read;
 use std::time::Duration;
 
 /// Largest answer body read (query answers of high-cpu-all can be tens of megabytes).
@@ -10,6 +11,8 @@ const BODY_MAX: u64 = 1 << 30;
 #[derive(Clone)]
 pub struct Http {
     agent: ureq::Agent,
+    /// Whether GETs ask for gzipped answers (and decompress them).
+    gzip_answers: bool,
 }
 
 impl Http {
@@ -23,13 +26,33 @@ impl Http {
             .timeout_global(Some(timeout))
             .build()
             .into();
-        Http { agent }
+        Http { agent, gzip_answers: false }
+    }
+
+    /// GETs ask for gzipped answers, as Go's HTTP client does, and decompress what comes gzipped.
+    pub fn gzip_answers(mut self, on: bool) -> Self {
+        self.gzip_answers = on;
+        self
     }
 
     /// GET `url`: status and body.
     pub fn get(&self, url: &str) -> Result<(u16, Vec<u8>), String> {
-        let resp = self.agent.get(url).call().map_err(|e| format!("GET {url}: {e}"))?;
-        read(resp, url)
+        let mut req = self.agent.get(url);
+        if self.gzip_answers {
+            req = req.header("Accept-Encoding", "gzip");
+        }
+        let resp = req.call().map_err(|e| format!("GET {url}: {e}"))?;
+        let gzipped = resp.headers().get("Content-Encoding").is_some_and(|v| v == "gzip");
+        let (status, body) = read(resp, url)?;
+        if !gzipped {
+            return Ok((status, body));
+        }
+        let mut plain = Vec::with_capacity(body.len() * 4);
+        flate2::read::GzDecoder::new(&body[..])
+            .take(BODY_MAX)
+            .read_to_end(&mut plain)
+            .map_err(|e| format!("{url}: gzipped answer: {e}"))?;
+        Ok((status, plain))
     }
 
     /// GET `url`, failing unless the status is 2xx.
@@ -68,4 +91,60 @@ fn read(mut resp: ureq::http::Response<ureq::Body>, url: &str) -> Result<(u16, V
     let body =
         resp.body_mut().with_config().limit(BODY_MAX).read_to_vec().map_err(|e| format!("{url}: {e}"))?;
     Ok((status, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// Serves one connection: answers each request with `body`, gzipped when it was asked for,
+    /// and reports whether each request asked.
+    fn serve(body: &'static str, requests: usize) -> (String, std::thread::JoinHandle<Vec<bool>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let handle = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut writer = stream;
+            let mut asked = Vec::new();
+            for _ in 0..requests {
+                let mut gzip = false;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    gzip |= line.to_ascii_lowercase().starts_with("accept-encoding: gzip");
+                }
+                let (encoding, bytes) = if gzip {
+                    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                    e.write_all(body.as_bytes()).unwrap();
+                    ("Content-Encoding: gzip\r\n", e.finish().unwrap())
+                } else {
+                    ("", body.as_bytes().to_vec())
+                };
+                let head = format!("HTTP/1.1 200 OK\r\n{encoding}Content-Length: {}\r\n\r\n", bytes.len());
+                writer.write_all(head.as_bytes()).unwrap();
+                writer.write_all(&bytes).unwrap();
+                asked.push(gzip);
+            }
+            asked
+        });
+        (base, handle)
+    }
+
+    #[test]
+    fn gzipped_answers_are_asked_for_and_decompressed_only_when_enabled() {
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+        let (base, server) = serve(body, 2);
+        let http = Http::new(1, Duration::from_secs(10));
+        assert_eq!(http.get(&format!("{base}/plain")).unwrap(), (200, body.as_bytes().to_vec()));
+        let http = http.gzip_answers(true);
+        assert_eq!(http.get(&format!("{base}/gzip")).unwrap(), (200, body.as_bytes().to_vec()));
+        assert_eq!(server.join().unwrap(), vec![false, true]);
+    }
 }

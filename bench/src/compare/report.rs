@@ -92,8 +92,14 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
     let _ = writeln!(
         o,
         "- Queries: {} per type (random hosts and windows from the seed), one warm-up pass (right after the load) \
-         whose answers are compared with strata's, {when}.",
-        ctx.queries_per_type
+         whose answers are compared with strata's, {when}. {}",
+        ctx.queries_per_type,
+        if ctx.gzip_answers {
+            "Answers asked for gzipped (`Accept-Encoding: gzip`, as Go's HTTP client asks by default: TSBS's \
+             query runner, Grafana), so the times include each system's compression and the client's decompression."
+        } else {
+            "Answers asked for uncompressed (`--gzip-answers false`)."
+        }
     );
     let _ = writeln!(o, "\n| system | version | default durability | disk figure |\n|---|---|---|---|");
     let mut seen = Vec::new();
