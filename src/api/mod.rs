@@ -13,6 +13,7 @@
 //! runs through [`blocking`].
 
 pub mod admin;
+pub mod gzip;
 pub mod meta;
 pub mod params;
 pub mod query;
@@ -26,9 +27,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use storage::Db;
-use tower_http::CompressionLevel;
-use tower_http::compression::CompressionLayer;
-use tower_http::compression::predicate::{DefaultPredicate, Predicate, SizeAbove};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -46,24 +44,8 @@ pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
     let remote_read = read::routes().layer(DefaultBodyLimit::max(state.limits().body_bytes_max));
     // Remote read answers are snappy-compressed already; gzip on top would only cost CPU, and
     // Prometheus' remote-read client does not ask for it.
-    // Answers below one packet are sent as they are (as Prometheus' gzip handler does, from
-    // 1,400 bytes): gzip would save nothing on the wire and costs tens of microseconds, a good
-    // part of a small query's time.
-    let gzip_when = DefaultPredicate::new().and(SizeAbove::new(GZIP_MIN_BYTES));
-    let gzip = CompressionLayer::new().gzip(true).quality(GZIP_LEVEL).compress_when(gzip_when);
-    reads.layer(gzip).merge(remote_read)
+    reads.layer(axum::middleware::from_fn(gzip::layer)).merge(remote_read)
 }
-
-/// How hard the API compresses: the fastest level. Go clients (Grafana's data source,
-/// Prometheus' API client, TSBS's query runner) ask for gzip on every request, so this is the
-/// path most answers take. Query answers are repetitive JSON: the default level (6) compressed
-/// a 3.9 MB answer to 16 % in 207 ms, 25 times the 8 ms the query took; the fastest level gives
-/// 21 % in 14 ms (VictoriaMetrics also answers at the fastest level; docs/benchmarks.md,
-/// "Answers at gzip's fastest level").
-pub const GZIP_LEVEL: CompressionLevel = CompressionLevel::Fastest;
-
-/// Smallest answer the API gzips (when the client accepts gzip).
-pub const GZIP_MIN_BYTES: u16 = 1400;
 
 /// The open database, or 503 `unavailable` while it is still opening (the WAL replays).
 pub fn db(state: &AppState) -> Result<Arc<Db>, ApiError> {

@@ -171,6 +171,15 @@ impl Strata {
         reply(self.agent.get(self.url(path)).call())
     }
 
+    /// `GET path` with `headers`. A body that is not UTF-8 (gzip, say) reads as empty.
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut request = self.agent.get(self.url(path));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        reply(request.call())
+    }
+
     /// `HEAD path`.
     pub fn head(&self, path: &str) -> Reply {
         reply(self.agent.head(self.url(path)).call())

@@ -335,14 +335,14 @@ async fn gzip_is_used_when_accepted_from_one_packet_on() {
         send(&f.state, gzip_get("/api/v1/query_range?query=golden&start=1000&end=1060.5&step=30.25")).await;
     assert!(answer.headers.get(header::CONTENT_ENCODING).is_none());
     assert_eq!(answer.body, golden("range_matrix"));
-    assert!(answer.body.len() < usize::from(crate::api::GZIP_MIN_BYTES));
+    assert!(answer.body.len() < crate::api::gzip::MIN_BYTES);
     // 61 points a series: gzipped.
     let answer =
         send(&f.state, gzip_get("/api/v1/query_range?query=golden&start=1000&end=1060&step=1")).await;
     assert_eq!(answer.headers[header::CONTENT_ENCODING], "gzip");
     assert_eq!(answer.json()["status"], "success");
-    assert!(answer.body.len() > usize::from(crate::api::GZIP_MIN_BYTES));
-    // At the fastest level (crate::api::GZIP_LEVEL), which the header's XFL byte says.
+    assert!(answer.body.len() > crate::api::gzip::MIN_BYTES);
+    // At the fastest level (crate::api::gzip), which the header's XFL byte says.
     assert_eq!(answer.gzip_xfl, Some(4));
 }
 

@@ -1,0 +1,134 @@
+//! The gzip middleware: who gets gzip, what is left alone, and that the bytes decode.
+
+use std::io::Read;
+
+use axum::Router;
+use axum::http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, VARY};
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode};
+use axum::routing::get;
+use tower::ServiceExt;
+
+use super::*;
+
+fn headers(accept: &[&str]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for v in accept {
+        h.append(ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+    }
+    h
+}
+
+#[test]
+fn accept_encoding_is_read_with_weights() {
+    for (accept, want) in [
+        (&[][..], false),
+        (&["gzip"][..], true),
+        (&["GZip"][..], true),
+        (&["x-gzip"][..], true),
+        (&["gzip, deflate, br"][..], true),
+        (&["deflate, br"][..], false),
+        (&["identity"][..], false),
+        (&["gzip;q=0"][..], false),
+        (&["gzip; q=0.000"][..], false),
+        (&["gzip;q=0.5"][..], true),
+        (&["br;q=1.0, gzip;q=0.8, *;q=0.1"][..], true),
+        (&["*"][..], true),
+        (&["*;q=0"][..], false),
+        (&["gzip;q=0, *"][..], false),
+        (&["deflate", "gzip"][..], true),
+        (&["gzip;q=nonsense"][..], false),
+        (&[""][..], false),
+    ] {
+        assert_eq!(accepts_gzip(&headers(accept)), want, "{accept:?}");
+    }
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes).read_to_end(&mut out).unwrap();
+    out
+}
+
+/// JSON like a range query's answer: repetitive, as real answers are.
+fn answer(len: usize) -> Vec<u8> {
+    let mut s = String::from(
+        r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":["#,
+    );
+    let mut t = 1_700_000_000u64;
+    while s.len() < len {
+        s.push_str(&format!("[{t},\"{}\"],", t % 97));
+        t += 60;
+    }
+    s.truncate(len);
+    s.into_bytes()
+}
+
+#[test]
+fn compress_gives_one_gzip_member_at_the_fastest_level() {
+    for len in [0, 1, MIN_BYTES, 100_000] {
+        let data = answer(len);
+        let gz = compress(&data).unwrap();
+        assert_eq!(gunzip(&gz), data);
+        // RFC 1952: XFL 4 = compressed with the fastest algorithm.
+        assert_eq!(&gz[..3], &[0x1f, 0x8b, 8]);
+        assert_eq!(gz[8], 4);
+        if len >= MIN_BYTES {
+            assert!(gz.len() < data.len() / 2, "{len}: {} bytes", gz.len());
+        }
+    }
+}
+
+/// A router whose `/n/<len>` answers `len` bytes of JSON, and `/encoded` an answer that is
+/// brotli already, behind the middleware.
+fn router() -> Router {
+    Router::new()
+        .route(
+            "/n/{len}",
+            get(|axum::extract::Path(len): axum::extract::Path<usize>| async move { answer(len) }),
+        )
+        .route("/encoded", get(|| async { ([(CONTENT_ENCODING, "br")], answer(10_000)) }))
+        .layer(axum::middleware::from_fn(layer))
+}
+
+async fn send(uri: &str, accept: Option<&str>) -> (StatusCode, HeaderMap, Vec<u8>) {
+    let mut request = Request::get(uri);
+    if let Some(a) = accept {
+        request = request.header(ACCEPT_ENCODING, a);
+    }
+    let response = router().oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap().to_vec();
+    (parts.status, parts.headers, bytes)
+}
+
+#[tokio::test]
+async fn answers_are_gzipped_when_accepted_and_long_enough() {
+    // From one packet on, including answers large enough to be compressed on the blocking pool.
+    for len in [MIN_BYTES, 20_000, BLOCKING_FROM_BYTES + 1] {
+        let (status, headers, body) = send(&format!("/n/{len}"), Some("gzip, deflate")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[CONTENT_ENCODING], "gzip", "{len}");
+        assert_eq!(headers[VARY], "accept-encoding");
+        assert!(headers.get(CONTENT_LENGTH).is_none_or(|v| v == body.len().to_string().as_str()));
+        assert_eq!(gunzip(&body), answer(len));
+    }
+    // Below a packet: as it is, but it still varies by Accept-Encoding.
+    let (_, headers, body) = send(&format!("/n/{}", MIN_BYTES - 1), Some("gzip")).await;
+    assert!(headers.get(CONTENT_ENCODING).is_none());
+    assert_eq!(headers[VARY], "accept-encoding");
+    assert_eq!(body, answer(MIN_BYTES - 1));
+}
+
+#[tokio::test]
+async fn answers_are_left_alone_when_gzip_is_not_accepted_or_they_are_encoded() {
+    for accept in [None, Some("identity"), Some("gzip;q=0"), Some("br")] {
+        let (_, headers, body) = send("/n/20000", accept).await;
+        assert!(headers.get(CONTENT_ENCODING).is_none(), "{accept:?}");
+        assert_eq!(headers[VARY], "accept-encoding");
+        assert_eq!(body, answer(20_000));
+    }
+    let (_, headers, body) = send("/encoded", Some("gzip")).await;
+    assert_eq!(headers[CONTENT_ENCODING], "br");
+    assert!(headers.get(VARY).is_none());
+    assert_eq!(body, answer(10_000));
+}
