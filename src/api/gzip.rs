@@ -17,8 +17,10 @@ use axum::extract::Request;
 use axum::http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, VARY};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use libdeflater::{CompressionLvl, Compressor};
+
+use crate::error::ApiError;
 
 /// Smallest answer compressed: below one packet gzip saves nothing on the wire and costs tens of
 /// microseconds, a good part of a small query's time (Prometheus' gzip handler starts at 1,400
@@ -32,7 +34,8 @@ const BLOCKING_FROM_BYTES: usize = 256 << 10;
 
 thread_local! {
     /// This thread's compressor at libdeflate's fastest level (level 1: its XFL header byte
-    /// says "fastest"), made on first use.
+    /// says "fastest"), made on first use and freed with the thread (idle blocking-pool threads
+    /// end after a few seconds).
     static COMPRESSOR: RefCell<Option<Compressor>> = const { RefCell::new(None) };
 }
 
@@ -55,8 +58,7 @@ pub async fn layer(request: Request, next: Next) -> Response {
     let plain = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(bytes) => bytes,
         Err(err) => {
-            tracing::warn!("reading an answer to compress it: {err}");
-            return Response::from_parts(parts, Body::empty());
+            return ApiError::Internal(format!("reading an answer to compress it: {err}")).into_response();
         }
     };
     if plain.len() < MIN_BYTES {
