@@ -241,3 +241,19 @@ fn promtool_check_metrics(text: &str) -> Option<(bool, String)> {
 fn under_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
+
+#[tokio::test]
+async fn scrapes_that_accept_gzip_get_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _db) = state_with_db(&dir);
+    let request = Request::get("/metrics").header("Accept-Encoding", "gzip").body(Body::empty()).unwrap();
+    let response = router(Arc::clone(&state)).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-encoding"], "gzip");
+    assert_eq!(response.headers()["content-type"], CONTENT_TYPE_TEXT);
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
+    assert_eq!(value(&text, "strata_storage_partitions"), Some(0.0), "{text}");
+    assert!(bytes.len() * 3 < text.len(), "{} bytes for {}", bytes.len(), text.len());
+}
