@@ -55,6 +55,15 @@ impl Reply {
     }
 }
 
+/// For a test whose outside tool is missing: fails under CI (`CI` set, not `false`/`0`), where
+/// `.ci/run` installs every tool, and otherwise prints `SKIPPED <test>: <message>` so a developer
+/// without the tool sees what did not run.
+pub fn skip_outside_ci(test: &str, message: &str) {
+    let under_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    assert!(!under_ci, "{message}");
+    eprintln!("SKIPPED {test}: {message}");
+}
+
 /// Runs `strata` with `args` to completion (for flags that stop it before it serves).
 pub fn run_to_exit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_strata"))
