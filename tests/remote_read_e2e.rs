@@ -23,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::Strata;
+use common::process::find_binary;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use remote::prw::{self, Version};
@@ -504,15 +505,11 @@ fn secs(ms: i64) -> String {
 
 /// `prometheus` from PATH, or `None` (after saying so) when it is missing outside CI.
 fn prometheus_binary(test: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let found = std::env::split_paths(&path).map(|dir| dir.join("prometheus")).find(|c| c.is_file());
+    let found = find_binary("prometheus");
     if found.is_none() {
         let message =
             "prometheus must be on PATH for this test (Debian package `prometheus`; .ci/run installs it)";
-        if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0") {
-            panic!("{message}");
-        }
-        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {message}");
+        common::skip_outside_ci(test, message);
     }
     found
 }

@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::Strata;
+use common::process::find_binary;
 
 /// Bound on one Chromium run. Not a performance bound: a page that hangs fails the test.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -258,9 +259,4 @@ impl Tag<'_> {
             .any(|(at, _)| matches!(self.0[at + bare.len()..].chars().next(), Some(' ' | '>' | '/')))
             .then_some("")
     }
-}
-
-fn find_binary(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
 }
