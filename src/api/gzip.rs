@@ -89,6 +89,11 @@ fn level() -> CompressionLvl {
 }
 
 /// `data` as one gzip member at the fastest level, with this thread's compressor.
+///
+/// libdeflate writes into a buffer of its worst-case bound, a little more than the input; the
+/// result is cut down to its own size, since the body keeps its buffer until the client has
+/// read it all: query JSON compresses to about a fifth, so a large answer to a slow client would
+/// otherwise hold five times the memory it needs.
 pub fn compress(data: &[u8]) -> Option<Vec<u8>> {
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -96,6 +101,7 @@ pub fn compress(data: &[u8]) -> Option<Vec<u8>> {
         let mut out = vec![0; compressor.gzip_compress_bound(data.len())];
         let len = compressor.gzip_compress(data, &mut out).ok()?;
         out.truncate(len);
+        out.shrink_to_fit();
         Some(out)
     })
 }

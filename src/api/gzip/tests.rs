@@ -78,6 +78,16 @@ fn compress_gives_one_gzip_member_at_the_fastest_level() {
     }
 }
 
+#[test]
+fn compressed_answers_keep_no_spare_buffer() {
+    // The body holds its buffer until a (possibly slow) client has read it: not the input-sized
+    // worst case libdeflate writes into.
+    let data = answer(4 << 20);
+    let gz = compress(&data).unwrap();
+    assert!(gz.len() < data.len() / 4, "{} bytes", gz.len());
+    assert!(gz.capacity() < gz.len() + gz.len() / 8, "capacity {} for {} bytes", gz.capacity(), gz.len());
+}
+
 /// A router whose `/n/<len>` answers `len` bytes of JSON, and `/encoded` an answer that is
 /// brotli already, behind the middleware.
 fn router() -> Router {
