@@ -8,7 +8,7 @@ use std::time::Duration;
 use promql::parser::{self, ParseOptions};
 use promql::{Engine, EngineOptions, Error, Value};
 use storage::mem::MemStore;
-use storage::{Labels, Sample};
+use storage::{CounterResetHint, FloatHistogram, HistogramSample, Labels, Sample};
 
 /// `promql_parse`: the parser as the query API feeds it (`query`, `match[]`) must never
 /// panic, and whatever it accepts must print back as text that parses to a tree printing the
@@ -73,8 +73,9 @@ fn collapse_plus(s: &str) -> String {
     out
 }
 
-/// A few series: two of one metric, a counter with a reset and a stale marker, histogram
-/// buckets, all at a 15 s interval from t = 0.
+/// A few series: two of one metric, a counter with a reset and a stale marker, classic
+/// histogram buckets, and native histograms ([`native_histograms`]), all at a 15 s interval
+/// from t = 0.
 fn store() -> &'static MemStore {
     static STORE: OnceLock<MemStore> = OnceLock::new();
     STORE.get_or_init(|| {
@@ -104,8 +105,84 @@ fn store() -> &'static MemStore {
                 .collect();
             s.append(&Labels::from_pairs(&pairs), &samples);
         }
+        native_histograms(&mut s);
         s
     })
+}
+
+/// Native histogram series, so the fuzzer reaches the engine's histogram code (a coverage
+/// report of the corpus over floats alone left `range_hist.rs` and `float_histogram.rs`
+/// unexecuted): `nh{job="a"}`, a counter at schema 0 with a reset at i = 25 and a stale marker
+/// at i = 30; `nh{job="b"}`, a gauge at schema 3 with negative and zero buckets;
+/// `nhcb{job="a"}`, custom buckets; `mixed{job="a"}`, floats up to i = 19, then histograms.
+fn native_histograms(s: &mut MemStore) {
+    // Buckets are sparse: empty ones are left out, as the engine keeps them.
+    let sparse = |b: Vec<(i32, f64)>| b.into_iter().filter(|&(_, c)| c != 0.0).collect::<Vec<_>>();
+    let counter = |n: f64| FloatHistogram {
+        schema: 0,
+        zero_threshold: 0.001,
+        zero_count: n,
+        count: 6.0 * n,
+        sum: 10.5 * n,
+        positive: sparse(vec![(0, n), (1, 2.0 * n), (3, n)]),
+        negative: sparse(vec![(2, n)]),
+        ..FloatHistogram::default()
+    };
+    let series = |name: &str| Labels::from_pairs(&[("__name__", name), ("job", "a")]);
+    let steps = || (0..40i64).map(|i| (i, i * 15_000));
+
+    let nh: Vec<HistogramSample> = steps()
+        .map(|(i, t)| {
+            let h = if i == 30 {
+                FloatHistogram { sum: storage::stale_nan(), ..FloatHistogram::default() }
+            } else {
+                counter(if i >= 25 { i - 25 } else { i } as f64)
+            };
+            HistogramSample { t, h }
+        })
+        .collect();
+    s.append_histograms(&series("nh"), &nh);
+
+    let gauge: Vec<HistogramSample> = steps()
+        .map(|(i, t)| {
+            let n = ((i * 5) % 11) as f64;
+            let h = FloatHistogram {
+                counter_reset_hint: CounterResetHint::Gauge,
+                schema: 3,
+                zero_threshold: 0.5,
+                zero_count: 1.0,
+                count: 1.0 + 2.0 * n + 1.5,
+                sum: n - 3.25,
+                positive: sparse(vec![(-2, n), (7, 1.5)]),
+                negative: sparse(vec![(1, n)]),
+                ..FloatHistogram::default()
+            };
+            HistogramSample { t, h }
+        })
+        .collect();
+    s.append_histograms(&Labels::from_pairs(&[("__name__", "nh"), ("job", "b")]), &gauge);
+
+    let custom: Vec<HistogramSample> = steps()
+        .map(|(i, t)| {
+            let n = i as f64;
+            let h = FloatHistogram {
+                schema: FloatHistogram::CUSTOM_BUCKETS_SCHEMA,
+                count: 3.0 * n + 1.0,
+                sum: 7.0 * n,
+                positive: sparse(vec![(0, n), (1, 2.0 * n), (3, 1.0)]),
+                custom_values: vec![1.0, 5.0, 10.0],
+                ..FloatHistogram::default()
+            };
+            HistogramSample { t, h }
+        })
+        .collect();
+    s.append_histograms(&series("nhcb"), &custom);
+
+    let floats: Vec<Sample> = steps().take(20).map(|(i, t)| Sample::new(t, i as f64)).collect();
+    s.append(&series("mixed"), &floats);
+    let hists: Vec<HistogramSample> =
+        steps().skip(20).map(|(i, t)| HistogramSample { t, h: counter(i as f64) }).collect();
+    s.append_histograms(&series("mixed"), &hists);
 }
 
 /// (start, end, step) of the grids; step 0 means an instant query at `start`.
@@ -158,15 +235,26 @@ pub fn eval(data: &[u8]) {
                 "{query:?}: unsorted or duplicate series"
             );
             for s in &series {
-                assert!(!s.points.is_empty());
-                for p in &s.points {
+                assert!(!s.points.is_empty() || !s.histograms.is_empty(), "{query:?}: an empty series");
+                let float_times = s.points.iter().map(|p| p.t);
+                let histogram_times = s.histograms.iter().map(|p| p.t);
+                for t in float_times.clone().chain(histogram_times.clone()) {
                     assert!(
-                        p.t >= start && p.t <= end && (p.t - start) % step == 0,
-                        "{query:?}: point off the grid at {}",
-                        p.t
+                        t >= start && t <= end && (t - start) % step == 0,
+                        "{query:?}: point off the grid at {t}"
                     );
                 }
-                assert!(s.points.windows(2).all(|w| w[0].t < w[1].t), "{query:?}: points out of order");
+                let mut times: Vec<i64> = float_times.collect();
+                assert!(times.windows(2).all(|w| w[0] < w[1]), "{query:?}: points out of order");
+                let hist_times: Vec<i64> = histogram_times.collect();
+                assert!(hist_times.windows(2).all(|w| w[0] < w[1]), "{query:?}: histograms out of order");
+                // A step has a float or a histogram, never both.
+                times.extend(hist_times);
+                times.sort_unstable();
+                assert!(
+                    times.windows(2).all(|w| w[0] < w[1]),
+                    "{query:?}: a float and a histogram at one step"
+                );
             }
         }
         Value::Vector(samples) => {
