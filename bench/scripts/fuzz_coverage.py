@@ -17,6 +17,7 @@ Needs the nightly toolchain, cargo-fuzz and the nightly `llvm-tools` component
 
 import argparse
 import collections
+import functools
 import pathlib
 import re
 import shutil
@@ -26,6 +27,7 @@ import sys
 ROOT = pathlib.Path.cwd()
 
 
+@functools.cache
 def llvm_cov() -> pathlib.Path:
     sysroot = subprocess.run(["rustc", "+nightly", "--print", "sysroot"], check=True,
                              capture_output=True, text=True).stdout.strip()

@@ -235,26 +235,24 @@ pub fn eval(data: &[u8]) {
                 "{query:?}: unsorted or duplicate series"
             );
             for s in &series {
-                assert!(!s.points.is_empty() || !s.histograms.is_empty(), "{query:?}: an empty series");
-                let float_times = s.points.iter().map(|p| p.t);
-                let histogram_times = s.histograms.iter().map(|p| p.t);
-                for t in float_times.clone().chain(histogram_times.clone()) {
+                let floats: Vec<i64> = s.points.iter().map(|p| p.t).collect();
+                let histograms: Vec<i64> = s.histograms.iter().map(|p| p.t).collect();
+                assert!(floats.windows(2).all(|w| w[0] < w[1]), "{query:?}: points out of order");
+                assert!(histograms.windows(2).all(|w| w[0] < w[1]), "{query:?}: histograms out of order");
+                let mut steps = [floats, histograms].concat();
+                assert!(!steps.is_empty(), "{query:?}: an empty series");
+                steps.sort_unstable();
+                // A step has a float or a histogram, never both.
+                assert!(
+                    steps.windows(2).all(|w| w[0] < w[1]),
+                    "{query:?}: a float and a histogram at one step"
+                );
+                for t in steps {
                     assert!(
                         t >= start && t <= end && (t - start) % step == 0,
                         "{query:?}: point off the grid at {t}"
                     );
                 }
-                let mut times: Vec<i64> = float_times.collect();
-                assert!(times.windows(2).all(|w| w[0] < w[1]), "{query:?}: points out of order");
-                let hist_times: Vec<i64> = histogram_times.collect();
-                assert!(hist_times.windows(2).all(|w| w[0] < w[1]), "{query:?}: histograms out of order");
-                // A step has a float or a histogram, never both.
-                times.extend(hist_times);
-                times.sort_unstable();
-                assert!(
-                    times.windows(2).all(|w| w[0] < w[1]),
-                    "{query:?}: a float and a histogram at one step"
-                );
             }
         }
         Value::Vector(samples) => {

@@ -153,7 +153,7 @@ fn check_answer(result: promql::QueryResult, request: &QueryRequest) {
     let limit = request.limit.unwrap_or(usize::MAX);
     let items = |kind: &str| {
         assert_eq!(data["resultType"], kind, "{query:?}");
-        data["result"].as_array().unwrap_or_else(|| panic!("{query:?}: result is not an array")).clone()
+        data["result"].as_array().unwrap_or_else(|| panic!("{query:?}: result is not an array"))
     };
     match &value {
         Value::Scalar { t, v } => {
