@@ -7,8 +7,11 @@
 //! parse options, and evaluation only reads it, so a cached tree gives the same answer.
 //!
 //! Only successful parses of texts up to [`MAX_QUERY_BYTES`] are kept, at most [`MAX_ENTRIES`]
-//! of them; when full, the least recently used entry goes. The lock is held for a lookup or an
-//! insert only, never while parsing.
+//! of them, holding at most [`MAX_REGEX_BYTES`] of compiled regexes together; the least
+//! recently used entries go to make room. The regexes are what can be big: a tree holds its
+//! matchers' compiled regexes, and a 30-byte matcher `{__name__=~"\\pL{120}"}` needs 5.8 MB
+//! compiled (1,024 such trees kept 1.6 GB before they were counted). The lock is held for a
+//! lookup or an insert only, never while parsing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,6 +24,11 @@ use crate::parser::ast::Expr;
 pub const MAX_QUERY_BYTES: usize = 4096;
 /// Entries kept at most.
 pub const MAX_ENTRIES: usize = 1024;
+/// Most bytes of compiled regexes the kept trees hold together ([`Expr::regex_bytes`]).
+pub const MAX_REGEX_BYTES: usize = 64 << 20;
+/// A tree whose regexes need more than this is parsed every time: one query cannot take more
+/// than an eighth of the budget.
+const MAX_ENTRY_REGEX_BYTES: usize = MAX_REGEX_BYTES / 8;
 
 /// The parse options that shape the tree, as a key.
 type OptionsKey = (bool, bool, bool, bool, usize);
@@ -38,11 +46,14 @@ fn options_key(o: &ParseOptions) -> OptionsKey {
 struct Entry {
     expr: Arc<Expr>,
     last_used: u64,
+    regex_bytes: usize,
 }
 
 #[derive(Default)]
 struct Inner {
     entries: HashMap<(String, OptionsKey), Entry>,
+    /// Sum of the entries' `regex_bytes`.
+    regex_bytes: usize,
     clock: u64,
     hits: u64,
     misses: u64,
@@ -102,18 +113,28 @@ impl ParseCache {
             inner.misses += 1;
         }
         let expr = Arc::new(parse()?);
-        let evicted = {
+        let regex_bytes = expr.regex_bytes();
+        if regex_bytes > MAX_ENTRY_REGEX_BYTES {
+            return Ok(expr);
+        }
+        let mut evicted = Vec::new();
+        {
             let mut inner = self.lock();
-            let evicted = if inner.entries.len() >= MAX_ENTRIES && !inner.entries.contains_key(&key) {
+            if inner.entries.contains_key(&key) {
+                return Ok(expr);
+            }
+            while !inner.entries.is_empty()
+                && (inner.entries.len() >= MAX_ENTRIES || inner.regex_bytes + regex_bytes > MAX_REGEX_BYTES)
+            {
                 let oldest = inner.entries.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone());
-                oldest.and_then(|k| inner.entries.remove(&k))
-            } else {
-                None
-            };
+                let Some(gone) = oldest.and_then(|k| inner.entries.remove(&k)) else { break };
+                inner.regex_bytes -= gone.regex_bytes;
+                evicted.push(gone);
+            }
             let last_used = inner.clock;
-            inner.entries.insert(key, Entry { expr: Arc::clone(&expr), last_used });
-            evicted
-        };
+            inner.regex_bytes += regex_bytes;
+            inner.entries.insert(key, Entry { expr: Arc::clone(&expr), last_used, regex_bytes });
+        }
         // Dropped outside the lock.
         drop(evicted);
         Ok(expr)
@@ -171,6 +192,35 @@ mod tests {
         let misses = c.counts().1;
         get(&c, "m1", &o).unwrap();
         assert_eq!(c.counts().1, misses + 1, "m1 was evicted");
+    }
+
+    #[test]
+    fn the_kept_trees_regexes_stay_within_the_budget() {
+        let (c, o) = (ParseCache::new(), ParseOptions::default());
+        // About 1.9 MB compiled each: the oldest go to make room, the budget is never exceeded.
+        for i in 0..60 {
+            let q = format!(r#"{{__name__=~"(?:\\pL{{40}}){i}"}}"#);
+            let e = get(&c, &q, &o).unwrap();
+            assert!(e.regex_bytes() > 1 << 20, "{q}");
+            let inner = c.lock();
+            assert!(inner.regex_bytes <= MAX_REGEX_BYTES);
+            assert_eq!(inner.regex_bytes, inner.entries.values().map(|e| e.regex_bytes).sum::<usize>());
+        }
+        let kept = c.counts().2;
+        assert!((16..60).contains(&kept), "{kept} kept");
+        // The newest is still there; the first went.
+        let misses = c.counts().1;
+        get(&c, r#"{__name__=~"(?:\\pL{40})59"}"#, &o).unwrap();
+        assert_eq!(c.counts().1, misses);
+        get(&c, r#"{__name__=~"(?:\\pL{40})0"}"#, &o).unwrap();
+        assert_eq!(c.counts().1, misses + 1);
+        // Over an eighth of the budget (5.8 MB + 5.8 MB): parsed, not kept.
+        let big = r#"{a=~"(?:\\pL{120})", b=~"(?:\\pL{120})1"}"#;
+        let e = get(&c, big, &o).unwrap();
+        assert!(e.regex_bytes() > MAX_ENTRY_REGEX_BYTES);
+        let misses = c.counts().1;
+        get(&c, big, &o).unwrap();
+        assert_eq!(c.counts().1, misses + 1);
     }
 
     #[test]

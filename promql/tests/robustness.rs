@@ -139,3 +139,53 @@ fn mutated_corpus_queries_never_panic() {
         }
     }
 }
+
+fn vector(r: Result<promql::QueryResult, Error>) -> Vec<promql::Sample> {
+    match r.map(|r| r.value) {
+        Ok(promql::Value::Vector(v)) => v,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A compiled regex may need megabytes (`\pL{120}`: 5.8 MB), so what one query's regexes hold is
+/// bounded, and `label_replace` compiles its regex only once its argument is evaluated (nested
+/// calls hold one at a time) while still reporting a bad pattern before evaluating.
+#[test]
+fn a_querys_compiled_regexes_are_bounded() {
+    let (e, s) = (engine(), data());
+    let many: Vec<String> = (0..16).map(|i| format!(r#"l{i}=~"(?:\\pL{{120}}){i}""#)).collect();
+    let q = format!("x{{{}}}", many.join(", "));
+    match e.instant(&s, &q, 300_000) {
+        Err(Error::BadData(msg)) => assert!(msg.contains("MiB compiled"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+    // A few are fine: a `!~` that every value passes.
+    let few = r#"x{l0!~"(?:\\pL{120})0", l1!~"(?:\\pL{120})1"}"#;
+    assert_eq!(vector(e.instant(&s, few, 300_000)).len(), 2);
+
+    // Nested label_replace with big patterns: answered, each level applied.
+    let mut q = "x".to_string();
+    for i in 0..6 {
+        q = format!(r#"label_replace({q}, "d{i}", "$1", "job", "(\\pL)|(?:\\pL{{120}}){i}")"#);
+    }
+    let v = vector(e.instant(&s, &q, 300_000));
+    assert_eq!(v.len(), 2);
+    for sample in &v {
+        let job = sample.labels.get("job").unwrap();
+        assert!((0..6).all(|i| sample.labels.get(&format!("d{i}")) == Some(job)), "{:?}", sample.labels);
+    }
+    // Too big to compile at all: the regex crate's limit, reported as Prometheus words it.
+    let huge = r#"label_replace(x, "d", "$1", "job", "\\pL{2000}")"#;
+    match e.instant(&s, huge, 300_000) {
+        Err(Error::Execution(msg)) => {
+            assert!(msg.contains("invalid regular expression in label_replace()"), "{msg}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A bad outer pattern is reported before the inner expression is evaluated.
+    let both = r#"label_replace(label_replace(x, "d", "", "job", "("), "d", "", "job", "[")"#;
+    match e.instant(&s, both, 300_000) {
+        Err(Error::Execution(msg)) => assert!(msg.ends_with(": ["), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+}

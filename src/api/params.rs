@@ -117,7 +117,17 @@ impl Params {
         if required && raw.is_empty() {
             return Err(ApiError::BadData("no match[] parameter provided".into()));
         }
-        raw.into_iter().map(parse_matchers).collect()
+        let mut budget = storage::matcher::RegexBudget::default();
+        raw.into_iter()
+            .map(|selector| {
+                let matchers = parse_matchers(selector)?;
+                // One selector's regexes are bounded by the parser; all of them together here.
+                for m in &matchers {
+                    budget.charge(m).map_err(ApiError::BadData)?;
+                }
+                Ok(matchers)
+            })
+            .collect()
     }
 }
 
@@ -268,6 +278,23 @@ mod tests {
         assert_eq!(p.all("match[]"), vec!["b", "a"]);
         assert_eq!(p.get("x"), None);
         assert!(p.required("x").unwrap_err().to_string().contains("invalid parameter \"x\""));
+    }
+
+    #[test]
+    fn match_selectors_regexes_are_bounded_together() {
+        // Each selector alone is within the parser's bound (about 5.8 MB compiled each).
+        let query: Vec<String> = (0..16)
+            .map(|i| format!("match[]={}", urlencode(&format!(r#"{{a=~"(?:\\pL{{120}}){i}"}}"#))))
+            .collect();
+        let p = Params::from_parts(Some(&query[..2].join("&")), None).unwrap();
+        assert_eq!(p.matcher_sets(true).unwrap().len(), 2);
+        let p = Params::from_parts(Some(&query.join("&")), None).unwrap();
+        let err = p.matcher_sets(true).unwrap_err().to_string();
+        assert!(err.contains("MiB compiled"), "{err}");
+    }
+
+    fn urlencode(s: &str) -> String {
+        s.bytes().map(|b| format!("%{b:02X}")).collect()
     }
 
     #[test]

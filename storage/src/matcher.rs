@@ -1,30 +1,25 @@
 //! Label matchers with Prometheus semantics.
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
-
-use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::types::Labels;
 
-/// Most compiled regexes [`anchored_regex`] keeps; when full it starts over.
-const REGEX_CACHE_MAX: usize = 256;
-/// Longer patterns are compiled every time rather than kept (bounds the cache's memory).
-const REGEX_CACHE_PATTERN_MAX: usize = 4096;
-
 pub mod go_syntax;
+mod regex_cache;
+
+pub use regex_cache::{QUERY_REGEX_BYTES_MAX, Regex};
+use regex_cache::{RegexCache, check_syntax, compile};
 
 /// Compiles a matcher's pattern as Prometheus does: parsed on its own with Go's syntax
 /// ([`go_syntax`], so `a)|(b` cannot close the anchoring group early), then anchored as
-/// `^(?s:pattern)$`. Reuses the regex compiled for the same pattern before: dashboards send
-/// the same queries every refresh, and compiling (the `regex` crate may build a whole DFA for a
-/// small pattern) cost more than evaluating a small query. Clones share the compiled program.
-pub fn anchored_regex(pattern: &str) -> std::result::Result<regex::Regex, String> {
+/// `^(?s:pattern)$`. Reuses the regex compiled for the same pattern before, while it fits the
+/// cache's memory budget ([`regex_cache`]). Clones share the compiled program.
+pub fn anchored_regex(pattern: &str) -> std::result::Result<Regex, String> {
     static CACHE: LazyLock<RegexCache> = LazyLock::new(Default::default);
     CACHE.get_or_compile(pattern, || {
         let translated = go_syntax::translate(pattern).map_err(|e| e.to_string())?;
-        regex::Regex::new(&format!("^(?s:{})$", translated.pattern)).map_err(|e| e.to_string())
+        compile(&format!("^(?s:{})$", translated.pattern))
     })
 }
 
@@ -33,37 +28,41 @@ pub fn anchored_regex(pattern: &str) -> std::result::Result<regex::Regex, String
 /// closes the group (Prometheus gives `^(?s:a)|(b)$` to Go's compiler unchanged). A TSBS
 /// `cpu-max-all` query with ten `label_replace(..., "", "")` spent about a tenth of its time
 /// compiling the same pattern before these were cached.
-pub fn wrapped_regex(pattern: &str) -> std::result::Result<regex::Regex, String> {
+pub fn wrapped_regex(pattern: &str) -> std::result::Result<Regex, String> {
     static CACHE: LazyLock<RegexCache> = LazyLock::new(Default::default);
     CACHE.get_or_compile(pattern, || {
         let translated = go_syntax::translate(&format!("^(?s:{pattern})$")).map_err(|e| e.to_string())?;
-        regex::Regex::new(&translated.pattern).map_err(|e| e.to_string())
+        compile(&translated.pattern)
     })
 }
 
-/// Compiled regexes by pattern, bounded: at [`REGEX_CACHE_MAX`] entries it starts over, and
-/// patterns longer than [`REGEX_CACHE_PATTERN_MAX`] are not kept.
-#[derive(Default)]
-struct RegexCache(Mutex<HashMap<String, regex::Regex>>);
+/// Checks that [`wrapped_regex`] would accept `pattern`'s syntax, without compiling it (which
+/// may take megabytes and tens of milliseconds); only a pattern too big to compile passes
+/// this and fails there.
+pub fn check_wrapped_regex(pattern: &str) -> std::result::Result<(), String> {
+    let translated = go_syntax::translate(&format!("^(?s:{pattern})$")).map_err(|e| e.to_string())?;
+    check_syntax(&translated.pattern)
+}
 
-impl RegexCache {
-    fn get_or_compile(
-        &self,
-        pattern: &str,
-        compile: impl FnOnce() -> std::result::Result<regex::Regex, String>,
-    ) -> std::result::Result<regex::Regex, String> {
-        if let Some(re) = self.0.lock().get(pattern) {
-            return Ok(re.clone());
+/// Adds up the memory of the compiled regexes of matchers held together (one query's, one
+/// `match[]` list's, one remote-read query's) against [`QUERY_REGEX_BYTES_MAX`]: a compiled
+/// regex may need megabytes (`\pL{120}`: 5.8 MB) and a query may hold thousands of matchers.
+#[derive(Debug, Default)]
+pub struct RegexBudget {
+    bytes: usize,
+}
+
+impl RegexBudget {
+    /// Counts `matcher`'s regex; the error says the budget is spent.
+    pub fn charge(&mut self, matcher: &Matcher) -> std::result::Result<(), String> {
+        self.bytes += matcher.regex_bytes();
+        if self.bytes > QUERY_REGEX_BYTES_MAX {
+            return Err(format!(
+                "the query's regular expressions need more than {} MiB compiled",
+                QUERY_REGEX_BYTES_MAX >> 20
+            ));
         }
-        let re = compile()?;
-        if pattern.len() <= REGEX_CACHE_PATTERN_MAX {
-            let mut cache = self.0.lock();
-            if cache.len() >= REGEX_CACHE_MAX {
-                cache.clear();
-            }
-            cache.insert(pattern.to_owned(), re.clone());
-        }
-        Ok(re)
+        Ok(())
     }
 }
 
@@ -91,7 +90,7 @@ pub struct Matcher {
     /// Literal value or regex source (unanchored, as the user wrote it).
     pub value: String,
     /// The compiled, anchored regex for `Regex`/`NotRegex`, unless `literals` stands in for it.
-    regex: Option<regex::Regex>,
+    regex: Option<Regex>,
     /// For a regex that is an alternation of plain literals (`host_1|host_7`, what Grafana
     /// variables and TSBS queries produce), the literals: a value matches the anchored regex
     /// exactly when it equals one of them, and building the regex's automaton cost more than
@@ -140,6 +139,12 @@ impl Matcher {
             Some(lits) => lits.iter().any(|l| l == value),
             None => self.regex.as_ref().is_some_and(|r| r.is_match(value)),
         }
+    }
+
+    /// Heap bytes of this matcher's compiled regex (0 for other kinds and literal alternations),
+    /// shared with the cache or not (see [`RegexBudget`]).
+    pub fn regex_bytes(&self) -> usize {
+        self.regex.as_ref().map_or(0, Regex::memory_usage)
     }
 
     /// Does this matcher select series that do not have the label at all?
@@ -202,6 +207,7 @@ mod tests {
         for _round in 0..2 {
             for p in patterns {
                 let fresh = regex::Regex::new(&format!("^(?s:{p})$"));
+                assert_eq!(check_wrapped_regex(p).is_ok(), wrapped_regex(p).is_ok(), "{p}");
                 for cached in [anchored_regex(p), wrapped_regex(p)] {
                     assert_eq!(fresh.is_ok(), cached.is_ok(), "{p}");
                     let (Ok(fresh), Ok(cached)) = (&fresh, cached) else { continue };
@@ -211,8 +217,8 @@ mod tests {
                 }
             }
         }
-        // More patterns than the cache holds: still answered right.
-        for i in 0..(REGEX_CACHE_MAX + 10) {
+        // Many more patterns: still answered right.
+        for i in 0..300 {
             let re = anchored_regex(&format!("v{i}")).unwrap();
             assert!(re.is_match(&format!("v{i}")) && !re.is_match(&format!("v{i}x")));
         }

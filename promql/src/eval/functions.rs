@@ -437,22 +437,27 @@ impl<'a> Evaluator<'a> {
         let (repl, _, _) = Self::string_arg(c, 2)?;
         let (src, _, _) = Self::string_arg(c, 3)?;
         let (re_src, _, _) = Self::string_arg(c, 4)?;
-        let re = storage::matcher::wrapped_regex(&re_src).map_err(|_| {
-            Error::Execution(format!("invalid regular expression in label_replace(): {re_src}"))
-        })?;
+        let invalid_regex =
+            || Error::Execution(format!("invalid regular expression in label_replace(): {re_src}"));
+        // Checked before the vector is evaluated, as Prometheus does, but compiled after it: a
+        // compiled regex may need megabytes, and nested calls then hold one at a time.
+        storage::matcher::check_wrapped_regex(&re_src).map_err(|_| invalid_regex())?;
         if !labels::is_valid_label_name(&dst, dst_ok) {
             return Err(Error::Execution(format!(
                 "invalid destination label name in label_replace(): {dst}"
             )));
         }
         let mut m = self.eval_vector(&c.args[0], g)?;
+        let re = storage::matcher::wrapped_regex(&re_src).map_err(|_| invalid_regex())?;
+        let mut caps = re.create_captures();
         for s in &mut m {
             let value = s.labels.get(&src).unwrap_or("").to_string();
-            if let Some(caps) = re.captures(&value) {
+            re.captures(value.as_str(), &mut caps);
+            if caps.is_match() {
                 let mut out = String::new();
                 // Go's and the regex crate's replacement syntax agree: `$1`, `${name}`, `$$`, and a
                 // bare name takes the longest run of name characters.
-                caps.expand(&repl, &mut out);
+                caps.interpolate_string_into(&value, &repl, &mut out);
                 s.labels = labels::set(&s.labels, &dst, &out);
                 if dst == storage::METRIC_NAME {
                     s.drop_name = false;

@@ -490,6 +490,29 @@ impl Expr {
         }
     }
 
+    /// Heap bytes of the compiled regexes this tree's matchers hold: a cache that keeps trees
+    /// counts them (one regex may need megabytes). Walks with its own stack, not recursion.
+    pub fn regex_bytes(&self) -> usize {
+        let selector_bytes =
+            |vs: &VectorSelector| vs.matchers.iter().map(Matcher::regex_bytes).sum::<usize>();
+        let mut total = 0;
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            match e {
+                Expr::Number(_) | Expr::String(_) => {}
+                Expr::Vector(v) => total += selector_bytes(v),
+                Expr::Matrix(m) => total += selector_bytes(&m.vs),
+                Expr::Subquery(s) => stack.push(&s.expr),
+                Expr::Paren(p) => stack.push(&p.expr),
+                Expr::Unary(u) => stack.push(&u.expr),
+                Expr::Binary(b) => stack.extend([&b.lhs, &b.rhs]),
+                Expr::Aggregate(a) => stack.extend(std::iter::once(&a.expr).chain(&a.param)),
+                Expr::Call(c) => stack.extend(&c.args),
+            }
+        }
+        total
+    }
+
     /// The expression with any number of enclosing parentheses removed.
     pub fn unparen(&self) -> &Expr {
         let mut e = self;

@@ -21,7 +21,7 @@ type PResult<T> = Result<T, ParseError>;
 
 /// Parses tokens of `input` into an expression (no type checking yet).
 pub(crate) fn parse_tokens(input: &str, toks: Vec<Token>, opts: &ParseOptions) -> PResult<Expr> {
-    let mut p = Parser { input, toks, pos: 0, opts, depth: 0 };
+    let mut p = Parser { input, toks, pos: 0, opts, depth: 0, regex_budget: Default::default() };
     if p.peek() == Tok::Eof {
         return Err(ParseError::new(0, "no expression found in input"));
     }
@@ -38,6 +38,8 @@ pub(super) struct Parser<'a> {
     pub(super) pos: usize,
     pub(super) opts: &'a ParseOptions,
     pub(super) depth: usize,
+    /// What this query's matchers' compiled regexes hold so far.
+    pub(super) regex_budget: storage::matcher::RegexBudget,
 }
 
 pub(super) const PREC_UNARY_OPERAND: u8 = 6;
@@ -374,6 +376,7 @@ impl<'a> Parser<'a> {
                             }
                             let m = Matcher::new(op, name, value.value)
                                 .map_err(|e| ParseError::new(t.start, e.to_string()))?;
+                            self.regex_budget.charge(&m).map_err(|e| ParseError::new(t.start, e))?;
                             out.push(m);
                         }
                         None if t.kind == Tok::Str => out.push(Matcher::equal(storage::METRIC_NAME, name)),

@@ -73,8 +73,10 @@ pub fn encode_request(request: &ReadRequest) -> Result<Vec<u8>> {
     snappy(&request.encode_to_vec())
 }
 
-/// Converts a query's matchers to storage matchers (regexes anchored as in Prometheus).
+/// Converts a query's matchers to storage matchers (regexes anchored as in Prometheus). Their
+/// compiled regexes together may take at most [`storage::matcher::QUERY_REGEX_BYTES_MAX`].
 pub fn matchers(pb: &[LabelMatcher]) -> Result<Vec<Matcher>> {
+    let mut budget = storage::matcher::RegexBudget::default();
     pb.iter()
         .map(|m| {
             let op = match m.r#type {
@@ -89,8 +91,10 @@ pub fn matchers(pb: &[LabelMatcher]) -> Result<Vec<Matcher>> {
                     )));
                 }
             };
-            Matcher::new(op, m.name.as_str(), m.value.as_str())
-                .map_err(|e| Error::InvalidMatcher(e.to_string()))
+            let matcher = Matcher::new(op, m.name.as_str(), m.value.as_str())
+                .map_err(|e| Error::InvalidMatcher(e.to_string()))?;
+            budget.charge(&matcher).map_err(Error::InvalidMatcher)?;
+            Ok(matcher)
         })
         .collect()
 }

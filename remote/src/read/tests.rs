@@ -88,6 +88,25 @@ fn matchers_convert_with_prometheus_semantics() {
 }
 
 #[test]
+fn a_querys_compiled_regexes_are_bounded() {
+    // About 5.8 MB compiled each: two are fine, sixteen exceed the 64 MiB bound.
+    let big = |n: usize| -> Vec<LabelMatcher> {
+        (0..n)
+            .map(|i| LabelMatcher {
+                r#type: MATCH_NRE,
+                name: format!("l{i}"),
+                value: format!(r"(?:\pL{{120}}){i}"),
+            })
+            .collect()
+    };
+    assert_eq!(matchers(&big(2)).unwrap().len(), 2);
+    match matchers(&big(16)) {
+        Err(Error::InvalidMatcher(msg)) => assert!(msg.contains("MiB compiled"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn samples_response_keeps_value_bits() {
     let labels = Labels::from_pairs(&[("__name__", "m"), ("a", "b")]);
     let samples = vec![
