@@ -163,16 +163,46 @@ impl Matcher {
         if !matches!(self.op, MatchOp::Regex) {
             return None;
         }
-        literal_alternation(&self.value)
+        self.literals.clone()
     }
 }
 
-/// The alternatives of `pattern` if it is an alternation of non-empty literals (no regex
-/// metacharacter anywhere), which the anchored regex matches exactly.
+/// The alternatives of `pattern` if it is an alternation of non-empty literals, which the
+/// anchored regex matches exactly: `a|b`, and Grafana's form of a multi-value variable, one
+/// group around values whose metacharacters are escaped (`(host-1\.example|host-2\.example)`).
+/// As in Go's syntax, a backslash before an ASCII character that is neither a letter nor a digit
+/// stands for that character. Anything else (an unescaped metacharacter, an empty alternative,
+/// a group that is not the whole pattern) is left to the regex.
 fn literal_alternation(pattern: &str) -> Option<Vec<String>> {
-    let special = |c: char| "\\.+*?()[]{}^$|".contains(c);
-    let parts: Vec<String> = pattern.split('|').map(str::to_string).collect();
-    if parts.iter().all(|p| !p.is_empty() && !p.chars().any(special)) { Some(parts) } else { None }
+    const SPECIAL: &str = "\\.+*?()[]{}^$|";
+    let inner = match pattern.strip_prefix('(') {
+        Some(rest) => rest.strip_suffix(')')?,
+        None => pattern,
+    };
+    let mut parts = Vec::new();
+    let mut part = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e) if e.is_ascii() && !e.is_ascii_alphanumeric() => part.push(e),
+                _ => return None,
+            },
+            '|' => {
+                if part.is_empty() {
+                    return None;
+                }
+                parts.push(std::mem::take(&mut part));
+            }
+            c if SPECIAL.contains(c) => return None,
+            c => part.push(c),
+        }
+    }
+    if part.is_empty() {
+        return None;
+    }
+    parts.push(part);
+    Some(parts)
 }
 
 /// True if `labels` satisfies every matcher.
@@ -234,9 +264,29 @@ mod tests {
 
     #[test]
     fn literal_alternations_match_as_their_regex() {
-        let values = ["", "a", "b", "ab", "a|b", "host_1", "host_10", "host_1 ", "A", "é", "x\ny"];
-        for pattern in ["a|b", "host_1|host_10", "ab", "é|A", "a b|x", "a|b|a"] {
-            let compiled = regex::Regex::new(&format!("^(?s:{pattern})$")).unwrap();
+        let values = [
+            "", "a", "b", "ab", "a|b", "host_1", "host_10", "host_1 ", "A", "é", "x\ny", "h.1", "hx1",
+            "a\\b", "(x)", "x", "a-b", "{", "_",
+        ];
+        let patterns = [
+            "a|b",
+            "host_1|host_10",
+            "ab",
+            "é|A",
+            "a b|x",
+            "a|b|a",
+            // Grafana's multi-value form: one group, metacharacters escaped.
+            "(a|b)",
+            r"(h\.1|host_1)",
+            r"(a\|b|x)",
+            r"(a\\b)",
+            r"(\(x\))",
+            r"(a\-b|\{|\_)",
+            "(x)",
+        ];
+        for pattern in patterns {
+            // Compiled as a matcher compiles it (Go's syntax).
+            let compiled = anchored_regex(pattern).unwrap();
             for op in [MatchOp::Regex, MatchOp::NotRegex] {
                 let m = Matcher::new(op, "l", pattern).unwrap();
                 assert!(m.literals.is_some() && m.regex.is_none(), "{pattern}");
@@ -249,9 +299,32 @@ mod tests {
                 }
             }
         }
-        assert!(Matcher::new(MatchOp::Regex, "l", "a|.*").unwrap().literals.is_none());
-        assert!(Matcher::new(MatchOp::Regex, "l", "a||b").unwrap().literals.is_none());
+        for not_literal in
+            ["a|.*", "a||b", "(a|)", "()", "(a)|(b)", "((a|b))", r"a\d", r"\pL", "(?i)a", "a{2}"]
+        {
+            let m = Matcher::new(MatchOp::Regex, "l", not_literal).unwrap();
+            assert!(m.literals.is_none() && m.regex.is_some(), "{not_literal}");
+        }
         assert!(Matcher::new(MatchOp::Equal, "l", "a").unwrap().literals.is_none());
+        // An escaped closing parenthesis is not the group's end: refused like the regex.
+        assert!(Matcher::new(MatchOp::Regex, "l", r"(a\)").is_err());
+    }
+
+    proptest::proptest! {
+        /// Whatever the literal path accepts, it answers as the compiled regex does.
+        #[test]
+        fn literal_alternations_agree_with_the_regex(
+            pattern in r"[ab|()\\.\-{_]{0,10}",
+            values in proptest::collection::vec(r"[ab|().\\\-{_]{0,4}", 1..8),
+        ) {
+            let Some(literals) = literal_alternation(&pattern) else { return Ok(()) };
+            let m = Matcher::new(MatchOp::Regex, "l", pattern.as_str()).unwrap();
+            proptest::prop_assert_eq!(m.literals.as_ref(), Some(&literals));
+            let compiled = anchored_regex(&pattern).unwrap();
+            for v in values.iter().chain(&literals) {
+                proptest::prop_assert_eq!(m.matches(v), compiled.is_match(v), "{} on {:?}", pattern, v);
+            }
+        }
     }
 
     #[test]
