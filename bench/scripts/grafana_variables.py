@@ -21,7 +21,11 @@ T0 = 1700000000
 
 
 def measure(binary, port):
-    data = tempfile.mkdtemp()
+    with tempfile.TemporaryDirectory() as data:
+        return measure_in(binary, port, data)
+
+
+def measure_in(binary, port, data):
     server = subprocess.Popen(
         [binary, "--data-dir", data, "--listen", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
