@@ -25,6 +25,7 @@ pub mod strings;
 use storage::{Label, Labels, Matcher};
 
 pub use ast::Expr;
+pub use printer::format_labels;
 
 /// Default limit on nesting depth (parentheses, unary signs, calls, `^` chains).
 pub const DEFAULT_MAX_DEPTH: usize = 256;

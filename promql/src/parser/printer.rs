@@ -93,10 +93,7 @@ fn selector_body(f: &mut Formatter<'_>, vs: &VectorSelector) -> fmt::Result {
             MatchOp::Regex => "=~",
             MatchOp::NotRegex => "!~",
         };
-        let plain = m.name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && m.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        let name = if plain { m.name.clone() } else { go_quote(&m.name) };
-        matchers.push(format!("{name}{op}{}", go_quote(&m.value)));
+        matchers.push(format!("{}{op}{}", label_name(&m.name), go_quote(&m.value)));
     }
     if !matchers.is_empty() || !name_outside {
         // Sorted and joined by a bare comma, as Prometheus' VectorSelector.String().
@@ -106,8 +103,20 @@ fn selector_body(f: &mut Formatter<'_>, vs: &VectorSelector) -> fmt::Result {
     Ok(())
 }
 
-fn labels(l: &[String]) -> String {
-    l.join(", ")
+/// A label name as written: bare if it is a legacy name (`[a-zA-Z_][a-zA-Z0-9_]*`), else quoted,
+/// as Prometheus 3 writes UTF-8 names (`"foo.bar"`).
+fn label_name(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain { name.to_string() } else { go_quote(name) }
+}
+
+/// Grouping labels (`by`, `without`, `on`, `ignoring`, `group_left`/`group_right`), each written
+/// by [`label_name`]: `by ("foo.bar")` printed bare did not parse again (found by the
+/// promql_parse fuzz target, `` on(`\x04`) ``). Prometheus quotes only what is not a legacy
+/// *metric* name, so it leaves `"a:b"` bare, which then does not parse; strata quotes it.
+pub fn format_labels(l: &[String]) -> String {
+    l.iter().map(|n| label_name(n)).collect::<Vec<_>>().join(", ")
 }
 
 impl Display for Expr {
@@ -147,13 +156,13 @@ impl Display for Expr {
                 }
                 if let Some(vm) = &b.matching {
                     if vm.on {
-                        write!(m, " on ({})", labels(&vm.labels))?;
+                        write!(m, " on ({})", format_labels(&vm.labels))?;
                     } else if !vm.labels.is_empty() {
-                        write!(m, " ignoring ({})", labels(&vm.labels))?;
+                        write!(m, " ignoring ({})", format_labels(&vm.labels))?;
                     }
                     match vm.card {
-                        Cardinality::ManyToOne => write!(m, " group_left ({})", labels(&vm.include))?,
-                        Cardinality::OneToMany => write!(m, " group_right ({})", labels(&vm.include))?,
+                        Cardinality::ManyToOne => write!(m, " group_left ({})", format_labels(&vm.include))?,
+                        Cardinality::OneToMany => write!(m, " group_right ({})", format_labels(&vm.include))?,
                         _ => {}
                     }
                     match (vm.fill_lhs, vm.fill_rhs) {
@@ -175,9 +184,9 @@ impl Display for Expr {
             Expr::Aggregate(a) => {
                 f.write_str(a.op.as_str())?;
                 if a.without {
-                    write!(f, " without ({})", labels(&a.grouping))?;
+                    write!(f, " without ({})", format_labels(&a.grouping))?;
                 } else if !a.grouping.is_empty() {
-                    write!(f, " by ({})", labels(&a.grouping))?;
+                    write!(f, " by ({})", format_labels(&a.grouping))?;
                 }
                 // Like Prometheus' printer: `sum(x)`, but `sum by (a) (x)`.
                 let sep = if a.without || !a.grouping.is_empty() { " " } else { "" };
@@ -231,6 +240,21 @@ mod tests {
         assert_eq!(printed("x @ 0.25"), "x @ 0.250");
         assert_eq!(printed("x @ 1700000000.123"), "x @ 1700000000.123");
         for q in ["x @ -.9", "x @ -1.5", "x @ -0.001", "x @ 12.345"] {
+            assert_eq!(printed(&printed(q)), printed(q), "{q} round-trips");
+        }
+    }
+
+    #[test]
+    fn grouping_labels_that_are_not_legacy_names_are_quoted() {
+        assert_eq!(printed(r#"sum by ("foo.bar", job) (x)"#), r#"sum by ("foo.bar", job) (x)"#);
+        assert_eq!(printed(r#"sum without ("a:b") (x)"#), r#"sum without ("a:b") (x)"#);
+        assert_eq!(printed("x + on(`\u{4}`) y"), r#"x + on ("\x04") y"#);
+        assert_eq!(
+            printed(r#"x + ignoring("a b") group_left("c-d", e) y"#),
+            r#"x + ignoring ("a b") group_left ("c-d", e) y"#
+        );
+        assert_eq!(printed("x / on(sum, by) group_right y"), "x / on (sum, by) group_right () y");
+        for q in [r#"sum by ("foo.bar") (x)"#, "x + on(`\u{4}`) y", r#"x + on("a b") group_left("c-d") y"#] {
             assert_eq!(printed(&printed(q)), printed(q), "{q} round-trips");
         }
     }

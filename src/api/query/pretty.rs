@@ -156,9 +156,9 @@ fn one_line(expr: &Expr) -> Option<String> {
 fn aggregation_prefix(a: &AggregateExpr) -> String {
     let op = a.op.as_str();
     if a.without {
-        format!("{op} without ({}) ", a.grouping.join(", "))
+        format!("{op} without ({}) ", promql::parser::format_labels(&a.grouping))
     } else if !a.grouping.is_empty() {
-        format!("{op} by ({}) ", a.grouping.join(", "))
+        format!("{op} by ({}) ", promql::parser::format_labels(&a.grouping))
     } else {
         op.to_owned()
     }
@@ -373,5 +373,14 @@ mod tests {
     fn short_queries_stay_on_one_line() {
         assert_eq!(prettify("sum(rate(foo{a=\"b\"}[5m]))by(job)"), "sum by (job) (rate(foo{a=\"b\"}[5m]))");
         assert_eq!(prettify("a+on(x)group_left(y)b"), "a + on (x) group_left (y) b");
+    }
+
+    #[test]
+    fn grouping_labels_that_are_not_legacy_names_stay_quoted() {
+        let long = format!(r#"sum by ("foo.bar", job) (rate({}_total[5m]))"#, "m".repeat(90));
+        let pretty = prettify(&long);
+        assert!(pretty.starts_with("sum by (\"foo.bar\", job) (\n"), "{pretty}");
+        let opts = promql::parser::ParseOptions::all_features();
+        assert!(promql::parser::parse(&pretty, &opts).is_ok(), "{pretty}");
     }
 }
