@@ -14,7 +14,7 @@ use regex_cache::{RegexCache, check_syntax, compile};
 /// Compiles a matcher's pattern as Prometheus does: parsed on its own with Go's syntax
 /// ([`go_syntax`], so `a)|(b` cannot close the anchoring group early), then anchored as
 /// `^(?s:pattern)$`. Reuses the regex compiled for the same pattern before, while it fits the
-/// cache's memory budget ([`regex_cache`]). Clones share the compiled program.
+/// cache's memory budget (see `matcher/regex_cache.rs`). Clones share the compiled program.
 pub fn anchored_regex(pattern: &str) -> std::result::Result<Regex, String> {
     static CACHE: LazyLock<RegexCache> = LazyLock::new(Default::default);
     CACHE.get_or_compile(pattern, || {

@@ -10,9 +10,11 @@
 //! caches count each entry's measured size ([`Regex::memory_usage`]) against a byte budget,
 //! and compile a pattern too big for them afresh every time instead of keeping it.
 //!
-//! Outside the budget: each compiled regex keeps one search cache (lazy-DFA transition table,
-//! up to [`LAZY_DFA_CAPACITY`]) per thread that has searched with it; they grow only with the
-//! states the label values searched actually reach.
+//! Outside the budget: search caches (lazy-DFA transition tables, up to [`LAZY_DFA_CAPACITY`]
+//! each, one per thread that searched). They belong to each clone of a compiled regex, not to
+//! the compiled program, and these caches hand out clones and never search, so a search cache
+//! lives as long as the matcher that searched with it: one query, or a syntax tree the parse
+//! cache keeps. They grow only with the states the label values searched actually reach.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -39,7 +41,8 @@ const CACHE_ENTRIES_MAX: usize = 1024;
 
 /// Most bytes of compiled regexes one query (or one remote-read request) may hold at once: the
 /// caches bound what is kept between queries, this bounds what one query's matchers hold
-/// while it runs. Room for a few patterns at [`NFA_SIZE_LIMIT`] and thousands of ordinary ones.
+/// while it runs. Room for a few patterns at the 10 MiB compile limit and thousands of ordinary
+/// ones.
 pub const QUERY_REGEX_BYTES_MAX: usize = 64 << 20;
 
 /// The syntax options `regex::Regex::new` uses.
