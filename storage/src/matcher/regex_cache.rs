@@ -14,7 +14,8 @@
 //! each, one per thread that searched). They belong to each clone of a compiled regex, not to
 //! the compiled program, and these caches hand out clones and never search, so a search cache
 //! lives as long as the matcher that searched with it: the query's (the evaluator searches with
-//! clones of a kept syntax tree's matchers, so the parse cache holds none). They grow only with the states the label values searched actually reach.
+//! clones of a kept syntax tree's matchers, so the parse cache holds none). They grow only with
+//! the states the label values searched actually reach.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
