@@ -12,8 +12,8 @@ mod common;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::Strata;
 use common::process::{Process, find_binary, free_port, wait_for};
+use common::{Strata, urlencode};
 
 /// Probe lines; `{m}` stands for a measurement name unique to the line, so that no line sees
 /// another's field types.
@@ -232,15 +232,6 @@ fn strata_values(strata: &Strata, metric: &str) -> Vec<f64> {
         .collect();
     out.sort_by(f64::total_cmp);
     out
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::Strata;
+use common::{Strata, urlencode};
 use remote::prw::{self, Version};
 use serde_json::{Value, json};
 use storage::{Batch, Labels, Sample};
@@ -205,8 +205,4 @@ fn regex_search_caches_do_not_outlive_their_query() {
     let grown = (resident_bytes(&strata) - before) / 1e6;
     // 5 MB in a debug build; 270 MB with the kept trees' matchers searching.
     assert!(grown < 100.0, "resident memory grew by {grown:.0} MB");
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes().map(|b| format!("%{b:02X}")).collect()
 }

@@ -29,19 +29,26 @@ pub fn anchored_regex(pattern: &str) -> std::result::Result<Regex, String> {
 /// `cpu-max-all` query with ten `label_replace(..., "", "")` spent about a tenth of its time
 /// compiling the same pattern before these were cached.
 pub fn wrapped_regex(pattern: &str) -> std::result::Result<Regex, String> {
-    static CACHE: LazyLock<RegexCache> = LazyLock::new(Default::default);
-    CACHE.get_or_compile(pattern, || {
-        let translated = go_syntax::translate(&format!("^(?s:{pattern})$")).map_err(|e| e.to_string())?;
-        compile(&translated.pattern)
-    })
+    WRAPPED.get_or_compile(pattern, || compile(&wrapped_translation(pattern)?))
 }
 
 /// Checks that [`wrapped_regex`] would accept `pattern`'s syntax, without compiling it (which
 /// may take megabytes and tens of milliseconds); only a pattern too big to compile passes
-/// this and fails there.
+/// this and fails there. A pattern kept compiled is known good: no work on a dashboard's
+/// repeated query.
 pub fn check_wrapped_regex(pattern: &str) -> std::result::Result<(), String> {
-    let translated = go_syntax::translate(&format!("^(?s:{pattern})$")).map_err(|e| e.to_string())?;
-    check_syntax(&translated.pattern)
+    if WRAPPED.contains(pattern) {
+        return Ok(());
+    }
+    check_syntax(&wrapped_translation(pattern)?)
+}
+
+/// The regexes [`wrapped_regex`] compiled, by pattern.
+static WRAPPED: LazyLock<RegexCache> = LazyLock::new(Default::default);
+
+/// `^(?s:pattern)$` read as one Go pattern, in the `regex` crate's syntax.
+fn wrapped_translation(pattern: &str) -> std::result::Result<String, String> {
+    go_syntax::translate(&format!("^(?s:{pattern})$")).map(|t| t.pattern).map_err(|e| e.to_string())
 }
 
 /// Adds up the memory of the compiled regexes of matchers held together (one query's, one

@@ -296,3 +296,13 @@ pub fn stored_histograms(
     db.close().expect("close the database");
     out
 }
+
+/// `s` percent-encoded for a query string or a form body (unreserved characters kept).
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -125,6 +125,11 @@ impl RegexCache {
         Ok(re)
     }
 
+    /// Whether a regex compiled for `key` is kept (a pattern that compiled before).
+    pub(super) fn contains(&self, key: &str) -> bool {
+        self.0.lock().by_pattern.contains_key(key)
+    }
+
     /// Bytes of the entries kept (for tests).
     #[cfg(test)]
     fn bytes(&self) -> usize {
