@@ -154,6 +154,12 @@ impl Matcher {
         self.regex.as_ref().map_or(0, Regex::memory_usage)
     }
 
+    /// Does this matcher search with a compiled regex (not a literal alternation)? Cheaper to
+    /// ask than [`Matcher::regex_bytes`], which sums the regex's parts.
+    pub fn has_compiled_regex(&self) -> bool {
+        self.regex.is_some()
+    }
+
     /// Does this matcher select series that do not have the label at all?
     pub fn matches_empty(&self) -> bool {
         self.matches("")

@@ -128,7 +128,7 @@ impl<'a> Evaluator<'a> {
         // a syntax tree the parse cache keeps: 200 distinct queries whose regexes blow up into
         // many DFA states over 20,000 metric names took a server from 42 to 683 MB otherwise.
         let owned: Vec<Matcher>;
-        let matchers = if matchers.iter().any(|m| m.regex_bytes() > 0) {
+        let matchers = if matchers.iter().any(Matcher::has_compiled_regex) {
             owned = matchers.to_vec();
             &owned[..]
         } else {
