@@ -43,6 +43,9 @@ enum Cmd {
     /// The TSBS devops workload side by side: strata and whichever of VictoriaMetrics,
     /// Prometheus and InfluxDB are installed, one at a time; writes a Markdown report and plots.
     Compare(compare::Args),
+    /// What the harness's HTTP client adds to a request: one GET timed from a raw socket, the
+    /// harness's client and the client as configured until git 1b8ec281.
+    ClientFloor(compare::client_floor::Args),
 }
 
 fn main() {
@@ -54,6 +57,7 @@ fn main() {
         Cmd::SeriesMemory(a) => series_memory::run(a),
         Cmd::TsbsGen(a) => tsbs::gen_cmd::run(a),
         Cmd::Compare(a) => compare::run(a),
+        Cmd::ClientFloor(a) => compare::client_floor::run(a),
     };
     if let Err(e) = result {
         eprintln!("strata-bench: {e}");

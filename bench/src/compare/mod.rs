@@ -9,6 +9,7 @@
 //! directory. The harness installs nothing and tunes nothing.
 
 mod answers;
+pub mod client_floor;
 mod http;
 mod load;
 mod plots;
