@@ -142,7 +142,8 @@ fn engine_with(parallel: Option<QueryPool>, max_samples: usize, min_work: Durati
     })
 }
 
-fn query() -> impl Strategy<Value = String> {
+/// A range function over a selector, or over a subquery, with a modifier.
+fn range_call() -> impl Strategy<Value = String> {
     let function = prop_oneof![
         Just("rate"),
         Just("increase"),
@@ -175,6 +176,27 @@ fn query() -> impl Strategy<Value = String> {
         5 => format!("timestamp({sel}{m})"),
         _ => format!("{f}({sel}[{r}]{m})"),
     })
+}
+
+/// One range call, or several combined, as dashboards and TSBS combine them: the engine
+/// computes the range calls of a query ahead in one loop (`prefetch.rs`) when there are two
+/// or more.
+fn query() -> impl Strategy<Value = String> {
+    let op =
+        prop_oneof![Just("or"), Just("+"), Just("and"), Just("unless"), Just("> bool"), Just("/ on (h)")];
+    prop_oneof![
+        2 => range_call(),
+        1 => (range_call(), op, range_call()).prop_map(|(a, op, b)| format!("{a} {op} {b}")),
+        1 => proptest::collection::vec(range_call(), 2..5).prop_map(|calls| {
+            calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| format!("label_replace(max({c}), \"metric\", \"m{i}\", \"\", \"\")"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        }),
+        1 => (range_call(), range_call()).prop_map(|(a, b)| format!("histogram_count({a}) or -{b}")),
+    ]
 }
 
 fn cases() -> u32 {
@@ -227,21 +249,20 @@ fn sample_limit_trips_at_the_same_point() {
     let db = build(dir.path(), &d);
     let snap = db.snapshot();
     let (start, end) = (BASE, BASE + 2 * HOUR);
-    let full = sequential(50_000_000).range(&snap, "rate(c_total[5m])", start, end, MINUTE).unwrap();
-    let peak = full.stats.peak_samples;
-    assert!(peak > 1000, "{peak}");
-    for limit in [1, 10, peak / 3, peak / 2, peak - 1, peak, peak + 1] {
-        let b = sequential(limit).range(&snap, "rate(c_total[5m])", start, end, MINUTE);
-        for min_work in [Duration::ZERO, Duration::from_nanos(1)] {
-            let a = engine_with(Some(LIMIT_POOL.clone()), limit, min_work).range(
-                &snap,
-                "rate(c_total[5m])",
-                start,
-                end,
-                MINUTE,
-            );
-            assert_eq!(summary(&a), summary(&b), "limit {limit}, {min_work:?}");
-            assert_eq!(a.is_ok(), limit >= peak, "limit {limit}");
+    // The second is computed ahead of evaluation (`prefetch.rs`): its points count when
+    // evaluation takes them, as without.
+    for q in ["rate(c_total[5m])", "rate(c_total[5m]) + max_over_time(g[10m]) or delta(x[5m])"] {
+        let full = sequential(50_000_000).range(&snap, q, start, end, MINUTE).unwrap();
+        let peak = full.stats.peak_samples;
+        assert!(peak > 1000, "{peak}");
+        for limit in [1, 10, peak / 3, peak / 2, peak - 1, peak, peak + 1] {
+            let b = sequential(limit).range(&snap, q, start, end, MINUTE);
+            for min_work in [Duration::ZERO, Duration::from_nanos(1)] {
+                let a = engine_with(Some(LIMIT_POOL.clone()), limit, min_work)
+                    .range(&snap, q, start, end, MINUTE);
+                assert_eq!(summary(&a), summary(&b), "{q}: limit {limit}, {min_work:?}");
+                assert_eq!(a.is_ok(), limit >= peak, "{q}: limit {limit}");
+            }
         }
     }
 }

@@ -20,6 +20,7 @@ mod histogram_trim;
 mod info;
 mod labels;
 mod parallel;
+mod prefetch;
 mod pushdown;
 mod range_fn;
 mod range_hist;
@@ -156,6 +157,8 @@ pub(crate) struct Evaluator<'a> {
     ticks: u32,
     /// Points the per-series loops so far estimated, against `opts.inline_points_max`.
     inline_points: usize,
+    /// Range calls computed ahead of evaluation (`prefetch.rs`).
+    prefetched: prefetch::PrefetchMap,
 }
 
 /// The ancestors of the node being evaluated that matter for Prometheus'
@@ -185,6 +188,12 @@ impl HistStatsScope {
             _ => {}
         }
         self
+    }
+
+    /// Whether the arguments of function `name` are evaluated in the scope of its caller.
+    pub fn keeps_default(name: &str) -> bool {
+        let s = HistStatsScope::default().enter_call(name);
+        !s.below_stats_fn && !s.below_bucket_user
     }
 
     /// The scope below a subquery or a trim operator, which need whole buckets.
@@ -219,6 +228,7 @@ impl<'a> Evaluator<'a> {
             hist_stats: HistStatsScope::default(),
             ticks: 0,
             inline_points: 0,
+            prefetched: prefetch::PrefetchMap::new(),
         }
     }
 

@@ -62,7 +62,7 @@ pub(crate) struct SeriesCtx<'a> {
 }
 
 impl<'a> SeriesCtx<'a> {
-    fn new(querier: &'a dyn Querier, opts: &'a EngineOptions, deadline: Instant) -> Self {
+    pub(crate) fn new(querier: &'a dyn Querier, opts: &'a EngineOptions, deadline: Instant) -> Self {
         SeriesCtx {
             querier,
             opts,
@@ -116,7 +116,7 @@ impl<'a> Evaluator<'a> {
         SeriesCtx::new(self.querier, self.opts, self.deadline)
     }
 
-    fn absorb(&mut self, samples_read: u64, scan: &ScanStats, annotations: Annotations) {
+    pub(crate) fn absorb(&mut self, samples_read: u64, scan: &ScanStats, annotations: Annotations) {
         self.samples_read += samples_read;
         self.scan.add(scan);
         self.annotations.merge(annotations);
@@ -124,7 +124,7 @@ impl<'a> Evaluator<'a> {
 
     /// Whether a loop over `n` series of about `est` points each is worth the pool and the
     /// pool has room for it: then the pool, and the admission to hold while using it.
-    fn pool_for(&self, n: usize, est: usize) -> Option<(&'a rayon::ThreadPool, Entered<'a>)> {
+    pub(crate) fn pool_for(&self, n: usize, est: usize) -> Option<(&'a rayon::ThreadPool, Entered<'a>)> {
         let opts: &'a EngineOptions = self.opts;
         let pool = opts.parallel.as_ref()?;
         if n < 2 || pool.threads() < 2 {
@@ -272,6 +272,46 @@ impl<'a> Evaluator<'a> {
         self.absorb(ctx.samples_read, &ctx.scan, ctx.annotations);
         result
     }
+}
+
+/// Runs `f` for every item on `pool`'s threads and the calling thread at once, each taking the
+/// next chunk of items not yet taken, with its own state from `state`; returns the outputs in
+/// item order. For work whose outputs are kept apart per item (`prefetch.rs`); `map_series`
+/// keeps its own loop, which also counts points and stops at the first error.
+pub(crate) fn run_items<I, S, T, F>(
+    pool: &rayon::ThreadPool,
+    items: &[I],
+    state: impl Fn() -> S + Sync,
+    f: F,
+) -> Vec<T>
+where
+    I: Sync,
+    T: Send,
+    F: Fn(&mut S, &I) -> T + Sync,
+{
+    let threads = pool.current_num_threads();
+    let chunk = items.len().div_ceil(threads * CHUNKS_PER_THREAD).max(1);
+    let chunks: Vec<&[I]> = items.chunks(chunk).collect();
+    let slots: Vec<Mutex<Vec<T>>> = chunks.iter().map(|_| Mutex::new(Vec::new())).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut s = state();
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(chunk) = chunks.get(k) else { break };
+            let out: Vec<T> = chunk.iter().map(|item| f(&mut s, item)).collect();
+            *slots[k].lock().unwrap_or_else(PoisonError::into_inner) = out;
+        }
+    };
+    // As in `map_series`: the calling thread works from the start, the pool's threads join as
+    // they wake.
+    pool.in_place_scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(|_| work());
+        }
+        work();
+    });
+    slots.into_iter().flat_map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner)).collect()
 }
 
 /// Points per series to expect from reading `[mint, maxt]` and evaluating `steps` steps: the

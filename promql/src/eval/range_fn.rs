@@ -22,7 +22,7 @@ const SMOOTHED_SAFE: &[&str] = &["delta", "increase", "rate"];
 
 /// Buffers a range function over a selector reuses from one series to the next.
 #[derive(Default)]
-struct RangeScratch {
+pub(crate) struct RangeScratch {
     buf: Vec<storage::Sample>,
     points: Vec<FPoint>,
     st_buf: Vec<storage::query::StartTimestamp>,
@@ -380,15 +380,94 @@ fn uses_start_timestamps(name: &str, anchored: bool, smoothed: bool) -> bool {
     }
 }
 
-/// Where the windows' points come from: a range selector or a subquery.
-enum Source {
+/// Where the windows' points come from: a range selector (its series and read range) or a
+/// subquery.
+pub(crate) enum Source {
     Selector(Vec<storage::SeriesRef>, i64, i64),
     Subquery(Vec<Series>),
+}
+
+/// What a call over a range vector works out once, before its per-series loop. The work on one
+/// series reads only this, the series and its own context, so series can be handled by several
+/// threads (`parallel.rs`), and the selector calls of one query can share one loop
+/// (`prefetch.rs`).
+pub(crate) struct RangeCall {
+    name: &'static str,
+    /// The other arguments' values, one per step.
+    scalar_args: Vec<Vec<f64>>,
+    spec: WindowSpec,
+    /// The reference time of each step's window (the step's time, `@` and offset applied).
+    refs: Vec<i64>,
+    anchored: bool,
+    smoothed: bool,
+    /// Whether start timestamps are read (see `EngineOptions::use_start_timestamps`).
+    want_sts: bool,
+    /// The call's position in the query, for annotations.
+    pos: usize,
+    /// Range aggregations storage may answer from block statistics (see `pushdown`).
+    pushed: Option<pushdown::Plan>,
+    keep_name: bool,
+    delayed: bool,
+    /// Every step sees the same window (`@`, a pinned subquery): computed once.
+    invariant: bool,
+    check_overlap: bool,
+    fold: Option<Fold>,
+    g: Grid,
+    /// Selectors read histogram statistics only (see `HistStatsScope`).
+    stats_only: bool,
 }
 
 impl<'a> Evaluator<'a> {
     /// Evaluates a call whose argument `mi` is a range vector.
     pub(crate) fn eval_range_call(&mut self, c: &Call, g: Grid, mi: usize) -> Result<Val> {
+        if let Some(out) = self.take_prefetched(c, g, mi)? {
+            return self.finish_range_call(c, g, mi, out);
+        }
+        let (rc, source) = self.range_call(c, g, mi)?;
+        let out = match source {
+            Source::Selector(series, mint, maxt) => {
+                let est = estimate_points(g.len(), mint, maxt);
+                self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
+                    rc.selector_series(ctx, scratch, r, mint, maxt)
+                })?
+            }
+            // Subqueries cut the propagation of start timestamps: their points are results.
+            Source::Subquery(inner) => {
+                let est = inner.iter().map(|s| s.points.len()).max().unwrap_or(0).max(g.len());
+                self.map_series(&inner, est, |ctx, step_scalars: &mut Vec<f64>, s| {
+                    if !s.hpoints.is_empty() {
+                        return rc.run_hist(
+                            ctx,
+                            step_scalars,
+                            &s.labels,
+                            s.drop_name,
+                            &s.points,
+                            &s.hpoints,
+                            &[],
+                        );
+                    }
+                    rc.run(ctx, step_scalars, &s.labels, s.drop_name, &s.points, &[])
+                })?
+            }
+        };
+        self.finish_range_call(c, g, mi, out)
+    }
+
+    /// What is left after the per-series loop of a range call: `absent_over_time`'s answer, and
+    /// the check for series that lost their names into the same label set.
+    pub(crate) fn finish_range_call(&self, c: &Call, g: Grid, mi: usize, out: Vec<Series>) -> Result<Val> {
+        if c.func.name == "absent_over_time" {
+            return Ok(Val::Vector(absent_over_time(&out, g, &c.args[mi])));
+        }
+        if !self.opts.delayed_name_removal && has_duplicate_labels(&out) {
+            return Err(duplicate_labelset());
+        }
+        Ok(Val::Vector(out))
+    }
+
+    /// Works out a range call's windows and where its points come from: evaluates the other
+    /// arguments, then selects the series (or evaluates the subquery).
+    pub(crate) fn range_call(&mut self, c: &Call, g: Grid, mi: usize) -> Result<(RangeCall, Source)> {
         let name = c.func.name;
         let arg = &c.args[mi];
         let mut scalar_args = Vec::new();
@@ -451,257 +530,264 @@ impl<'a> Evaluator<'a> {
         // counters `rate` and `increase` extrapolate.
         let check_overlap = (name == "rate" || name == "increase") && !anchored && !smoothed;
         let fold = Fold::of(name);
-        // The work on one series: slide the windows over its points. It sees only its context,
-        // so series can be handled by several threads (`parallel.rs`).
-        let run = |ctx: &mut SeriesCtx<'a>,
-                   step_scalars: &mut Vec<f64>,
-                   labels: &Labels,
-                   drop_name: bool,
-                   points: &[FPoint],
-                   sts: &[i64]|
-         -> Result<Option<Series>> {
-            step_scalars.resize(scalar_args.len(), 0.0);
-            let mut result: Vec<FPoint> = Vec::with_capacity(refs.len().min(points.len()));
-            let mut overlap_warned = false;
-            let (mut lo, mut hi) = (0usize, 0usize);
-            for (i, &r) in refs.iter().enumerate() {
-                ctx.check_deadline()?;
-                if invariant && i > 0 {
-                    if let Some(first) = result.first().copied() {
-                        result.push(FPoint { t: g.ts(i), f: first.f });
-                    }
+        let stats_only = self.hist_stats.stats_only();
+        let rc = RangeCall {
+            name,
+            scalar_args,
+            spec,
+            refs,
+            anchored,
+            smoothed,
+            want_sts,
+            pos,
+            pushed,
+            keep_name,
+            delayed,
+            invariant,
+            check_overlap,
+            fold,
+            g,
+            stats_only,
+        };
+        Ok((rc, source))
+    }
+}
+
+impl RangeCall {
+    /// The work on one series of a selector: its windows from block statistics where storage
+    /// can answer them so, else its samples read and the windows slid over them.
+    pub(crate) fn selector_series(
+        &self,
+        ctx: &mut SeriesCtx<'_>,
+        scratch: &mut RangeScratch,
+        r: &storage::SeriesRef,
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Option<Series>> {
+        if let Some(plan) = &self.pushed
+            && let Some(answer) = ctx.pushdown_series(plan, r, self.g)?
+        {
+            return Ok(answer);
+        }
+        let RangeScratch { buf, points, st_buf, sts, step_scalars, hbuf, hsts } = scratch;
+        ctx.load(r, mint, maxt, buf)?;
+        // Without stale markers (the common case) the samples are the points, used
+        // in place: copying them was 6 % of cpu-max-all-8's CPU time. Counting the
+        // markers (no early exit) vectorises, where `any` tested a sample per branch.
+        let points: &[FPoint] = if count_stale(buf) > 0 {
+            points.clear();
+            points.extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
+            points
+        } else {
+            bytemuck::cast_slice(buf)
+        };
+        ctx.load_histograms(r, mint, maxt, self.stats_only, hbuf)?;
+        if self.want_sts {
+            ctx.load_start_timestamps(r, mint, maxt, st_buf)?;
+        }
+        if !hbuf.is_empty() {
+            hsts.clear();
+            if self.want_sts {
+                start_timestamps::align_times(hbuf.iter().map(|p| p.t), st_buf, hsts);
+            }
+            return self.run_hist(ctx, step_scalars, &r.labels, false, points, hbuf, hsts);
+        }
+        if self.want_sts {
+            start_timestamps::align(points, st_buf, sts);
+        }
+        self.run(ctx, step_scalars, &r.labels, false, points, sts)
+    }
+
+    /// Slides the windows over one series' float points.
+    fn run(
+        &self,
+        ctx: &mut SeriesCtx<'_>,
+        step_scalars: &mut Vec<f64>,
+        labels: &Labels,
+        drop_name: bool,
+        points: &[FPoint],
+        sts: &[i64],
+    ) -> Result<Option<Series>> {
+        step_scalars.resize(self.scalar_args.len(), 0.0);
+        let mut result: Vec<FPoint> = Vec::with_capacity(self.refs.len().min(points.len()));
+        let mut overlap_warned = false;
+        let (mut lo, mut hi) = (0usize, 0usize);
+        for (i, &r) in self.refs.iter().enumerate() {
+            ctx.check_deadline()?;
+            if self.invariant && i > 0 {
+                if let Some(first) = result.first().copied() {
+                    result.push(FPoint { t: self.g.ts(i), f: first.f });
+                }
+                continue;
+            }
+            if i > 0 && r < self.refs[i - 1] {
+                (lo, hi) = (0, 0);
+            }
+            let (lower, upper) = (r.saturating_sub(self.spec.before), r.saturating_add(self.spec.after));
+            hi = first_after(points, hi, points.len(), upper);
+            lo = first_after(points, lo, hi, lower);
+            if lo >= hi {
+                continue;
+            }
+            if let Some(f) = self.fold {
+                result.push(FPoint { t: self.g.ts(i), f: f.apply(&points[lo..hi]) });
+                continue;
+            }
+            for (k, s) in self.scalar_args.iter().enumerate() {
+                step_scalars[k] = s.get(i).copied().unwrap_or(f64::NAN);
+            }
+            if self.name == "quantile_over_time" {
+                let q = step_scalars.first().copied().unwrap_or(f64::NAN);
+                if q.is_nan() || !(0.0..=1.0).contains(&q) {
+                    let msg = format!("quantile value should be between 0 and 1, got {}", fmt_g(q));
+                    ctx.annotations.warn(msg, self.pos);
+                }
+            }
+            let window_sts = sts.get(lo..hi).unwrap_or_default();
+            if self.check_overlap
+                && !overlap_warned
+                && start_timestamps::any_overlap(&points[lo..hi], window_sts)
+            {
+                overlap_warned = true;
+                let msg = format!(
+                    "sample has start time that overlaps with previous sample timestamp for metric {:?}",
+                    labels::metric_name(labels)
+                );
+                ctx.annotations.warn(msg, self.pos);
+            }
+            let w = Window {
+                points: &points[lo..hi],
+                sts: window_sts,
+                ts: self.g.ts(i),
+                bounds: Bounds {
+                    range_start: r.saturating_sub(self.spec.range),
+                    range_end: r,
+                    range_secs: self.spec.range as f64 / 1000.0,
+                },
+                anchored: self.anchored,
+                smoothed: self.smoothed,
+                scalars: step_scalars,
+            };
+            if let Some(v) = apply(self.name, &w)? {
+                result.push(FPoint { t: self.g.ts(i), f: v });
+            }
+        }
+        if result.is_empty() {
+            return Ok(None);
+        }
+        if self.name == "rate" || self.name == "increase" {
+            note_possible_non_counter(ctx.opts, &mut ctx.annotations, labels, self.pos);
+        }
+        let out_labels =
+            if !self.keep_name && !self.delayed { drop_metric_labels(labels) } else { labels.clone() };
+        // `last_over_time` and `first_over_time` keep the name, unless the series was already
+        // due to lose it (a subquery over a name-dropping function).
+        Ok(Some(Series::new(out_labels, !self.keep_name || drop_name, result)))
+    }
+
+    /// The same for a series with histogram samples: every step's window is split into its
+    /// floats and its histograms (`range_hist`).
+    #[allow(clippy::too_many_arguments)]
+    fn run_hist(
+        &self,
+        ctx: &mut SeriesCtx<'_>,
+        step_scalars: &mut Vec<f64>,
+        labels: &Labels,
+        drop_name: bool,
+        points: &[FPoint],
+        hpoints: &[HPoint],
+        hsts: &[i64],
+    ) -> Result<Option<Series>> {
+        step_scalars.resize(self.scalar_args.len(), 0.0);
+        let (mut fout, mut hout): (Vec<FPoint>, Vec<HPoint>) = (Vec::new(), Vec::new());
+        for (i, &r) in self.refs.iter().enumerate() {
+            ctx.check_deadline()?;
+            let (lower, upper) = (r.saturating_sub(self.spec.before), r.saturating_add(self.spec.after));
+            let fw =
+                &points[points.partition_point(|p| p.t <= lower)..points.partition_point(|p| p.t <= upper)];
+            let (hlo, hhi) =
+                (hpoints.partition_point(|p| p.t <= lower), hpoints.partition_point(|p| p.t <= upper));
+            let hw = &hpoints[hlo..hhi];
+            let hw_sts = hsts.get(hlo..hhi).unwrap_or_default();
+            if fw.is_empty() && hw.is_empty() {
+                continue;
+            }
+            for (k, s) in self.scalar_args.iter().enumerate() {
+                step_scalars[k] = s.get(i).copied().unwrap_or(f64::NAN);
+            }
+            let bounds = Bounds {
+                range_start: r.saturating_sub(self.spec.range),
+                range_end: r,
+                range_secs: self.spec.range as f64 / 1000.0,
+            };
+            let t = self.g.ts(i);
+            if hw.is_empty() || range_hist::ignores_histograms(self.name) {
+                if fw.is_empty() {
                     continue;
                 }
-                if i > 0 && r < refs[i - 1] {
-                    (lo, hi) = (0, 0);
-                }
-                let (lower, upper) = (r.saturating_sub(spec.before), r.saturating_add(spec.after));
-                hi = first_after(points, hi, points.len(), upper);
-                lo = first_after(points, lo, hi, lower);
-                if lo >= hi {
-                    continue;
-                }
-                if let Some(f) = fold {
-                    result.push(FPoint { t: g.ts(i), f: f.apply(&points[lo..hi]) });
-                    continue;
-                }
-                for (k, s) in scalar_args.iter().enumerate() {
-                    step_scalars[k] = s.get(i).copied().unwrap_or(f64::NAN);
-                }
-                if name == "quantile_over_time" {
-                    let q = step_scalars.first().copied().unwrap_or(f64::NAN);
-                    if q.is_nan() || !(0.0..=1.0).contains(&q) {
-                        let msg = format!("quantile value should be between 0 and 1, got {}", fmt_g(q));
-                        ctx.annotations.warn(msg, pos);
-                    }
-                }
-                let window_sts = sts.get(lo..hi).unwrap_or_default();
-                if check_overlap
-                    && !overlap_warned
-                    && start_timestamps::any_overlap(&points[lo..hi], window_sts)
-                {
-                    overlap_warned = true;
-                    let msg = format!(
-                        "sample has start time that overlaps with previous sample timestamp for metric {:?}",
-                        labels::metric_name(labels)
-                    );
-                    ctx.annotations.warn(msg, pos);
+                if !hw.is_empty() {
+                    range_hist::note_ignored(&mut ctx.annotations, labels, self.pos);
                 }
                 let w = Window {
-                    points: &points[lo..hi],
-                    sts: window_sts,
-                    ts: g.ts(i),
-                    bounds: Bounds {
-                        range_start: r.saturating_sub(spec.range),
-                        range_end: r,
-                        range_secs: spec.range as f64 / 1000.0,
-                    },
-                    anchored,
-                    smoothed,
+                    points: fw,
+                    sts: &[],
+                    ts: t,
+                    bounds,
+                    anchored: self.anchored,
+                    smoothed: self.smoothed,
                     scalars: step_scalars,
                 };
-                if let Some(v) = apply(name, &w)? {
-                    result.push(FPoint { t: g.ts(i), f: v });
+                if let Some(v) = apply(self.name, &w)? {
+                    fout.push(FPoint { t, f: v });
                 }
+                continue;
             }
-            if result.is_empty() {
-                return Ok(None);
-            }
-            if name == "rate" || name == "increase" {
-                note_possible_non_counter(ctx.opts, &mut ctx.annotations, labels, pos);
-            }
-            let out_labels = if !keep_name && !delayed { drop_metric_labels(labels) } else { labels.clone() };
-            // `last_over_time` and `first_over_time` keep the name, unless the series was already
-            // due to lose it (a subquery over a name-dropping function).
-            Ok(Some(Series::new(out_labels, !keep_name || drop_name, result)))
-        };
-        // The same for a series with histogram samples: every step's window is split into its
-        // floats and its histograms (`range_hist`).
-        let run_hist = |ctx: &mut SeriesCtx<'a>,
-                        step_scalars: &mut Vec<f64>,
-                        labels: &Labels,
-                        drop_name: bool,
-                        points: &[FPoint],
-                        hpoints: &[HPoint],
-                        hsts: &[i64]|
-         -> Result<Option<Series>> {
-            step_scalars.resize(scalar_args.len(), 0.0);
-            let (mut fout, mut hout): (Vec<FPoint>, Vec<HPoint>) = (Vec::new(), Vec::new());
-            for (i, &r) in refs.iter().enumerate() {
-                ctx.check_deadline()?;
-                let (lower, upper) = (r.saturating_sub(spec.before), r.saturating_add(spec.after));
-                let fw = &points
-                    [points.partition_point(|p| p.t <= lower)..points.partition_point(|p| p.t <= upper)];
-                let (hlo, hhi) =
-                    (hpoints.partition_point(|p| p.t <= lower), hpoints.partition_point(|p| p.t <= upper));
-                let hw = &hpoints[hlo..hhi];
-                let hw_sts = hsts.get(hlo..hhi).unwrap_or_default();
-                if fw.is_empty() && hw.is_empty() {
+            let (mut fw, mut hw) = (fw, hw);
+            if self.anchored && (self.name == "changes" || self.name == "resets") {
+                // From the last sample at or before the range start, of either kind.
+                let rs = bounds.range_start;
+                let newest = fw.last().map_or(i64::MIN, |p| p.t).max(hw.last().map_or(i64::MIN, |p| p.t));
+                if newest <= rs {
                     continue;
                 }
-                for (k, s) in scalar_args.iter().enumerate() {
-                    step_scalars[k] = s.get(i).copied().unwrap_or(f64::NAN);
+                let from = fw.iter().map(|p| p.t).chain(hw.iter().map(|p| p.t)).filter(|t| *t <= rs).max();
+                if let Some(from) = from {
+                    fw = &fw[fw.partition_point(|p| p.t < from)..];
+                    hw = &hw[hw.partition_point(|p| p.t < from)..];
                 }
-                let bounds = Bounds {
-                    range_start: r.saturating_sub(spec.range),
-                    range_end: r,
-                    range_secs: spec.range as f64 / 1000.0,
+            } else if self.anchored || self.smoothed {
+                let w = HWindow { floats: fw, hists: hw, sts: &[], bounds, labels, pos: self.pos };
+                let v = match self.name {
+                    "rate" | "increase" | "delta" => {
+                        range_hist::extended_rate(self.name, &w, self.smoothed, &mut ctx.annotations)
+                    }
+                    _ => None,
                 };
-                let t = g.ts(i);
-                if hw.is_empty() || range_hist::ignores_histograms(name) {
-                    if fw.is_empty() {
-                        continue;
-                    }
-                    if !hw.is_empty() {
-                        range_hist::note_ignored(&mut ctx.annotations, labels, pos);
-                    }
-                    let w = Window {
-                        points: fw,
-                        sts: &[],
-                        ts: t,
-                        bounds,
-                        anchored,
-                        smoothed,
-                        scalars: step_scalars,
-                    };
-                    if let Some(v) = apply(name, &w)? {
-                        fout.push(FPoint { t, f: v });
-                    }
-                    continue;
-                }
-                let (mut fw, mut hw) = (fw, hw);
-                if anchored && (name == "changes" || name == "resets") {
-                    // From the last sample at or before the range start, of either kind.
-                    let rs = bounds.range_start;
-                    let newest = fw.last().map_or(i64::MIN, |p| p.t).max(hw.last().map_or(i64::MIN, |p| p.t));
-                    if newest <= rs {
-                        continue;
-                    }
-                    let from =
-                        fw.iter().map(|p| p.t).chain(hw.iter().map(|p| p.t)).filter(|t| *t <= rs).max();
-                    if let Some(from) = from {
-                        fw = &fw[fw.partition_point(|p| p.t < from)..];
-                        hw = &hw[hw.partition_point(|p| p.t < from)..];
-                    }
-                } else if anchored || smoothed {
-                    let w = HWindow { floats: fw, hists: hw, sts: &[], bounds, labels, pos };
-                    let v = match name {
-                        "rate" | "increase" | "delta" => {
-                            range_hist::extended_rate(name, &w, smoothed, &mut ctx.annotations)
-                        }
-                        _ => None,
-                    };
-                    match v {
-                        Some(Out::F(f)) => fout.push(FPoint { t, f }),
-                        Some(Out::H(h)) => hout.push(HPoint { t, h }),
-                        None => {}
-                    }
-                    continue;
-                }
-                // An anchored window may have lost samples at its start.
-                let sts = hw_sts.get(hw_sts.len().saturating_sub(hw.len())..).unwrap_or_default();
-                let w = HWindow { floats: fw, hists: hw, sts, bounds, labels, pos };
-                match range_hist::apply(name, &w, &mut ctx.annotations) {
+                match v {
                     Some(Out::F(f)) => fout.push(FPoint { t, f }),
                     Some(Out::H(h)) => hout.push(HPoint { t, h }),
                     None => {}
                 }
+                continue;
             }
-            if fout.is_empty() && hout.is_empty() {
-                return Ok(None);
+            // An self.anchored window may have lost samples at its start.
+            let sts = hw_sts.get(hw_sts.len().saturating_sub(hw.len())..).unwrap_or_default();
+            let w = HWindow { floats: fw, hists: hw, sts, bounds, labels, pos: self.pos };
+            match range_hist::apply(self.name, &w, &mut ctx.annotations) {
+                Some(Out::F(f)) => fout.push(FPoint { t, f }),
+                Some(Out::H(h)) => hout.push(HPoint { t, h }),
+                None => {}
             }
-            if (name == "rate" || name == "increase") && !fout.is_empty() {
-                note_possible_non_counter(ctx.opts, &mut ctx.annotations, labels, pos);
-            }
-            let out_labels = if !keep_name && !delayed { drop_metric_labels(labels) } else { labels.clone() };
-            Ok(Some(Series::with_histograms(out_labels, !keep_name || drop_name, fout, hout)))
-        };
-        let out = match source {
-            Source::Selector(series, mint, maxt) => {
-                let est = estimate_points(g.len(), mint, maxt);
-                let stats_only = self.hist_stats.stats_only();
-                self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
-                    if let Some(plan) = &pushed
-                        && let Some(answer) = ctx.pushdown_series(plan, r, g)?
-                    {
-                        return Ok(answer);
-                    }
-                    let RangeScratch { buf, points, st_buf, sts, step_scalars, hbuf, hsts } = scratch;
-                    ctx.load(r, mint, maxt, buf)?;
-                    // Without stale markers (the common case) the samples are the points, used
-                    // in place: copying them was 6 % of cpu-max-all-8's CPU time. Counting the
-                    // markers (no early exit) vectorises, where `any` tested a sample per branch.
-                    let points: &[FPoint] = if count_stale(buf) > 0 {
-                        points.clear();
-                        points
-                            .extend(buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }));
-                        points
-                    } else {
-                        bytemuck::cast_slice(buf)
-                    };
-                    ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
-                    if want_sts {
-                        ctx.load_start_timestamps(r, mint, maxt, st_buf)?;
-                    }
-                    if !hbuf.is_empty() {
-                        hsts.clear();
-                        if want_sts {
-                            start_timestamps::align_times(hbuf.iter().map(|p| p.t), st_buf, hsts);
-                        }
-                        return run_hist(ctx, step_scalars, &r.labels, false, points, hbuf, hsts);
-                    }
-                    if want_sts {
-                        start_timestamps::align(points, st_buf, sts);
-                    }
-                    run(ctx, step_scalars, &r.labels, false, points, sts)
-                })?
-            }
-            // Subqueries cut the propagation of start timestamps: their points are results.
-            Source::Subquery(inner) => {
-                let est = inner.iter().map(|s| s.points.len()).max().unwrap_or(0).max(g.len());
-                self.map_series(&inner, est, |ctx, step_scalars: &mut Vec<f64>, s| {
-                    if !s.hpoints.is_empty() {
-                        return run_hist(
-                            ctx,
-                            step_scalars,
-                            &s.labels,
-                            s.drop_name,
-                            &s.points,
-                            &s.hpoints,
-                            &[],
-                        );
-                    }
-                    run(ctx, step_scalars, &s.labels, s.drop_name, &s.points, &[])
-                })?
-            }
-        };
-        if name == "absent_over_time" {
-            return Ok(Val::Vector(absent_over_time(&out, g, arg)));
         }
-        if !delayed && has_duplicate_labels(&out) {
-            return Err(duplicate_labelset());
+        if fout.is_empty() && hout.is_empty() {
+            return Ok(None);
         }
-        Ok(Val::Vector(out))
+        if (self.name == "rate" || self.name == "increase") && !fout.is_empty() {
+            note_possible_non_counter(ctx.opts, &mut ctx.annotations, labels, self.pos);
+        }
+        let out_labels =
+            if !self.keep_name && !self.delayed { drop_metric_labels(labels) } else { labels.clone() };
+        Ok(Some(Series::with_histograms(out_labels, !self.keep_name || drop_name, fout, hout)))
     }
 }
 
