@@ -137,6 +137,15 @@ impl<'a> Evaluator<'a> {
         Some((pool.get()?, entered))
     }
 
+    /// Whether `rest` more series, each taking as long as the one timed since `began`, are less
+    /// work than `EngineOptions::parallel_min_work`: then they stay on the query's thread. The
+    /// point estimate cannot know that push-down answers a series from block statistics in a
+    /// few microseconds, and waking the pool for so little costs more than it saves.
+    pub(crate) fn too_little_for_pool(&self, began: Instant, rest: usize) -> bool {
+        let rest = u32::try_from(rest).unwrap_or(u32::MAX);
+        began.elapsed().saturating_mul(rest) < self.opts.parallel_min_work
+    }
+
     /// Runs `f` for every item (a series) and returns the series it produced, in item order,
     /// each counted against the sample limit. `est` estimates the points per series, for the
     /// decision to go parallel and the size of a round. `S` is scratch space (buffers) that
@@ -166,8 +175,7 @@ impl<'a> Evaluator<'a> {
             let began = Instant::now();
             self.map_serial(&items[..1], &f, &mut out)?;
             start = 1;
-            let rest = u32::try_from(items.len() - 1).unwrap_or(u32::MAX);
-            if began.elapsed().saturating_mul(rest) < self.opts.parallel_min_work {
+            if self.too_little_for_pool(began, items.len() - 1) {
                 drop(entered);
                 self.map_serial(&items[1..], &f, &mut out)?;
                 return Ok(out);
@@ -181,49 +189,29 @@ impl<'a> Evaluator<'a> {
             let round = &items[start..end];
             let chunk = round.len().div_ceil(threads * CHUNKS_PER_THREAD).max(1);
             let chunks: Vec<&[I]> = round.chunks(chunk).collect();
-            let slots: Vec<Mutex<Option<Part>>> = chunks.iter().map(|_| Mutex::new(None)).collect();
-            let next = AtomicUsize::new(0);
-            // Each participant takes the next chunk not yet taken until none is left, keeping
-            // its scratch buffers across its chunks. Each chunk has its own context, so what
-            // the chunks report is merged in series order below, whoever computed them.
-            let work = || {
-                let mut scratch = S::default();
-                loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(chunk) = chunks.get(k) else { break };
-                    let mut ctx = SeriesCtx::new(querier, opts, deadline);
-                    let mut results = Vec::with_capacity(chunk.len());
-                    let mut error = None;
-                    for item in *chunk {
-                        match f(&mut ctx, &mut scratch, item) {
-                            Ok(s) => results.push(s),
-                            Err(e) => {
-                                error = Some(e);
-                                break;
-                            }
+            // Each chunk has its own context, so what the chunks report is merged in series
+            // order below, whoever computed them; scratch buffers stay with their thread.
+            let parts = run_chunks(pool, &chunks, S::default, |scratch, chunk| {
+                let mut ctx = SeriesCtx::new(querier, opts, deadline);
+                let mut results = Vec::with_capacity(chunk.len());
+                let mut error = None;
+                for item in *chunk {
+                    match f(&mut ctx, scratch, item) {
+                        Ok(s) => results.push(s),
+                        Err(e) => {
+                            error = Some(e);
+                            break;
                         }
                     }
-                    let part = Part {
-                        samples_read: ctx.samples_read,
-                        scan: ctx.scan,
-                        annotations: ctx.annotations,
-                        results,
-                        error,
-                    };
-                    *slots[k].lock().unwrap_or_else(PoisonError::into_inner) = Some(part);
                 }
-            };
-            // The calling thread works too, from the start: handing the whole loop to the pool
-            // and sleeping until it is done cost two thread wake-ups per loop, which on a small
-            // loop (TSBS cpu-max-all-8: ten selectors of eight series) ate the gain of a second
-            // core. The pool's threads join as soon as they wake.
-            pool.in_place_scope(|scope| {
-                for _ in 1..threads {
-                    scope.spawn(|_| work());
+                Part {
+                    samples_read: ctx.samples_read,
+                    scan: ctx.scan,
+                    annotations: ctx.annotations,
+                    results,
+                    error,
                 }
-                work();
             });
-            let parts = slots.into_iter().map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner));
             for part in parts {
                 // Every chunk was taken and finished before the scope ended (a panic in one
                 // would have ended it early, by unwinding).
@@ -274,44 +262,63 @@ impl<'a> Evaluator<'a> {
     }
 }
 
-/// Runs `f` for every item on `pool`'s threads and the calling thread at once, each taking the
-/// next chunk of items not yet taken, with its own state from `state`; returns the outputs in
-/// item order. For work whose outputs are kept apart per item (`prefetch.rs`); `map_series`
-/// keeps its own loop, which also counts points and stops at the first error.
-pub(crate) fn run_items<I, S, T, F>(
+/// Runs `f` on every chunk, on `pool`'s threads and the calling thread at once, each taking
+/// the next chunk not yet taken until none is left, with its own state from `state` kept
+/// across its chunks; returns the outputs in chunk order (`None` for a chunk not computed,
+/// which only a panic, unwinding out of here, could cause).
+fn run_chunks<C, S, T>(
     pool: &rayon::ThreadPool,
-    items: &[I],
+    chunks: &[C],
     state: impl Fn() -> S + Sync,
-    f: F,
-) -> Vec<T>
+    f: impl Fn(&mut S, &C) -> T + Sync,
+) -> Vec<Option<T>>
 where
-    I: Sync,
+    C: Sync,
     T: Send,
-    F: Fn(&mut S, &I) -> T + Sync,
 {
-    let threads = pool.current_num_threads();
-    let chunk = items.len().div_ceil(threads * CHUNKS_PER_THREAD).max(1);
-    let chunks: Vec<&[I]> = items.chunks(chunk).collect();
-    let slots: Vec<Mutex<Vec<T>>> = chunks.iter().map(|_| Mutex::new(Vec::new())).collect();
+    let slots: Vec<Mutex<Option<T>>> = chunks.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     let work = || {
         let mut s = state();
         loop {
             let k = next.fetch_add(1, Ordering::Relaxed);
             let Some(chunk) = chunks.get(k) else { break };
-            let out: Vec<T> = chunk.iter().map(|item| f(&mut s, item)).collect();
-            *slots[k].lock().unwrap_or_else(PoisonError::into_inner) = out;
+            let out = f(&mut s, chunk);
+            *slots[k].lock().unwrap_or_else(PoisonError::into_inner) = Some(out);
         }
     };
-    // As in `map_series`: the calling thread works from the start, the pool's threads join as
-    // they wake.
+    // The calling thread works too, from the start: handing the whole loop to the pool and
+    // sleeping until it is done cost two thread wake-ups per loop, which on a small loop (TSBS
+    // cpu-max-all-8: ten selectors of eight series) ate the gain of a second core. The pool's
+    // threads join as soon as they wake.
     pool.in_place_scope(|scope| {
-        for _ in 1..threads {
+        for _ in 1..pool.current_num_threads() {
             scope.spawn(|_| work());
         }
         work();
     });
-    slots.into_iter().flat_map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner)).collect()
+    slots.into_iter().map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner)).collect()
+}
+
+/// Runs `f` for every item on the pool as [`run_chunks`] does (four chunks per thread) and
+/// returns the outputs in item order, or `None` if a chunk was not computed. For work whose
+/// outputs are kept apart per item (`prefetch.rs`); `map_series` runs its own chunks, which
+/// also stop at their first error.
+pub(crate) fn run_items<I, S, T>(
+    pool: &rayon::ThreadPool,
+    items: &[I],
+    state: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, &I) -> T + Sync,
+) -> Option<Vec<T>>
+where
+    I: Sync,
+    T: Send,
+{
+    let chunk = items.len().div_ceil(pool.current_num_threads() * CHUNKS_PER_THREAD).max(1);
+    let chunks: Vec<&[I]> = items.chunks(chunk).collect();
+    let outputs =
+        run_chunks(pool, &chunks, state, |s, chunk| chunk.iter().map(|item| f(s, item)).collect::<Vec<T>>());
+    outputs.into_iter().collect::<Option<Vec<Vec<T>>>>().map(|v| v.into_iter().flatten().collect())
 }
 
 /// Points per series to expect from reading `[mint, maxt]` and evaluating `steps` steps: the

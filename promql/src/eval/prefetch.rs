@@ -146,23 +146,27 @@ impl<'a> Evaluator<'a> {
         };
         let fresh = || (SeriesCtx::new(querier, opts, deadline), RangeScratch::default());
         let mut outputs: Vec<Item> = Vec::with_capacity(items.len());
-        // As `map_series` does: time the first series here, and keep a loop that would take
-        // less than `parallel_min_work` (push-down answering from statistics) on this thread.
+        // As `map_series` does: time the first series here, and keep a loop too small for the
+        // pool (push-down answering from statistics) on this thread.
         let (mut ctx, mut scratch) = fresh();
         let began = Instant::now();
         if let Some(first) = items.first() {
             outputs.push(run(&mut ctx, &mut scratch, first));
         }
         let rest = &items[outputs.len()..];
-        let cheap = began.elapsed().saturating_mul(u32::try_from(rest.len()).unwrap_or(u32::MAX))
-            < self.opts.parallel_min_work;
-        match self.pool_for(rest.len(), est) {
-            Some((pool, _entered)) if !cheap => {
-                outputs.extend(super::parallel::run_items(pool, rest, fresh, |(ctx, scratch), item| {
+        let pool =
+            if self.too_little_for_pool(began, rest.len()) { None } else { self.pool_for(rest.len(), est) };
+        match pool {
+            Some((pool, _entered)) => {
+                // A chunk not computed (a panic) leaves every call to its own evaluation.
+                let Some(done) = super::parallel::run_items(pool, rest, fresh, |(ctx, scratch), item| {
                     run(ctx, scratch, item)
-                }));
+                }) else {
+                    return;
+                };
+                outputs.extend(done);
             }
-            _ => outputs.extend(rest.iter().map(|item| run(&mut ctx, &mut scratch, item))),
+            None => outputs.extend(rest.iter().map(|item| run(&mut ctx, &mut scratch, item))),
         }
         let mut outputs = outputs.into_iter();
         for l in &leaves {
@@ -175,14 +179,14 @@ impl<'a> Evaluator<'a> {
     /// The results of call `c` over `g` if they were computed ahead, taken in series order as
     /// its own loop takes them: counted against `max_samples`, counters added, annotations
     /// merged, the first error returned.
-    pub(crate) fn take_prefetched(&mut self, c: &Call, g: Grid, mi: usize) -> Result<Option<Vec<Series>>> {
+    pub(crate) fn take_prefetched(&mut self, c: &Call, g: Grid) -> Result<Option<Vec<Series>>> {
         if self.prefetched.is_empty() {
             return Ok(None);
         }
         let Some(p) = self.prefetched.remove(&(std::ptr::from_ref(c) as usize)) else {
             return Ok(None);
         };
-        if mi != 0 || p.grid != g || self.hist_stats.stats_only() {
+        if p.grid != g || self.hist_stats.stats_only() {
             return Ok(None);
         }
         self.series_selected += p.selected;

@@ -420,7 +420,7 @@ pub(crate) struct RangeCall {
 impl<'a> Evaluator<'a> {
     /// Evaluates a call whose argument `mi` is a range vector.
     pub(crate) fn eval_range_call(&mut self, c: &Call, g: Grid, mi: usize) -> Result<Val> {
-        if let Some(out) = self.take_prefetched(c, g, mi)? {
+        if let Some(out) = self.take_prefetched(c, g)? {
             return self.finish_range_call(c, g, mi, out);
         }
         let (rc, source) = self.range_call(c, g, mi)?;
