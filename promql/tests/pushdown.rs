@@ -180,6 +180,17 @@ proptest! {
         }
         same(&db, &format!("sum by (s) (increase(c_total[{range_min}m]{modifier}))"), start, end, step);
         same(&db, &format!("sum by (h) (max_over_time(m[{range_min}m]{modifier}))"), start, end, step);
+        // Answered per group by storage (`group_extreme.rs`), except `by (__name__)`.
+        for q in [
+            "max(max_over_time(m[{r}m]{o}))",
+            "min by (h) (min_over_time(m[{r}m]{o}))",
+            "max without (s) (max_over_time(m[{r}m]{o}))",
+            "min(min_over_time({__name__=~\"m|c_total\"}[{r}m]{o}))",
+            "max by (__name__) (max_over_time(m[{r}m]{o}))",
+        ] {
+            let q = q.replace("{r}", &range_min.to_string()).replace("{o}", modifier);
+            same(&db, &q, start, end, step);
+        }
         same(&db, &format!("count_over_time(m{{s=\"1\"}}[{range_min}m]{modifier}) > 2"), start, end, step);
     }
 }

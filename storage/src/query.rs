@@ -6,7 +6,7 @@
 use crate::error::Result;
 use crate::matcher::Matcher;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
-use crate::window::{Need, ScanStats, WindowAgg};
+use crate::window::{Extreme, Need, ScanStats, WindowAgg};
 
 /// A series picked by [`Querier::select`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +118,29 @@ pub trait Querier: Send + Sync {
         _windows: &[(i64, i64)],
         _need: Need,
         _out: &mut Vec<WindowAgg>,
+        _stats: &mut ScanStats,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Appends to `out` one entry per window of `windows` (closed ranges, both ends
+    /// non-decreasing): the [`Extreme`] of the non-stale values of all series of `group` in
+    /// it, folded series by series in `group` order, each in time order (`None`: no value in
+    /// the window), adding what it cost to `stats`, and returns true; or returns false, having
+    /// appended nothing, so the caller folds each series' samples itself.
+    ///
+    /// This is the push-down entry for `max(max_over_time(x[r]))` and `min(min_over_time(..))`
+    /// (per group of an aggregation's `by`/`without`): a storage with block statistics
+    /// answers whole blocks in a window from them and leaves out blocks that cannot change the
+    /// answer ([`Extreme::cannot_change`]), with exactly the bits the decoded samples give
+    /// ([`decode_group_extremes`](crate::window::decode_group_extremes), the oracle). The
+    /// default has no statistics and returns false.
+    fn group_extremes(
+        &self,
+        _group: &[SeriesRef],
+        _windows: &[(i64, i64)],
+        _which: Extreme,
+        _out: &mut Vec<Option<f64>>,
         _stats: &mut ScanStats,
     ) -> Result<bool> {
         Ok(false)

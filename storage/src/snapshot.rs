@@ -3,6 +3,7 @@
 //! Files and frozen heads in a snapshot never change. The active head keeps taking appends, so a
 //! snapshot may see samples appended after it was taken (never fewer than existed at that time).
 
+mod extreme;
 mod in_range;
 mod window;
 
@@ -19,7 +20,7 @@ use crate::partition::BlockMeta;
 use crate::query::{Querier, SeriesRef, StartTimestamp, check_selective};
 use crate::start_ts;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
-use crate::window::{Need, ScanStats, WindowAgg};
+use crate::window::{Extreme, Need, ScanStats, WindowAgg};
 use in_range::InRange;
 
 /// A consistent read view of the database; implements [`Querier`].
@@ -289,6 +290,17 @@ impl Querier for Snapshot {
         stats: &mut ScanStats,
     ) -> Result<bool> {
         window::window_aggregates(self, series, windows, need, out, stats)
+    }
+
+    fn group_extremes(
+        &self,
+        group: &[SeriesRef],
+        windows: &[(i64, i64)],
+        which: Extreme,
+        out: &mut Vec<Option<f64>>,
+        stats: &mut ScanStats,
+    ) -> Result<bool> {
+        extreme::group_extremes(self, group, windows, which, out, stats)
     }
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {

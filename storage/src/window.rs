@@ -355,6 +355,107 @@ pub fn decode_window_aggregates<Q: Querier + ?Sized>(
     Ok(())
 }
 
+/// Which extreme a group of series is folded to per window: what PromQL's
+/// `max(max_over_time(x[r]))` and `min(min_over_time(x[r]))` compute, with or without grouping
+/// labels ([`Querier::group_extremes`]).
+///
+/// Both levels of those queries fold with one rule: starting from the first value, a value
+/// replaces the running one if it is larger (`Max`; smaller for `Min`) or the running one is
+/// NaN. That fold over the concatenation of two lists equals the fold of the two lists' folds
+/// (if the first fold is NaN, every value of the first list was NaN and the second list's fold
+/// takes over, as the sequential fold would; otherwise the second list's fold replaces it
+/// exactly when one of its values would have). So the per-series `max_over_time` folded across
+/// the series in order is the fold of all the group's samples, series by series, each in time
+/// order, and any run of samples in that order can be replaced by its own fold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extreme {
+    /// The largest value (`max`, `max_over_time`).
+    Max,
+    /// The smallest value (`min`, `min_over_time`).
+    Min,
+}
+
+impl Extreme {
+    /// Whether `v` replaces the running value `cur` (see the type's documentation).
+    pub fn replaces(self, cur: f64, v: f64) -> bool {
+        cur.is_nan()
+            || match self {
+                Extreme::Max => cur < v,
+                Extreme::Min => cur > v,
+            }
+    }
+
+    /// Folds `v` into `acc` (`None`: no value yet).
+    pub fn fold(self, acc: &mut Option<f64>, v: f64) {
+        match acc {
+            Some(cur) if !self.replaces(*cur, v) => {}
+            _ => *acc = Some(v),
+        }
+    }
+
+    /// The block's fold of its non-stale values, from its statistics.
+    pub fn of_block(self, b: &BlockStats) -> f64 {
+        match self {
+            Extreme::Max => b.max,
+            Extreme::Min => b.min,
+        }
+    }
+
+    /// Whether a source whose non-NaN values all lie on this side of `bound` (at most `bound`
+    /// for `Max`) leaves the fold's bits unchanged once a value `best` (not NaN) was seen: its
+    /// values lose to `best` (NaN never replaces a number), or equal it with the same bits.
+    /// Equal zeros are kept, as `-0.0 == 0.0` and the first in order wins. A NaN bound means the
+    /// source holds only NaN.
+    pub fn cannot_change(self, bound: f64, best: f64) -> bool {
+        let loses = match self {
+            Extreme::Max => bound < best,
+            Extreme::Min => bound > best,
+        };
+        bound.is_nan() || loses || (bound == best && best != 0.0)
+    }
+}
+
+/// The decoding answer for [`Querier::group_extremes`], for any [`Querier`]: every series'
+/// samples read once and folded into each window, series by series in `group` order. Appends
+/// one entry per window (`None`: no series has a non-stale sample in it). The oracle the
+/// push-down path is tested against.
+pub fn decode_group_extremes<Q: Querier + ?Sized>(
+    q: &Q,
+    group: &[SeriesRef],
+    windows: &[(i64, i64)],
+    which: Extreme,
+    out: &mut Vec<Option<f64>>,
+    stats: &mut ScanStats,
+) -> Result<()> {
+    let base = out.len();
+    out.extend(windows.iter().map(|_| None));
+    let Some((mint, maxt)) = span(windows) else { return Ok(()) };
+    let mut samples = Vec::new();
+    for s in group {
+        samples.clear();
+        q.samples(s, mint, maxt, &mut samples)?;
+        stats.samples_decoded += samples.len() as u64;
+        for (acc, &(lo, hi)) in out[base..].iter_mut().zip(windows) {
+            fold_extreme(which, acc, &samples, lo, hi);
+        }
+    }
+    Ok(())
+}
+
+/// Folds the non-stale values of `samples` (ascending by time) in `[lo, hi]` into `acc`.
+pub(crate) fn fold_extreme(which: Extreme, acc: &mut Option<f64>, samples: &[Sample], lo: i64, hi: i64) {
+    let from = samples.partition_point(|s| s.t < lo);
+    let to = from + samples[from..].partition_point(|s| s.t <= hi);
+    let mut live = samples[from..to].iter().map(|s| s.v).filter(|v| !is_stale(*v));
+    let Some(first) = acc.or_else(|| live.next()) else { return };
+    // One loop per extreme, without the `Option`: this is the decoding path's inner loop.
+    let folded = match which {
+        Extreme::Max => live.fold(first, |cur, v| if cur < v || cur.is_nan() { v } else { cur }),
+        Extreme::Min => live.fold(first, |cur, v| if cur > v || cur.is_nan() { v } else { cur }),
+    };
+    *acc = Some(folded);
+}
+
 /// The smallest range covering every non-empty window, None if all are empty.
 pub(crate) fn span(windows: &[(i64, i64)]) -> Option<(i64, i64)> {
     windows.iter().filter(|(lo, hi)| lo <= hi).fold(None, |acc, &(lo, hi)| match acc {

@@ -4,10 +4,12 @@
 //! markers, rewrites, out-of-order writes, deletions), random block sizes and grids, flushes and
 //! compactions, and random windows.
 //!
+//! The same for the group extremes of `max(max_over_time(..))` ([`decode_group_extremes`]).
+//!
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
 use proptest::prelude::*;
-use storage::window::{Need, ScanStats, WindowAgg, decode_window_aggregates};
+use storage::window::{Extreme, Need, ScanStats, WindowAgg, decode_group_extremes, decode_window_aggregates};
 use storage::{Batch, Db, Labels, Matcher, Options, Querier, Sample, stale_nan};
 
 /// A whole hour, so hourly windows line up with hour-grid blocks.
@@ -199,6 +201,38 @@ fn check(db: &Db, window_lists: &[Vec<(i64, i64)>]) -> ScanStats {
     total
 }
 
+/// Asserts group extremes from statistics equal decoding, bit for bit, for groups of the
+/// series in select order, reversed, and alone; returns the push-down scan counters.
+fn check_groups(db: &Db, window_lists: &[Vec<(i64, i64)>]) -> ScanStats {
+    let snap = db.snapshot();
+    let all = snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap();
+    let mut groups = vec![all.clone(), all.iter().rev().cloned().collect()];
+    groups.extend(all.iter().map(|s| vec![s.clone()]));
+    let mut total = ScanStats::default();
+    for windows in window_lists {
+        for (group, which) in groups.iter().flat_map(|g| [(g, Extreme::Max), (g, Extreme::Min)]) {
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            let mut st = ScanStats::default();
+            let answered = snap.group_extremes(group, windows, which, &mut got, &mut st).unwrap();
+            decode_group_extremes(&snap, group, windows, which, &mut want, &mut ScanStats::default())
+                .unwrap();
+            if !answered {
+                assert!(got.is_empty() && st == ScanStats::default(), "{got:?} {st:?}");
+                continue;
+            }
+            let bits = |v: &[Option<f64>]| v.iter().map(|v| v.map(f64::to_bits)).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "{which:?} of {:?} over {windows:?}: {got:?} {want:?}",
+                group.iter().map(|s| &s.labels).collect::<Vec<_>>()
+            );
+            total.add(&st);
+        }
+    }
+    total
+}
+
 fn cases() -> u32 {
     if std::env::var_os("STRATA_SLOW_TESTS").is_some() { 1000 } else { 48 }
 }
@@ -217,10 +251,53 @@ proptest! {
         let db = Db::open(options(dir.path(), block_samples, grid)).unwrap();
         apply(&db, &ops);
         check(&db, &window_lists);
+        check_groups(&db, &window_lists);
         // Aligned windows over everything written: the case push-down is built for.
         // PromQL windows `(t - 1h, t]` at whole hours, as closed ranges.
         let hourly: Vec<(i64, i64)> = (0..12).map(|h| (BASE + h * HOUR + 1, BASE + (h + 1) * HOUR)).collect();
-        check(&db, &[hourly]);
+        check(&db, std::slice::from_ref(&hourly));
+        check_groups(&db, &[hourly]);
+    }
+}
+
+/// Values that tie: signed zeros, NaN, stale markers, and two numbers.
+fn tie_value() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        3 => Just(0.0),
+        3 => Just(-0.0),
+        2 => Just(-1.0),
+        1 => Just(1.0),
+        1 => Just(f64::NAN),
+        1 => Just(f64::from_bits(0x7ff8_0000_0000_0abc)),
+        1 => Just(stale_nan()),
+    ]
+}
+
+fn tie_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0u8..3, proptest::collection::vec((-900i64..900, tie_value()), 1..12)).prop_map(|(s, v)| Op::Append(s, v)),
+        4 => (1i64..3600).prop_map(Op::Advance),
+        3 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// Group extremes where the fold's order decides the bits: few distinct values, signed
+    /// zeros that compare equal, NaN with different payloads, small blocks.
+    #[test]
+    fn group_extremes_keep_the_order_of_ties(
+        ops in proptest::collection::vec(tie_op(), 1..30),
+        block_samples in 1usize..8,
+        grid in prop_oneof![Just(0i64), Just(10 * MINUTE), Just(HOUR)],
+        window_lists in proptest::collection::vec(windows(), 1..4),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(options(dir.path(), block_samples, grid)).unwrap();
+        apply(&db, &ops);
+        check_groups(&db, &window_lists);
     }
 }
 
@@ -397,4 +474,73 @@ fn counters_from_statistics_with_resets_between_and_inside_blocks() {
     let mut st = ScanStats::default();
     assert!(snap.window_aggregates(s, &windows, Need::Ends, &mut Vec::new(), &mut st).unwrap());
     assert_eq!(st.blocks_from_stats, from_stats_for_resets + 1, "hour 4 from statistics for delta: {st:?}");
+}
+
+/// Eight series of random-walk data in hour blocks, hourly windows 20 minutes off the blocks
+/// (every block cut in two, as TSBS cpu-max-all's windows are): the group's maximum and minimum
+/// equal decoding, and far fewer blocks are decoded than the windows overlap. A head sample
+/// larger than everything, then a rewrite, are seen.
+#[test]
+fn group_extremes_skip_blocks_that_cannot_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path(), 1024, HOUR)).unwrap();
+    let mut batch = Batch::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for s in 0..8u8 {
+        let mut v = 50.0;
+        let samples: Vec<Sample> = (1..=9 * 360)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                v = (v + (x % 7) as f64 - 3.0f64).clamp(0.0, 100.0);
+                Sample::new(BASE + i * 10_000, v)
+            })
+            .collect();
+        batch.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples);
+    }
+    db.append(&batch).unwrap();
+    db.flush().unwrap();
+    let off = 20 * MINUTE;
+    let hourly: Vec<(i64, i64)> =
+        (0..8).map(|h| (BASE + h * HOUR + off + 1, BASE + (h + 1) * HOUR + off)).collect();
+    let st = check_groups(&db, std::slice::from_ref(&hourly));
+    // Per group and extreme, the windows cut about 9 blocks of each series; the two
+    // eight-series groups would decode 2 x 2 x 72 blocks without pruning, the single series
+    // 8 x 2 x 9 (the windows then cut a series' every block).
+    let grouped = {
+        let snap = db.snapshot();
+        let all = snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap();
+        let mut st = ScanStats::default();
+        assert!(snap.group_extremes(&all, &hourly, Extreme::Max, &mut Vec::new(), &mut st).unwrap());
+        st
+    };
+    // Measured: 8 decoded (one a window), 88 left to their statistics.
+    assert!(grouped.blocks_decoded <= 16, "{grouped:?}");
+    assert!(grouped.blocks_from_stats >= 64, "{grouped:?}");
+    assert!(st.blocks_decoded < 2 * 2 * 72 + 8 * 2 * 9, "{st:?}");
+
+    let mut batch = Batch::new();
+    batch.push(
+        Labels::from_pairs(&[("__name__", "m"), ("s", "3")]),
+        vec![Sample::new(BASE + 4 * HOUR + 7_000, 1e9)],
+    );
+    db.append(&batch).unwrap();
+    check_groups(&db, std::slice::from_ref(&hourly));
+    db.flush().unwrap();
+    let mut batch = Batch::new();
+    batch.push(
+        Labels::from_pairs(&[("__name__", "m"), ("s", "5")]),
+        vec![Sample::new(BASE + 6 * HOUR + 10_000, -1e9)],
+    );
+    db.append(&batch).unwrap();
+    db.flush().unwrap();
+    check_groups(&db, std::slice::from_ref(&hourly));
+    let snap = db.snapshot();
+    let all = snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap();
+    let (mut max, mut min) = (Vec::new(), Vec::new());
+    assert!(snap.group_extremes(&all, &hourly, Extreme::Max, &mut max, &mut ScanStats::default()).unwrap());
+    assert!(snap.group_extremes(&all, &hourly, Extreme::Min, &mut min, &mut ScanStats::default()).unwrap());
+    // (BASE + 4h + 7 s) lies in window 3 (it ends 4h 20 min in); BASE + 6h + 10 s in window 5.
+    assert_eq!((max[3], min[5]), (Some(1e9), Some(-1e9)));
 }

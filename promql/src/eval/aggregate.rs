@@ -50,7 +50,7 @@ fn incompatible_warning(l: &Labels) -> String {
 }
 
 /// Labels identifying an input series' group.
-fn group_labels(l: &Labels, grouping: &[String], without: bool) -> Labels {
+pub(super) fn group_labels(l: &Labels, grouping: &[String], without: bool) -> Labels {
     if without {
         let mut names: Vec<&str> = grouping.iter().map(String::as_str).collect();
         names.push(storage::METRIC_NAME);
@@ -93,6 +93,9 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn eval_aggregate(&mut self, a: &AggregateExpr, g: Grid) -> Result<Val> {
         if a.op == AggOp::CountValues {
             return self.eval_count_values(a, g);
+        }
+        if let Some(v) = self.eval_group_extreme(a, g)? {
+            return Ok(v);
         }
         let params = match &a.param {
             Some(p) => Some(Params::new(self.eval_scalar(p, g)?)),

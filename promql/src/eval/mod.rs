@@ -13,6 +13,7 @@ mod aggregate_columns;
 mod binary;
 pub(crate) mod float_histogram;
 mod functions;
+mod group_extreme;
 mod histogram;
 mod histogram_fns;
 mod histogram_sum;

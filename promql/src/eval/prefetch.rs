@@ -26,11 +26,13 @@ use std::time::Instant;
 use storage::SeriesRef;
 use storage::window::ScanStats;
 
+use super::group_extreme::group_extreme_call;
 use super::parallel::{SeriesCtx, estimate_points};
 use super::range_fn::{RangeCall, RangeScratch, Source};
 use super::{Evaluator, Grid, HistStatsScope, Series};
 use crate::annotations::Annotations;
 use crate::error::Result;
+use crate::options::EngineOptions;
 use crate::parser::ast::{BinOp, Call, Expr};
 
 /// At most this many result points (series times steps) are computed ahead, in all calls
@@ -76,19 +78,21 @@ fn is_leaf(c: &Call) -> bool {
 
 /// The calls evaluation reaches over the query's grid with the default histogram scope, in
 /// the order it reaches them.
-fn collect<'e>(e: &'e Expr, out: &mut Vec<&'e Call>) {
+fn collect<'e>(e: &'e Expr, opts: &EngineOptions, out: &mut Vec<&'e Call>) {
     match e {
-        Expr::Paren(p) => collect(&p.expr, out),
-        Expr::Unary(u) => collect(&u.expr, out),
+        Expr::Paren(p) => collect(&p.expr, opts, out),
+        Expr::Unary(u) => collect(&u.expr, opts, out),
         Expr::Binary(b) if !matches!(b.op, BinOp::TrimUpper | BinOp::TrimLower) => {
-            collect(&b.lhs, out);
-            collect(&b.rhs, out);
+            collect(&b.lhs, opts, out);
+            collect(&b.rhs, opts, out);
         }
-        Expr::Aggregate(a) => collect(&a.expr, out),
+        // Answered per group from storage, without the call's per-series loop.
+        Expr::Aggregate(a) if group_extreme_call(a, opts).is_some() => {}
+        Expr::Aggregate(a) => collect(&a.expr, opts, out),
         Expr::Call(c) if is_leaf(c) => out.push(c),
         Expr::Call(c) if HistStatsScope::keeps_default(c.func.name) => {
             for a in &c.args {
-                collect(a, out);
+                collect(a, opts, out);
             }
         }
         _ => {}
@@ -104,7 +108,7 @@ impl<'a> Evaluator<'a> {
             _ => return,
         }
         let mut calls = Vec::new();
-        collect(root, &mut calls);
+        collect(root, self.opts, &mut calls);
         if calls.len() < 2 {
             return;
         }

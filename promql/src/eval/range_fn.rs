@@ -554,6 +554,12 @@ impl<'a> Evaluator<'a> {
 }
 
 impl RangeCall {
+    /// The windows of each step, as storage takes them, when the call may be pushed down
+    /// (see `pushdown`).
+    pub(crate) fn pushdown_windows(&self) -> Option<&[(i64, i64)]> {
+        self.pushed.as_ref().map(|p| &p.windows[..])
+    }
+
     /// The work on one series of a selector: its windows from block statistics where storage
     /// can answer them so, else its samples read and the windows slid over them.
     pub(crate) fn selector_series(

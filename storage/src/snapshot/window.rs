@@ -64,11 +64,11 @@ enum Use {
 }
 
 /// A block of the series in one of the snapshot's files.
-struct Block<'a> {
+pub(super) struct Block<'a> {
     /// Index of the partition in time order (files of different partitions never share time).
     partition: usize,
-    file: &'a LiveFile,
-    meta: BlockMeta,
+    pub(super) file: &'a LiveFile,
+    pub(super) meta: BlockMeta,
     /// Its values are known to be integers (see [`WindowAgg::merge_block`]); checked only for
     /// blocks answered from statistics when the caller needs sums (otherwise false, and the
     /// windows' exact sums are unknown).
@@ -79,7 +79,7 @@ struct Block<'a> {
 }
 
 impl Block<'_> {
-    fn range(&self) -> (i64, i64) {
+    pub(super) fn range(&self) -> (i64, i64) {
         (self.meta.stats.min_t, self.meta.stats.max_t)
     }
 }
@@ -187,14 +187,14 @@ fn worth_it(blocks: &[Block<'_>], heads: &[Vec<Sample>]) -> bool {
 
 /// Windows this path handles: non-empty, with starts and ends both non-decreasing (so the
 /// windows overlapping a time range are a contiguous run). Anything else decodes.
-fn well_ordered(windows: &[(i64, i64)]) -> bool {
+pub(super) fn well_ordered(windows: &[(i64, i64)]) -> bool {
     windows.iter().all(|(lo, hi)| lo <= hi)
         && windows.windows(2).all(|p| p[0].0 <= p[1].0 && p[0].1 <= p[1].1)
 }
 
 /// The series' samples in the frozen heads and the active head, oldest head first (the order
 /// in which newer writes win), empty runs left out.
-fn read_heads(snap: &Snapshot, series: &SeriesRef, mint: i64, maxt: i64) -> Vec<Vec<Sample>> {
+pub(super) fn read_heads(snap: &Snapshot, series: &SeriesRef, mint: i64, maxt: i64) -> Vec<Vec<Sample>> {
     let s = &snap.state;
     let mut runs = Vec::new();
     for head in s.frozen.iter().map(|f| &f.head).chain(std::iter::once(&s.head)) {
@@ -209,7 +209,12 @@ fn read_heads(snap: &Snapshot, series: &SeriesRef, mint: i64, maxt: i64) -> Vec<
 
 /// The series' blocks overlapping `[mint, maxt]` in every file, in partition order and, within
 /// a partition, file order (the order in which newer writes win). All start as `Decode`.
-fn file_blocks<'a>(snap: &'a Snapshot, series: &SeriesRef, mint: i64, maxt: i64) -> Result<Vec<Block<'a>>> {
+pub(super) fn file_blocks<'a>(
+    snap: &'a Snapshot,
+    series: &SeriesRef,
+    mint: i64,
+    maxt: i64,
+) -> Result<Vec<Block<'a>>> {
     let mut out = Vec::new();
     for (partition, files) in snap.partitions_in(mint, maxt).enumerate() {
         for f in files {
@@ -239,19 +244,13 @@ fn file_blocks<'a>(snap: &'a Snapshot, series: &SeriesRef, mint: i64, maxt: i64)
 /// Decides each block's [`Use`] (see the module documentation); blocks are split only for
 /// [`Need::Sums`].
 fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i64)], need: Need) {
-    let overlapped = overlapped_by_other_blocks(blocks);
-    for (b, overlapped) in blocks.iter_mut().zip(overlapped) {
+    let exclusive = exclusive(blocks, heads);
+    for (b, exclusive) in blocks.iter_mut().zip(exclusive) {
         let (lo, hi) = b.range();
         let Some(contained) = contained((lo, hi), windows) else {
             b.use_ = Use::Skip;
             continue;
         };
-        let in_head = heads.iter().any(|run| {
-            let i = run.partition_point(|s| s.t < lo);
-            run.get(i).is_some_and(|s| s.t <= hi)
-        });
-        let hidden = b.tombstones.iter().any(|&(tlo, thi)| tlo <= hi && thi >= lo);
-        let exclusive = !overlapped && !in_head && !hidden;
         b.use_ = match split_point((lo, hi), windows) {
             _ if !exclusive => Use::Decode,
             _ if contained && need.allows(&b.meta.stats) => Use::Stats,
@@ -261,6 +260,25 @@ fn classify(blocks: &mut [Block<'_>], heads: &[Vec<Sample>], windows: &[(i64, i6
             _ => Use::Decode,
         };
     }
+}
+
+/// For each block, whether it is exclusive (see the module documentation): no other block
+/// overlaps its time range, no head sample falls in it, and no tombstone covers part of it.
+pub(super) fn exclusive(blocks: &[Block<'_>], heads: &[Vec<Sample>]) -> Vec<bool> {
+    let overlapped = overlapped_by_other_blocks(blocks);
+    blocks
+        .iter()
+        .zip(overlapped)
+        .map(|(b, overlapped)| {
+            let (lo, hi) = b.range();
+            let in_head = heads.iter().any(|run| {
+                let i = run.partition_point(|s| s.t < lo);
+                run.get(i).is_some_and(|s| s.t <= hi)
+            });
+            let hidden = b.tombstones.iter().any(|&(tlo, thi)| tlo <= hi && thi >= lo);
+            !overlapped && !in_head && !hidden
+        })
+        .collect()
 }
 
 /// Where a block not contained in the windows overlapping it can be split in two parts that
@@ -313,7 +331,7 @@ impl FromStats<'_> {
 
 /// Whether every window overlapping the time range `(lo, hi)` contains all of it; `None` if no
 /// window overlaps it. Windows are well ordered (see [`well_ordered`]).
-fn contained((lo, hi): (i64, i64), windows: &[(i64, i64)]) -> Option<bool> {
+pub(super) fn contained((lo, hi): (i64, i64), windows: &[(i64, i64)]) -> Option<bool> {
     // Windows overlapping the range: ends >= lo (a suffix) and starts <= hi (a prefix).
     let first = windows.partition_point(|w| w.1 < lo);
     let end = windows.partition_point(|w| w.0 <= hi);

@@ -1,0 +1,168 @@
+//! `max(max_over_time(sel[r]))` and `min(min_over_time(sel[r]))`, with or without `by` or
+//! `without`, answered per group by storage ([`storage::Querier::group_extremes`]) instead of
+//! per series.
+//!
+//! Why: over windows not aligned with the blocks, as dashboards' `now`-relative steps and TSBS
+//! cpu-max-all make them, no block lies inside a window, so the per-series push-down
+//! (`pushdown.rs`) decodes everything: 800 blocks for cpu-max-all-8. The group needs only each
+//! window's largest value, and storage can leave out every block whose statistics show it
+//! cannot beat a value already found, in any series of the group.
+//!
+//! Same answer, bit for bit: the aggregation folds the per-series results with the rule
+//! `max_over_time` folds samples with, so the group's answer is that fold over all its samples
+//! in series order (the order the selector returns them, the order of the aggregation's input),
+//! which is what storage computes (see `storage::window::Extreme`). Series that end up in
+//! one group are grouped exactly as `aggregate.rs` groups the calls' results: the call drops the
+//! metric name, so grouping by the series' own labels gives the same groups, as long as the
+//! grouping does not name `__name__` (then this path is not taken).
+//!
+//! What differs: work, and the counters that measure it. Series with native histograms (whose
+//! annotations the engine produces) make storage decline, and the call is evaluated as usual.
+
+use storage::window::{Extreme, ScanStats};
+
+use std::time::Instant;
+
+use super::parallel::{SeriesCtx, estimate_points, run_items};
+use super::range_fn::Source;
+use super::series::OutputBuilder;
+use super::{Evaluator, Grid, HashMap, Val, aggregate::group_labels};
+use crate::error::Result;
+use crate::options::EngineOptions;
+use crate::parser::ast::{AggOp, AggregateExpr, Call, Expr};
+
+/// The call and extreme of an aggregation this path answers, if it is one.
+pub(crate) fn group_extreme_call<'e>(
+    a: &'e AggregateExpr,
+    opts: &EngineOptions,
+) -> Option<(&'e Call, Extreme)> {
+    if !opts.pushdown || a.param.is_some() {
+        return None;
+    }
+    let (which, name) = match a.op {
+        AggOp::Max => (Extreme::Max, "max_over_time"),
+        AggOp::Min => (Extreme::Min, "min_over_time"),
+        _ => return None,
+    };
+    let Expr::Call(c) = &a.expr else { return None };
+    let plain = matches!(c.args.as_slice(),
+        [Expr::Matrix(ms)] if ms.vs.at.is_none() && !ms.vs.anchored && !ms.vs.smoothed);
+    let by_name = !a.without && a.grouping.iter().any(|l| l == storage::METRIC_NAME);
+    (c.func.name == name && plain && !by_name).then_some((c, which))
+}
+
+/// Fewest series in one piece of work: pieces of a group are folded apart (their blocks
+/// cannot leave out each other's), so a group is cut only as far as the pool needs.
+const MIN_PIECE: usize = 8;
+
+/// Pieces a query's series are cut into (fewer when `MIN_PIECE` says so): enough for a pool
+/// of 4 threads to share. Not derived from the pool's size, so the work done, and the
+/// statistics that report it, are the same with or without the pool.
+const PIECES: usize = 16;
+
+/// One piece of a group, as storage answered it.
+struct Piece {
+    scan: ScanStats,
+    /// The piece's extreme per window; `None` if storage declined.
+    values: Result<Option<Vec<Option<f64>>>>,
+}
+
+impl<'a> Evaluator<'a> {
+    /// Evaluates `a` per group from storage, if it is an aggregation this path answers and
+    /// storage can answer it; `None` otherwise, with nothing counted.
+    ///
+    /// Groups are cut into contiguous pieces of their series, worked on by the query pool as
+    /// `map_series` works on series; each group's answer is its pieces' answers folded in
+    /// order, which is the fold over all its series (see `storage::window::Extreme`).
+    pub(crate) fn eval_group_extreme(&mut self, a: &AggregateExpr, g: Grid) -> Result<Option<Val>> {
+        let Some((c, which)) = group_extreme_call(a, self.opts) else { return Ok(None) };
+        let selected_before = self.series_selected;
+        let (rc, source) = self.range_call(c, g, 0)?;
+        let (Source::Selector(series, mint, maxt), Some(windows)) = (source, rc.pushdown_windows()) else {
+            self.series_selected = selected_before;
+            return Ok(None);
+        };
+        let mut grouping = a.grouping.clone();
+        grouping.sort();
+        let mut index: HashMap<storage::Labels, usize> = HashMap::default();
+        let mut groups: Vec<(storage::Labels, Vec<storage::SeriesRef>)> = Vec::new();
+        let total = series.len();
+        for s in series {
+            let key = group_labels(&s.labels, &grouping, a.without);
+            let i = *index.entry(key.clone()).or_insert_with(|| {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            });
+            groups[i].1.push(s);
+        }
+        // Alone in its group, a series has no other to be left out for, and the per-series loop
+        // (`pushdown.rs`, or decoding) is faster (measured: 1-hour windows not aligned with hour
+        // blocks, one series per group, 15 % more CPU here).
+        if groups.iter().all(|(_, m)| m.len() < 2) {
+            self.series_selected = selected_before;
+            return Ok(None);
+        }
+        let piece = total.div_ceil(PIECES).max(MIN_PIECE);
+        let tasks: Vec<(usize, &[storage::SeriesRef])> = groups
+            .iter()
+            .enumerate()
+            .flat_map(|(gi, (_, m))| m.chunks(piece).map(move |c| (gi, c)))
+            .collect();
+
+        let (querier, opts, deadline) = (self.querier, self.opts, self.deadline);
+        let run = |ctx: &mut SeriesCtx<'a>, &(_, members): &(usize, &[storage::SeriesRef])| {
+            let mut scan = ScanStats::default();
+            let values = ctx.check_deadline().and_then(|()| {
+                let mut v = Vec::with_capacity(windows.len());
+                Ok(querier.group_extremes(members, windows, which, &mut v, &mut scan)?.then_some(v))
+            });
+            Piece { scan, values }
+        };
+        let fresh = || SeriesCtx::new(querier, opts, deadline);
+        // As `map_series` does: time the first piece here, and keep work too small for the
+        // pool (blocks answered from statistics) on this thread.
+        let mut ctx = fresh();
+        let began = Instant::now();
+        let mut pieces: Vec<Piece> = tasks.first().map(|t| run(&mut ctx, t)).into_iter().collect();
+        // Storage declines for the whole query alike (histograms aside): do not wait for the rest.
+        if pieces.first().is_some_and(|p| matches!(p.values, Ok(None))) {
+            self.series_selected = selected_before;
+            return Ok(None);
+        }
+        let rest = &tasks[pieces.len()..];
+        let est = estimate_points(g.len(), mint, maxt).saturating_mul(piece);
+        let pool =
+            if self.too_little_for_pool(began, rest.len()) { None } else { self.pool_for(rest.len(), est) };
+        match pool.and_then(|(pool, _entered)| run_items(pool, rest, fresh, run)) {
+            Some(done) => pieces.extend(done),
+            None => pieces.extend(rest.iter().map(|t| run(&mut ctx, t))),
+        }
+
+        let mut answers: Vec<Vec<Option<f64>>> = vec![vec![None; windows.len()]; groups.len()];
+        let mut scan = ScanStats::default();
+        for ((gi, _), p) in tasks.iter().zip(pieces) {
+            scan.add(&p.scan);
+            let Some(values) = p.values? else {
+                self.series_selected = selected_before;
+                return Ok(None);
+            };
+            for (acc, v) in answers[*gi].iter_mut().zip(values) {
+                if let Some(v) = v {
+                    which.fold(acc, v);
+                }
+            }
+        }
+        self.samples_read += scan.samples_decoded;
+        self.scan.add(&scan);
+        let mut out = OutputBuilder::new(g);
+        for ((key, _), values) in groups.iter().zip(answers) {
+            for (i, v) in values.into_iter().enumerate() {
+                if let Some(v) = v {
+                    // The call's results lose their names; the group's labels have none.
+                    out.push(key.clone(), true, g.ts(i), v)?;
+                }
+            }
+        }
+        Ok(Some(Val::Vector(out.finish(true)?)))
+    }
+}
