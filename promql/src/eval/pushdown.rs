@@ -36,7 +36,9 @@
 //!   (not allowed with these functions anyway), and every other range function.
 //!
 //! Aggregations over these calls (`sum by (h) (max_over_time(x[1h]))`) need nothing special:
-//! the inner call goes through here.
+//! the inner call goes through here. The exception is `max(max_over_time(..))` and
+//! `min(min_over_time(..))`, which storage answers per group (`group_extreme.rs`), leaving out
+//! blocks that cannot change a group's answer.
 
 use storage::SeriesRef;
 use storage::window::{Need, ScanStats, WindowAgg};
