@@ -55,9 +55,13 @@ pub(crate) fn group_extreme_call<'e>(
 /// cannot leave out each other's), so a group is cut only as far as the pool needs.
 const MIN_PIECE: usize = 8;
 
-/// Pieces a query's series are cut into (fewer when `MIN_PIECE` says so): enough for a pool
-/// of 4 threads to share. Not derived from the pool's size, so the work done, and the
-/// statistics that report it, are the same with or without the pool.
+/// Most series in one piece: storage works on a piece without a look at the deadline, and
+/// holds a piece's head samples and the blocks its current window cuts.
+const MAX_PIECE: usize = 64;
+
+/// Pieces a query's series are cut into (more or fewer when `MAX_PIECE` or `MIN_PIECE` say
+/// so): enough for a pool of 4 threads to share. Not derived from the pool's size, so the work
+/// done, and the statistics that report it, are the same with or without the pool.
 const PIECES: usize = 16;
 
 /// One piece of a group, as storage answered it.
@@ -102,7 +106,7 @@ impl<'a> Evaluator<'a> {
             self.series_selected = selected_before;
             return Ok(None);
         }
-        let piece = total.div_ceil(PIECES).max(MIN_PIECE);
+        let piece = total.div_ceil(PIECES).clamp(MIN_PIECE, MAX_PIECE);
         let tasks: Vec<(usize, &[storage::SeriesRef])> = groups
             .iter()
             .enumerate()

@@ -34,10 +34,21 @@ use crate::window::{Extreme, ScanStats, fold_extreme, span};
 
 /// A run of one series' data in time order.
 enum Source<'a> {
-    /// An exclusive block with at least one non-stale value; its samples once decoded.
-    Block(Block<'a>, Option<Vec<Sample>>),
+    /// An exclusive block with at least one non-stale value.
+    Block(Block<'a>, Decoded),
     /// Samples already in memory (head samples, or a series read whole); never empty.
     Samples(Vec<Sample>),
+}
+
+/// What became of a block's samples.
+enum Decoded {
+    /// Never decoded.
+    No,
+    /// Decoded for a window, and kept for the next ones that cut the block.
+    Kept(Vec<Sample>),
+    /// Decoded, and dropped once the windows moved past the block: memory holds the blocks
+    /// the current window cuts, not every block decoded.
+    Dropped,
 }
 
 impl Source<'_> {
@@ -81,18 +92,19 @@ pub(super) fn group_extremes(
     let mut found: Vec<(usize, Option<f64>)> = Vec::new();
     let mut cut: Vec<(usize, f64)> = Vec::new();
     let mut prev: Option<((i64, i64), Option<f64>)> = None;
+    // Per series, the first source a window may still overlap.
+    let mut live: Vec<usize> = series.iter().map(|r| r.start).collect();
     for &w in windows {
         let answer = match prev {
             Some((pw, answer)) if pw == w => answer,
-            _ => window_extreme(&mut sources, &series, w, which, &mut found, &mut cut, stats)?,
+            _ => window_extreme(&mut sources, &series, &mut live, w, which, &mut found, &mut cut, stats)?,
         };
         out.push(answer);
         prev = Some((w, answer));
     }
-    stats.blocks_from_stats += sources
-        .iter()
-        .filter(|s| matches!(s, Source::Block(b, None) if contained(b.range(), windows).is_some()))
-        .count() as u64;
+    // Sources hold only blocks that overlap a window.
+    stats.blocks_from_stats +=
+        sources.iter().filter(|s| matches!(s, Source::Block(_, Decoded::No))).count() as u64;
     Ok(true)
 }
 
@@ -156,7 +168,7 @@ fn series_sources<'a>(
             out.push(Source::Samples(rest[..before].to_vec()));
         }
         rest = &rest[before..];
-        out.push(Source::Block(b, None));
+        out.push(Source::Block(b, Decoded::No));
     }
     if !rest.is_empty() {
         out.push(Source::Samples(rest.to_vec()));
@@ -164,11 +176,14 @@ fn series_sources<'a>(
     Ok(())
 }
 
-/// The group's extreme over window `w = (lo, hi)`: see the module documentation. `found` and
-/// `cut` are scratch space.
+/// The group's extreme over window `w = (lo, hi)`: see the module documentation. `live[i]` is
+/// the first source of series `i` that this window or a later one may overlap (window starts
+/// never decrease), advanced here; `found` and `cut` are scratch space.
+#[allow(clippy::too_many_arguments)]
 fn window_extreme(
     sources: &mut [Source<'_>],
     series: &[std::ops::Range<usize>],
+    live: &mut [usize],
     (lo, hi): (i64, i64),
     which: Extreme,
     found: &mut Vec<(usize, Option<f64>)>,
@@ -184,15 +199,21 @@ fn window_extreme(
             which.fold(best, v);
         }
     };
-    for r in series {
+    for (r, live) in series.iter().zip(live.iter_mut()) {
         // A series' sources are disjoint and in time order: those overlapping the window are
-        // a contiguous run.
+        // a contiguous run. Blocks before it were decoded for the last time.
         let own = &sources[r.clone()];
         let first = r.start + own.partition_point(|s| s.range().1 < lo);
         let end = r.start + own.partition_point(|s| s.range().0 <= hi);
+        for src in &mut sources[*live..first.max(*live)] {
+            if let Source::Block(_, d @ Decoded::Kept(_)) = src {
+                *d = Decoded::Dropped;
+            }
+        }
+        *live = first.max(*live);
         for (i, src) in sources.iter().enumerate().take(end).skip(first) {
             let v = match src {
-                Source::Block(b, None) => {
+                Source::Block(b, Decoded::No | Decoded::Dropped) => {
                     let (blo, bhi) = b.range();
                     let st = which.of_block(&b.meta.stats);
                     if lo <= blo && bhi <= hi {
@@ -202,7 +223,7 @@ fn window_extreme(
                         continue;
                     }
                 }
-                Source::Block(_, Some(samples)) | Source::Samples(samples) => {
+                Source::Block(_, Decoded::Kept(samples)) | Source::Samples(samples) => {
                     let mut acc = None;
                     fold_extreme(which, &mut acc, samples, lo, hi);
                     acc
@@ -223,16 +244,16 @@ fn window_extreme(
             continue;
         }
         let Source::Block(b, decoded) = &mut sources[i] else { continue };
-        let samples = match decoded {
-            Some(samples) => samples,
-            None => {
-                let mut samples = Vec::new();
-                b.file.file.read_block(&b.meta, &mut samples)?;
-                stats.blocks_decoded += 1;
-                stats.samples_decoded += samples.len() as u64;
-                decoded.insert(samples)
-            }
-        };
+        if !matches!(decoded, Decoded::Kept(_)) {
+            // Cut blocks of this window are `No` (or `Dropped`, never in practice: a block is
+            // dropped only once the windows start after it).
+            let mut samples = Vec::new();
+            b.file.file.read_block(&b.meta, &mut samples)?;
+            stats.blocks_decoded += 1;
+            stats.samples_decoded += samples.len() as u64;
+            *decoded = Decoded::Kept(samples);
+        }
+        let Decoded::Kept(samples) = decoded else { continue };
         let mut acc = None;
         fold_extreme(which, &mut acc, samples, lo, hi);
         note(&mut best, acc);
