@@ -80,6 +80,14 @@ impl<'a> Evaluator<'a> {
     /// order, which is the fold over all its series (see `storage::window::Extreme`).
     pub(crate) fn eval_group_extreme(&mut self, a: &AggregateExpr, g: Grid) -> Result<Option<Val>> {
         let Some((c, which)) = group_extreme_call(a, self.opts) else { return Ok(None) };
+        // Windows storage would decline: leave before selecting anything (a declined query
+        // selects its series twice; measured: 5 such terms cost 0.46 instead of 0.36 ms).
+        if let [Expr::Matrix(ms)] = c.args.as_slice()
+            && let (Ok(spec), Some(grid)) = (self.window_spec(ms), self.querier.block_grid_ms())
+            && spec.range.saturating_mul(2) < grid
+        {
+            return Ok(None);
+        }
         let selected_before = self.series_selected;
         let (rc, source) = self.range_call(c, g, 0)?;
         let (Source::Selector(series, mint, maxt), Some(windows)) = (source, rc.pushdown_windows()) else {
