@@ -187,6 +187,8 @@ proptest! {
             "max without (s) (max_over_time(m[{r}m]{o}))",
             "min(min_over_time({__name__=~\"m|c_total\"}[{r}m]{o}))",
             "max by (__name__) (max_over_time(m[{r}m]{o}))",
+            // Sees the order of the aggregation's output series.
+            "limitk(1, max by (h) (max_over_time(m[{r}m]{o})))",
         ] {
             let q = q.replace("{r}", &range_min.to_string()).replace("{o}", modifier);
             same(&db, &q, start, end, step);

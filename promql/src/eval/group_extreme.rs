@@ -166,10 +166,16 @@ impl<'a> Evaluator<'a> {
         }
         self.samples_read += scan.samples_decoded;
         self.scan.add(&scan);
+        // Series in the order the aggregation's step-by-step loop creates them: by the first
+        // step with a value, then group order (order that `limitk` or `topk` ties can see).
+        let mut order: Vec<usize> =
+            (0..groups.len()).filter(|&gi| answers[gi].iter().any(Option::is_some)).collect();
+        order.sort_by_key(|&gi| (answers[gi].iter().position(Option::is_some), gi));
         let mut out = OutputBuilder::new(g);
-        for ((key, _), values) in groups.iter().zip(answers) {
-            for (i, v) in values.into_iter().enumerate() {
-                if let Some(v) = v {
+        for gi in order {
+            let key = &groups[gi].0;
+            for (i, v) in answers[gi].iter().enumerate() {
+                if let Some(v) = *v {
                     // The call's results lose their names; the group's labels have none.
                     out.push(key.clone(), true, g.ts(i), v)?;
                 }
