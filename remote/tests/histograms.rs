@@ -103,9 +103,47 @@ fn a_negative_zero_count_keeps_its_sign() {
     }
 }
 
+/// A sum (and zero threshold) of `-0.0` is sent: proto3 omits a double equal to `0.0`, so our
+/// sender writes both as bit patterns (found by the prw_v2_decode fuzzer, round trip of a
+/// custom-bucket integer histogram whose sum was `-0.0`).
+#[test]
+fn a_negative_zero_sum_keeps_its_sign() {
+    let h = FloatHistogram {
+        counter_reset_hint: CounterResetHint::Unknown,
+        schema: -53,
+        zero_threshold: 0.0,
+        zero_count: 0.0,
+        count: 16.0,
+        sum: -0.0,
+        positive: vec![(1, 10.0), (2, 6.0)],
+        negative: Vec::new(),
+        custom_values: vec![0.1, 1.0],
+    };
+    assert!(prw::is_integer(&h));
+    let mut float = h.clone();
+    float.zero_threshold = -0.0;
+    float.count = 16.5;
+    float.positive = vec![(1, 10.5), (2, 6.0)];
+    float.schema = 0;
+    float.custom_values = Vec::new();
+    for version in [Version::V1, Version::V2] {
+        for h in [&h, &float] {
+            let mut batch = Batch::new();
+            batch.push_histograms(
+                Labels::from_pairs(&[("__name__", "h")]),
+                vec![HistogramSample { t: 1, h: h.clone() }],
+            );
+            let got = decode(version, &batch).unwrap();
+            let g = &got.batch.histograms[0].1[0].h;
+            assert_eq!(g.sum.to_bits(), (-0.0f64).to_bits(), "{version:?}");
+            assert_eq!(g.zero_threshold.to_bits(), h.zero_threshold.to_bits(), "{version:?}");
+        }
+    }
+}
+
 #[test]
 fn a_histogram_stale_marker_becomes_the_float_stale_marker() {
-    let h = v1::Histogram { sum: stale_nan(), timestamp: 5, ..v1::Histogram::default() };
+    let h = v1::Histogram { sum_bits: stale_nan().to_bits(), timestamp: 5, ..v1::Histogram::default() };
     let ts = v1::TimeSeries {
         labels: vec![v1::Label { name: "__name__".into(), value: "h".into() }],
         samples: vec![],
@@ -127,7 +165,7 @@ type Breaks = Box<dyn FnOnce(&mut v1::Histogram)>;
 fn refused(f: impl FnOnce(&mut v1::Histogram)) -> String {
     let mut h = v1::Histogram {
         count: Some(v1::histogram::Count::CountInt(3)),
-        sum: 1.0,
+        sum_bits: 1f64.to_bits(),
         schema: 0,
         zero_count: Some(v1::histogram::ZeroCount::ZeroCountInt(1)),
         positive_spans: vec![v1::BucketSpan { offset: 0, length: 2 }],

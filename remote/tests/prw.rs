@@ -602,7 +602,11 @@ fn arb_v1_request() -> impl Strategy<Value = v1::WriteRequest> {
                 vec![v1::Exemplar { labels: ex_labels, value: 1.0, timestamp: 2 }]
             },
             histograms: (0..n_hist)
-                .map(|i| v1::Histogram { timestamp: i as i64, sum: 1.0, ..Default::default() })
+                .map(|i| v1::Histogram {
+                    timestamp: i as i64,
+                    sum_bits: 1f64.to_bits(),
+                    ..Default::default()
+                })
                 .collect(),
         });
     let md = (0i32..9, arb_string(), arb_string(), arb_string())

@@ -128,9 +128,9 @@ fn test_histogram(t: i64, float: bool) -> v1::Histogram {
     use v1::histogram::{Count, ZeroCount};
     v1::Histogram {
         count: Some(if float { Count::CountFloat(3.0) } else { Count::CountInt(3) }),
-        sum: 20.0,
+        sum_bits: 20f64.to_bits(),
         schema: 2,
-        zero_threshold: 1e-128,
+        zero_threshold_bits: 1e-128f64.to_bits(),
         zero_count: Some(if float { ZeroCount::ZeroCountFloat(0.0) } else { ZeroCount::ZeroCountInt(0) }),
         negative_spans: vec![v1::BucketSpan { offset: 0, length: 1 }],
         negative_deltas: if float { vec![] } else { vec![2] },
@@ -149,9 +149,9 @@ fn custom_buckets_histogram(t: i64, float: bool) -> v1::Histogram {
     use v1::histogram::{Count, ZeroCount};
     v1::Histogram {
         count: Some(if float { Count::CountFloat(16.0) } else { Count::CountInt(16) }),
-        sum: 20.0,
+        sum_bits: 20f64.to_bits(),
         schema: -53,
-        zero_threshold: 0.0,
+        zero_threshold_bits: 0,
         zero_count: Some(if float { ZeroCount::ZeroCountFloat(0.0) } else { ZeroCount::ZeroCountInt(0) }),
         positive_spans: vec![v1::BucketSpan { offset: 1, length: 2 }],
         positive_deltas: if float { vec![] } else { vec![10, -4] },

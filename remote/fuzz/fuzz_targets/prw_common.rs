@@ -93,7 +93,7 @@ fn flat_prost(version: Version, raw: &[u8]) -> Option<(Flat, FlatHist)> {
                 for s in ts.samples {
                     out.push((l.clone(), s.timestamp, s.value_bits));
                 }
-                push_prost_histograms(&l, ts.histograms.iter().map(|h| (h.timestamp, h.sum)), &mut out, &mut out_h);
+                push_prost_histograms(&l, ts.histograms.iter().map(|h| (h.timestamp, f64::from_bits(h.sum_bits))), &mut out, &mut out_h);
             }
         }
         Version::V2 => {
@@ -108,7 +108,7 @@ fn flat_prost(version: Version, raw: &[u8]) -> Option<(Flat, FlatHist)> {
                 for s in ts.samples {
                     out.push((l.clone(), s.timestamp, s.value_bits));
                 }
-                push_prost_histograms(&l, ts.histograms.iter().map(|h| (h.timestamp, h.sum)), &mut out, &mut out_h);
+                push_prost_histograms(&l, ts.histograms.iter().map(|h| (h.timestamp, f64::from_bits(h.sum_bits))), &mut out, &mut out_h);
             }
         }
     }

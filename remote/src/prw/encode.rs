@@ -83,9 +83,9 @@ pub fn histogram_message(s: &storage::HistogramSample) -> v1::Histogram {
     let counts = |buckets: &[(i32, f64)]| buckets.iter().map(|b| b.1).collect::<Vec<_>>();
     v1::Histogram {
         count: Some(if integer { Count::CountInt(h.count as u64) } else { Count::CountFloat(h.count) }),
-        sum: h.sum,
+        sum_bits: h.sum.to_bits(),
         schema: h.schema,
-        zero_threshold: h.zero_threshold,
+        zero_threshold_bits: h.zero_threshold.to_bits(),
         zero_count: Some(if integer {
             ZeroCount::ZeroCountInt(h.zero_count as u64)
         } else {

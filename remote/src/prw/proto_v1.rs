@@ -80,15 +80,16 @@ pub struct Histogram {
     /// `oneof count { uint64 count_int = 1; double count_float = 2; }`
     #[prost(oneof = "histogram::Count", tags = "1, 2")]
     pub count: Option<histogram::Count>,
-    /// `double sum = 3`
-    #[prost(double, tag = "3")]
-    pub sum: f64,
+    /// `double sum = 3`, as its bit pattern (`fixed64`, the same wire encoding) so that a sum
+    /// of `-0.0` is sent: proto3 omits a double equal to `0.0` (see [`Sample`]).
+    #[prost(fixed64, tag = "3")]
+    pub sum_bits: u64,
     /// `sint32 schema = 4`
     #[prost(sint32, tag = "4")]
     pub schema: i32,
-    /// `double zero_threshold = 5`
-    #[prost(double, tag = "5")]
-    pub zero_threshold: f64,
+    /// `double zero_threshold = 5`, as its bit pattern, as `sum_bits`.
+    #[prost(fixed64, tag = "5")]
+    pub zero_threshold_bits: u64,
     /// `oneof zero_count { uint64 zero_count_int = 6; double zero_count_float = 7; }`
     #[prost(oneof = "histogram::ZeroCount", tags = "6, 7")]
     pub zero_count: Option<histogram::ZeroCount>,
