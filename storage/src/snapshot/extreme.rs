@@ -234,11 +234,12 @@ fn window_extreme(
         }
     }
     // Best statistic first, NaN (a block of NaN only) last.
-    cut.sort_by(|a, b| match which {
-        Extreme::Max => b.1.total_cmp(&a.1),
-        Extreme::Min => a.1.total_cmp(&b.1),
+    cut.sort_by(|a, b| {
+        a.1.is_nan().cmp(&b.1.is_nan()).then_with(|| match which {
+            Extreme::Max => b.1.total_cmp(&a.1),
+            Extreme::Min => a.1.total_cmp(&b.1),
+        })
     });
-    cut.sort_by_key(|c| c.1.is_nan());
     for &(i, bound) in cut.iter() {
         if best.is_some_and(|b| which.cannot_change(bound, b)) {
             continue;
