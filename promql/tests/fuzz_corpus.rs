@@ -37,3 +37,25 @@ fn regex_translate_corpus() {
         checks::regex_translate(&data);
     }
 }
+
+#[test]
+fn pushdown_corpus() {
+    for data in corpus("promql_pushdown") {
+        checks::pushdown(&data);
+    }
+}
+
+/// The push-down target's store is what its oracle needs: hourly aggregations take blocks
+/// from statistics, per-group extremes decline nothing they could answer, and some blocks must
+/// still be decoded (the blocks the out-of-order samples overlap).
+#[test]
+fn pushdown_store_uses_block_statistics() {
+    checks::pushdown(b"\x01max_over_time(m[1h])");
+    let stats = checks::pushdown_stats("max_over_time(m[1h])", 1);
+    assert!(stats.blocks_from_stats > 50, "{stats:?}");
+    assert!(stats.blocks_decoded > 0, "{stats:?}");
+    let stats = checks::pushdown_stats("max by (h) (max_over_time(m[1h]))", 1);
+    assert!(stats.blocks_from_stats > 50, "{stats:?}");
+    let stats = checks::pushdown_stats("sum(rate(c_total[1h]))", 1);
+    assert!(stats.blocks_from_stats > 10, "{stats:?}");
+}

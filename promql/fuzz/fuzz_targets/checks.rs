@@ -284,3 +284,229 @@ pub fn regex_translate(data: &[u8]) {
         }
     }
 }
+
+/// A whole hour (2023-11-14T22:00:00Z), so hourly grids line up with the hour-grid blocks.
+const BASE: i64 = 1_699_999_200_000;
+const HOUR: i64 = 3_600_000;
+
+/// A real `storage::Db` holding six hours of 15 s data, written so that block statistics are
+/// used and also must be declined: hours 0-3 flushed into partition files (blocks of at most 60
+/// samples on the hour grid, 3 h partitions); hours 3-5 flushed into a second file together with
+/// out-of-order samples inside hour 1 (blocks that overlap another file, so their statistics alone
+/// are not the answer); hour 5-6 left in the head. Series: `m{s="0".."5", h="a"|"b"}` floats
+/// with ties, signed zeros, NaN payloads, infinities, stale markers, gaps and one series that
+/// ends early; `c_total{s="0"|"1"}` counters with resets and a stale marker; `nh{s="0"}` a
+/// native histogram counter.
+///
+/// The directory is removed once the data is written: the snapshot reads partition files
+/// through memory maps and the head from memory, so queries never open a file, and the fuzzer
+/// leaves nothing behind.
+fn db_snapshot() -> &'static storage::Snapshot {
+    static DB: OnceLock<(storage::Db, storage::Snapshot)> = OnceLock::new();
+    &DB.get_or_init(|| {
+        let dir = tempfile::Builder::new().prefix("strata-fuzz-pushdown").tempdir().expect("tempdir");
+        let mut o = storage::Options::new(dir.path());
+        o.partition_ms = 3 * HOUR;
+        o.ooo_window_ms = 24 * HOUR;
+        o.block_samples_max = 60;
+        o.wal_sync = storage::WalSync::Interval(Duration::from_secs(3600));
+        o.maintenance_interval = Duration::from_secs(24 * 3600);
+        o.head_flush_interval = Duration::from_secs(24 * 3600);
+        let db = storage::Db::open(o).expect("open");
+        let append = |from: i64, to: i64| {
+            let mut batch = storage::Batch::new();
+            for s in 0..6i64 {
+                let labels = Labels::from_pairs(&[
+                    ("__name__", "m"),
+                    ("s", &s.to_string()),
+                    ("h", if s % 2 == 0 { "a" } else { "b" }),
+                ]);
+                let samples: Vec<Sample> = (from..to)
+                    .filter(|i| s != 3 || i % 4 == 0)
+                    .filter(|&i| s != 4 || i < 3 * 240 + 17)
+                    .map(|i| Sample::new(BASE + i * 15_000, float_value(s, i)))
+                    .collect();
+                batch.push(labels, samples);
+            }
+            for s in 0..2i64 {
+                let labels = Labels::from_pairs(&[("__name__", "c_total"), ("s", &s.to_string())]);
+                let samples: Vec<Sample> = (from..to)
+                    .map(|i| {
+                        let v = match (s, i) {
+                            (1, 500) => storage::stale_nan(),
+                            // Resets: at an hour's first sample, and inside an hour.
+                            (0, _) => (i % 480) as f64 * 1.5,
+                            _ => ((i - 333).rem_euclid(700) * 3) as f64,
+                        };
+                        Sample::new(BASE + i * 15_000, v)
+                    })
+                    .collect();
+                batch.push(labels, samples);
+            }
+            let hist: Vec<HistogramSample> = (from..to)
+                .step_by(4)
+                .map(|i| {
+                    let n = (i % 300) as f64;
+                    let h = FloatHistogram {
+                        schema: 0,
+                        zero_threshold: 0.001,
+                        zero_count: n,
+                        count: 4.0 * n,
+                        sum: 2.5 * n,
+                        positive: if n == 0.0 { vec![] } else { vec![(0, n), (2, 2.0 * n)] },
+                        ..FloatHistogram::default()
+                    };
+                    HistogramSample { t: BASE + i * 15_000, h }
+                })
+                .collect();
+            batch.push_histograms(Labels::from_pairs(&[("__name__", "nh"), ("s", "0")]), hist);
+            db.append(&batch).expect("append");
+        };
+        let per_hour = 240;
+        append(0, 3 * per_hour);
+        db.flush().expect("flush");
+        append(3 * per_hour, 5 * per_hour);
+        // Out-of-order samples between hour 1's, for two series: the second file overlaps the first.
+        let mut batch = storage::Batch::new();
+        for s in [1i64, 2] {
+            let labels = Labels::from_pairs(&[
+                ("__name__", "m"),
+                ("s", &s.to_string()),
+                ("h", if s % 2 == 0 { "a" } else { "b" }),
+            ]);
+            let samples = (per_hour + 40..per_hour + 90)
+                .map(|i| Sample::new(BASE + i * 15_000 + 7_000, 100.0 - i as f64))
+                .collect();
+            batch.push(labels, samples);
+        }
+        db.append(&batch).expect("append");
+        db.flush().expect("flush");
+        append(5 * per_hour, 6 * per_hour + 1);
+        let snap = db.snapshot();
+        let _ = dir.close();
+        (db, snap)
+    })
+    .1
+}
+
+/// `m{s}`'s value at step `i`: mostly small integers (ties across series and blocks), with
+/// the values whose folding rules differ: signed zeros, NaNs with payloads, infinities, stale
+/// markers, and integers beyond 2^53.
+fn float_value(s: i64, i: i64) -> f64 {
+    let x = (i * 7 + s * 13) % 97;
+    match x {
+        0 => -0.0,
+        1 => 0.0,
+        2 if s != 0 => f64::NAN,
+        3 => f64::from_bits(0x7ff8_0000_0000_0abc),
+        4 if s == 5 => f64::INFINITY,
+        5 if s == 2 => f64::NEG_INFINITY,
+        6 => storage::stale_nan(),
+        7 => 9_007_199_254_740_993.0,
+        _ => ((x * 5 + s) % 11) as f64 - 5.0,
+    }
+}
+
+/// (start, end, step) over [`db_snapshot`]'s data; step 0 is an instant query at `start`.
+const PUSHDOWN_GRIDS: [(i64, i64, i64); 8] = [
+    (BASE + 6 * HOUR, BASE + 6 * HOUR, 0),
+    (BASE + HOUR, BASE + 6 * HOUR, HOUR),
+    (BASE, BASE + 6 * HOUR, 15 * 60_000),
+    (BASE + 7 * 60_000, BASE + 6 * HOUR, 10 * 60_000),
+    (BASE + 3 * HOUR, BASE + 3 * HOUR, 0),
+    (BASE - HOUR, BASE + 7 * HOUR, 37_000),
+    (BASE + HOUR / 2, BASE + 11 * HOUR / 2, HOUR),
+    (BASE + 5 * HOUR / 2, BASE + 5 * HOUR / 2, 0),
+];
+
+/// The answer as text with every float as its bits, so NaN payloads and signed zeros count,
+/// and series in the order given.
+fn exact(v: &Value) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let p = |out: &mut String, t: i64, v: f64| {
+        let _ = write!(out, " {t}:{:x}", v.to_bits());
+    };
+    match v {
+        Value::Scalar { t, v } => p(&mut out, *t, *v),
+        Value::String { t, v } => {
+            let _ = write!(out, "{t}:{v:?}");
+        }
+        Value::Vector(samples) => {
+            for s in samples {
+                let _ = write!(out, "\n{:?}", s.labels);
+                p(&mut out, s.t, s.v);
+                let _ = write!(out, " {:?}", s.h);
+            }
+        }
+        Value::Matrix(series) => {
+            for s in series {
+                let _ = write!(out, "\n{:?}", s.labels);
+                for point in &s.points {
+                    p(&mut out, point.t, point.v);
+                }
+                for h in &s.histograms {
+                    let _ = write!(out, " {}:{:?}", h.t, h.h);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `promql_pushdown`: any query over a real database whose blocks carry statistics
+/// ([`db_snapshot`]), evaluated with push-down (block statistics, per-group extremes, the
+/// prefetch of range calls) and without (every sample decoded); the answers must be
+/// identical, float bits, series order and annotations included, and so must the errors,
+/// except where one way trips the sample limit or the timeout and the other does not (the
+/// statistics path loads fewer samples). The first byte picks the grid (low 3 bits) and the
+/// optional language features (0x80).
+pub fn pushdown(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let Ok(query) = std::str::from_utf8(rest) else { return };
+    let all = mode & 0x80 != 0;
+    let engine = |pushdown| {
+        Engine::new(EngineOptions {
+            experimental_functions: all,
+            duration_expressions: all,
+            extended_range_selectors: all,
+            binop_fill_modifiers: all,
+            pushdown,
+            max_samples: 200_000,
+            timeout: Duration::from_millis(500),
+            ..EngineOptions::default()
+        })
+    };
+    let (start, end, step) = PUSHDOWN_GRIDS[usize::from(mode & 7)];
+    let snap = db_snapshot();
+    let run = |pushdown: bool| {
+        if step == 0 {
+            engine(pushdown).instant(snap, query, start)
+        } else {
+            engine(pushdown).range(snap, query, start, end, step)
+        }
+    };
+    let (pushed, decoded) = (run(true), run(false));
+    match (pushed, decoded) {
+        (Ok(p), Ok(d)) => {
+            assert_eq!(exact(&p.value), exact(&d.value), "{query:?} on grid {}", mode & 7);
+            assert_eq!(p.warnings, d.warnings, "{query:?}");
+            assert_eq!(p.infos, d.infos, "{query:?}");
+        }
+        (Err(p), Err(d)) if p.to_string() == d.to_string() => {}
+        (Err(Error::Execution(msg)), _) | (_, Err(Error::Execution(msg))) if msg.contains("panicked") => {
+            panic!("{query:?}: {msg}")
+        }
+        (Err(Error::Timeout(_) | Error::TooManySamples(_)), _)
+        | (_, Err(Error::Timeout(_) | Error::TooManySamples(_))) => {}
+        (p, d) => panic!("{query:?} on grid {}: push-down {:?}, decoding {:?}", mode & 7, p.err(), d.err()),
+    }
+}
+
+/// The push-down run's statistics for `query` on grid `grid` (a test of [`db_snapshot`]).
+#[allow(dead_code)]
+pub fn pushdown_stats(query: &str, grid: usize) -> promql::QueryStats {
+    let (start, end, step) = PUSHDOWN_GRIDS[grid];
+    let engine = Engine::new(EngineOptions { pushdown: true, ..EngineOptions::default() });
+    engine.range(db_snapshot(), query, start, end, step).expect("query").stats
+}
