@@ -90,6 +90,7 @@ def main() -> None:
     args = ap.parse_args()
 
     out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     before = replay(args.fuzz_dir, args.target, args.corpus, out / f"{args.target}-before.profdata")
     after = before
     if args.add:
