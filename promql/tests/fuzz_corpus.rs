@@ -46,7 +46,7 @@ fn pushdown_corpus() {
 }
 
 /// The push-down target's store is what its oracle needs: hourly aggregations take blocks
-/// from statistics, per-group extremes decline nothing they could answer, and some blocks must
+/// from statistics, and so do per-group extremes, and some blocks must
 /// still be decoded (the blocks the out-of-order samples overlap).
 #[test]
 fn pushdown_store_uses_block_statistics() {

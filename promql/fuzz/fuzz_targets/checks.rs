@@ -316,11 +316,7 @@ fn db_snapshot() -> &'static storage::Snapshot {
         let append = |from: i64, to: i64| {
             let mut batch = storage::Batch::new();
             for s in 0..6i64 {
-                let labels = Labels::from_pairs(&[
-                    ("__name__", "m"),
-                    ("s", &s.to_string()),
-                    ("h", if s % 2 == 0 { "a" } else { "b" }),
-                ]);
+                let labels = m_labels(s);
                 let samples: Vec<Sample> = (from..to)
                     .filter(|i| s != 3 || i % 4 == 0)
                     .filter(|&i| s != 4 || i < 3 * 240 + 17)
@@ -369,11 +365,7 @@ fn db_snapshot() -> &'static storage::Snapshot {
         // Out-of-order samples between hour 1's, for two series: the second file overlaps the first.
         let mut batch = storage::Batch::new();
         for s in [1i64, 2] {
-            let labels = Labels::from_pairs(&[
-                ("__name__", "m"),
-                ("s", &s.to_string()),
-                ("h", if s % 2 == 0 { "a" } else { "b" }),
-            ]);
+            let labels = m_labels(s);
             let samples = (per_hour + 40..per_hour + 90)
                 .map(|i| Sample::new(BASE + i * 15_000 + 7_000, 100.0 - i as f64))
                 .collect();
@@ -387,6 +379,11 @@ fn db_snapshot() -> &'static storage::Snapshot {
         (db, snap)
     })
     .1
+}
+
+/// `m{s="<s>", h="a"|"b"}`: even series in group `a`, odd ones in `b`.
+fn m_labels(s: i64) -> Labels {
+    Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string()), ("h", if s % 2 == 0 { "a" } else { "b" })])
 }
 
 /// `m{s}`'s value at step `i`: mostly small integers (ties across series and blocks), with
@@ -493,10 +490,11 @@ pub fn pushdown(data: &[u8]) {
             assert_eq!(p.warnings, d.warnings, "{query:?}");
             assert_eq!(p.infos, d.infos, "{query:?}");
         }
-        (Err(p), Err(d)) if p.to_string() == d.to_string() => {}
+        // A panic is a crash even when both ways panic alike.
         (Err(Error::Execution(msg)), _) | (_, Err(Error::Execution(msg))) if msg.contains("panicked") => {
             panic!("{query:?}: {msg}")
         }
+        (Err(p), Err(d)) if p.to_string() == d.to_string() => {}
         (Err(Error::Timeout(_) | Error::TooManySamples(_)), _)
         | (_, Err(Error::Timeout(_) | Error::TooManySamples(_))) => {}
         (p, d) => panic!("{query:?} on grid {}: push-down {:?}, decoding {:?}", mode & 7, p.err(), d.err()),
