@@ -7,42 +7,63 @@ mod checks;
 
 use std::path::PathBuf;
 
-fn corpus(target: &str) -> Vec<Vec<u8>> {
+fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
     let mut files: Vec<PathBuf> =
         std::fs::read_dir(&dir).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default();
     files.sort();
-    let inputs: Vec<Vec<u8>> = files.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let inputs: Vec<(PathBuf, Vec<u8>)> = files
+        .into_iter()
+        .map(|p| {
+            let data = std::fs::read(&p).unwrap();
+            (p, data)
+        })
+        .collect();
     assert!(!inputs.is_empty(), "the {target} corpus is missing");
     inputs
 }
 
+/// Runs `check` on every input of `target`'s corpus, spread over the machine's cores: the
+/// push-down corpus alone takes minutes on one core in a debug build, and `cargo test` runs
+/// one test binary at a time, so a single-threaded replay left the other cores idle.
+/// A failing input is named before its panic goes on.
+fn replay(target: &str, check: fn(&[u8])) {
+    let inputs = corpus(target);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let inputs = &inputs;
+    std::thread::scope(|scope| {
+        for first in 0..threads {
+            scope.spawn(move || {
+                for (path, data) in inputs.iter().skip(first).step_by(threads) {
+                    let outcome = std::panic::catch_unwind(|| check(data));
+                    if let Err(panic) = outcome {
+                        eprintln!("corpus input {} failed", path.display());
+                        std::panic::resume_unwind(panic);
+                    }
+                }
+            });
+        }
+    });
+}
+
 #[test]
 fn parse_corpus() {
-    for data in corpus("promql_parse") {
-        checks::parse(&data);
-    }
+    replay("promql_parse", checks::parse);
 }
 
 #[test]
 fn eval_corpus() {
-    for data in corpus("promql_eval") {
-        checks::eval(&data);
-    }
+    replay("promql_eval", checks::eval);
 }
 
 #[test]
 fn regex_translate_corpus() {
-    for data in corpus("regex_translate") {
-        checks::regex_translate(&data);
-    }
+    replay("regex_translate", checks::regex_translate);
 }
 
 #[test]
 fn pushdown_corpus() {
-    for data in corpus("promql_pushdown") {
-        checks::pushdown(&data);
-    }
+    replay("promql_pushdown", checks::pushdown);
 }
 
 /// The push-down target's store is what its oracle needs: hourly aggregations take blocks
