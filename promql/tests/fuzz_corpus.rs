@@ -7,6 +7,8 @@ mod checks;
 
 use std::path::PathBuf;
 
+use rayon::prelude::*;
+
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
     let mut files: Vec<PathBuf> =
@@ -23,25 +25,15 @@ fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     inputs
 }
 
-/// Runs `check` on every input of `target`'s corpus, spread over the machine's cores: the
-/// push-down corpus alone takes minutes on one core in a debug build, and `cargo test` runs
-/// one test binary at a time, so a single-threaded replay left the other cores idle.
-/// A failing input is named before its panic goes on.
+/// Runs `check` on every input of `target`'s corpus on rayon's pool: the push-down corpus
+/// alone takes minutes on one core in a debug build, and `cargo test` runs one test binary at
+/// a time, so a single-threaded replay left the other cores idle. A failing input is named
+/// before its panic goes on.
 fn replay(target: &str, check: fn(&[u8])) {
-    let inputs = corpus(target);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let inputs = &inputs;
-    std::thread::scope(|scope| {
-        for first in 0..threads {
-            scope.spawn(move || {
-                for (path, data) in inputs.iter().skip(first).step_by(threads) {
-                    let outcome = std::panic::catch_unwind(|| check(data));
-                    if let Err(panic) = outcome {
-                        eprintln!("corpus input {} failed", path.display());
-                        std::panic::resume_unwind(panic);
-                    }
-                }
-            });
+    corpus(target).par_iter().for_each(|(path, data)| {
+        if let Err(panic) = std::panic::catch_unwind(|| check(data)) {
+            eprintln!("corpus input {} failed", path.display());
+            std::panic::resume_unwind(panic);
         }
     });
 }
