@@ -42,10 +42,12 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "1d", value_parser = positive_duration)]
     pub partition_duration: PromDuration,
 
-    /// Accept a sample this far behind the newest sample of its series; older ones are rejected
-    /// and counted. 0 accepts no out-of-order samples.
-    #[arg(long, value_name = "DURATION", default_value = "1h")]
-    pub ooo_window: PromDuration,
+    /// Optional limit on out-of-order writes: accept a sample at most this far behind the
+    /// newest sample of its series, and reject and count older ones (0 accepts none, as
+    /// Prometheus does by default). Without it (the default) any sample inside --retention is
+    /// accepted in any order, as VictoriaMetrics and InfluxDB do.
+    #[arg(long, value_name = "DURATION")]
+    pub ooo_window: Option<PromDuration>,
 
     /// Reject samples more than this far ahead of the wall clock.
     #[arg(long, value_name = "DURATION", default_value = "10m")]
@@ -319,7 +321,7 @@ impl Cli {
         let mut opts = storage::Options::new(&self.data_dir);
         opts.retention_ms = self.retention.as_millis();
         opts.partition_ms = self.partition_duration.as_millis();
-        opts.ooo_window_ms = self.ooo_window.as_millis();
+        opts.ooo_window_ms = self.ooo_window.map(|w| w.as_millis());
         opts.future_window_ms = self.future_window.as_millis();
         opts.wal_sync = self.wal_sync;
         opts.wal_segment_bytes = self.wal_segment_size.0;

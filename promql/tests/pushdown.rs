@@ -75,7 +75,7 @@ fn open(dir: &std::path::Path, block_samples: usize) -> Db {
     let mut o = Options::new(dir);
     o.maintenance_interval = std::time::Duration::from_secs(3600);
     o.partition_ms = 3 * HOUR;
-    o.ooo_window_ms = 6 * HOUR;
+    o.ooo_window_ms = Some(6 * HOUR);
     o.block_samples_max = block_samples;
     Db::open(o).unwrap()
 }

@@ -67,7 +67,7 @@ fn every_flag_reaches_its_option() {
     assert_eq!(o.data_dir, std::path::PathBuf::from("/tmp/x"));
     assert_eq!(o.retention_ms, 30 * 86_400_000);
     assert_eq!(o.partition_ms, 12 * 3_600_000);
-    assert_eq!(o.ooo_window_ms, 0);
+    assert_eq!(o.ooo_window_ms, Some(0));
     assert_eq!(o.future_window_ms, 5 * 60_000);
     assert_eq!(o.wal_sync, WalSync::Interval(std::time::Duration::from_millis(100)));
     assert_eq!(o.wal_segment_bytes, 64 << 20);

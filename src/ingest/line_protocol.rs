@@ -152,6 +152,12 @@ async fn accept(
         reasons.push(describe_line_errors(&errors, bad_lines));
     }
     reasons.extend(rejected);
+    if outcome.outside_retention > 0
+        && let Some((_, sample)) = &outcome.first_rejected
+        && let Some(hint) = precision_hint(api, precision, sample.t)
+    {
+        reasons.push(hint);
+    }
     if let Some(line) = refused_line {
         reasons.push(format!("first refused series at line {line}"));
     }
@@ -159,6 +165,52 @@ async fn accept(
     // storage refused, everything of the request that was not stored.
     let dropped = bad_lines + outcome.rejected();
     Ok(Some(ApiError::BadData(format!("partial write: {} dropped={dropped}", reasons.join("\n")))))
+}
+
+/// For a sample refused as older than retention whose timestamp lies before 2001: the
+/// `precision` that would have read the number as written as a time between 2001 and 2286, if
+/// another does. The usual mistake is Unix seconds (or milliseconds) under the default
+/// nanosecond precision, which puts every point in January 1970.
+fn precision_hint(api: Api, precision: Precision, t_ms: i64) -> Option<String> {
+    const PLAUSIBLE_MS: std::ops::Range<f64> = 1e12..1e13;
+    if t_ms as f64 >= PLAUSIBLE_MS.start {
+        return None;
+    }
+    let ms_per_unit = |p: Precision| match p {
+        Precision::Ns => 1e-6,
+        Precision::Us => 1e-3,
+        Precision::Ms => 1.0,
+        Precision::S => 1e3,
+        Precision::M => 60e3,
+        Precision::H => 3600e3,
+    };
+    // The number as the line wrote it (to within the rounding to milliseconds).
+    let written = t_ms as f64 / ms_per_unit(precision);
+    let candidates = [Precision::S, Precision::Ms, Precision::Us, Precision::Ns];
+    let fits = candidates
+        .into_iter()
+        .find(|&p| p != precision && PLAUSIBLE_MS.contains(&(written * ms_per_unit(p))))?;
+    let name = match (api, fits) {
+        (_, Precision::S) => "s",
+        (_, Precision::Ms) => "ms",
+        (Api::V1, Precision::Us) => "u",
+        (_, Precision::Us) => "us",
+        _ => "ns",
+    };
+    Some(format!(
+        "hint: the first refused timestamp reads as {} with precision={}; if the timestamps are in another unit, \
+         say so with precision={name} in the URL",
+        super::rfc3339(t_ms),
+        match (api, precision) {
+            (_, Precision::Ns) => "ns",
+            (_, Precision::Ms) => "ms",
+            (_, Precision::S) => "s",
+            (Api::V1, Precision::Us) => "u",
+            (_, Precision::Us) => "us",
+            (_, Precision::M) => "m",
+            (_, Precision::H) => "h",
+        }
+    ))
 }
 
 /// InfluxDB's wording, one line per unparsable line: `unable to parse line N: reason`. At most

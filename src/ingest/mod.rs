@@ -139,6 +139,14 @@ fn rejected_samples_message(outcome: &AppendOutcome) -> Option<String> {
         return None;
     }
     let mut reasons = Vec::new();
+    if outcome.outside_retention > 0 {
+        let kept_from =
+            outcome.retention_first_kept.map_or_else(String::new, |t| format!(" (before {})", rfc3339(t)));
+        reasons.push(format!(
+            "{} older than --retention keeps{kept_from}, measured back from the newest sample stored",
+            outcome.outside_retention
+        ));
+    }
     if outcome.too_old > 0 {
         reasons.push(format!(
             "{} too old (further behind their series' newest sample than --ooo-window)",
@@ -167,6 +175,13 @@ fn rejected_samples_message(outcome: &AppendOutcome) -> Option<String> {
         let _ = write!(message, "; {refused}");
     }
     Some(message)
+}
+
+/// A timestamp in milliseconds as RFC 3339 (UTC, to the millisecond where it has any); the
+/// number itself where chrono cannot represent it.
+pub(crate) fn rfc3339(t_ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(t_ms)
+        .map_or_else(|| t_ms.to_string(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
 }
 
 /// Names the cardinality limits that refused new series of an append, with the limit's value,
@@ -225,6 +240,22 @@ mod tests {
              were stored; first rejected: up{job=\"a\"} @ 1000"
         );
         assert_eq!(rejected_samples_message(&AppendOutcome::default()), None);
+    }
+
+    #[test]
+    fn samples_outside_retention_name_the_flag_and_the_first_time_kept() {
+        let outcome = AppendOutcome {
+            appended: 1,
+            outside_retention: 2,
+            retention_first_kept: Some(1_700_006_400_000),
+            first_rejected: Some((Labels::from_pairs(&[("__name__", "up")]), Sample::new(1000, 1.0))),
+            ..AppendOutcome::default()
+        };
+        assert_eq!(
+            rejected_samples_message(&outcome).unwrap(),
+            "2 samples rejected: 2 older than --retention keeps (before 2023-11-15T00:00:00Z), measured back from \
+             the newest sample stored; the other 1 samples were stored; first rejected: up{} @ 1000"
+        );
     }
 
     #[test]

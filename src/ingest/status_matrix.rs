@@ -471,8 +471,10 @@ async fn v2_refusals_still_carry_written_counts() {
 
 // ---- remote write: partly stored (400 naming what was not) ----
 
+const DAY_MS: i64 = 86_400_000;
+
 #[tokio::test]
-async fn a_too_old_sample_is_400_and_the_rest_is_stored() {
+async fn a_sample_older_than_retention_is_400_and_the_rest_is_stored() {
     let server = Server::new();
     let t = now_ms();
     let up = series(&[("__name__", "up"), ("job", "a")]);
@@ -481,19 +483,27 @@ async fn a_too_old_sample_is_400_and_the_rest_is_stored() {
         server.send(v1(&batch(&[(up.clone(), vec![Sample::new(t, 1.0)])]))).await.status,
         StatusCode::NO_CONTENT
     );
-    // Two hours behind the newest sample: outside the default 1 h out-of-order window.
-    let old = t - 2 * 3_600_000;
+    // Twenty days behind the newest sample: the default 15 d retention would delete it.
+    let old = t - 20 * DAY_MS;
     let mixed =
         batch(&[(up.clone(), vec![Sample::new(old, 5.0)]), (other.clone(), vec![Sample::new(t, 7.0)])]);
     let answer = server.send(v2(&mixed)).await;
     assert_eq!(answer.status, StatusCode::BAD_REQUEST, "never 5xx: a sender would retry forever");
-    assert!(answer.body.contains("too old"), "{}", answer.body);
+    assert!(answer.body.contains("1 older than --retention keeps (before "), "{}", answer.body);
     assert!(answer.body.contains("up{job=\"a\"}"), "names the first rejected series: {}", answer.body);
     assert_eq!(answer.header(SAMPLES_WRITTEN), Some("1"));
-    assert_eq!(server.stored(), vec![(other, vec![Sample::new(t, 7.0)]), (up, vec![Sample::new(t, 1.0)])]);
-    // An out-of-order sample inside the window is fine.
-    let late = batch(&[(series(&[("__name__", "up"), ("job", "a")]), vec![Sample::new(t - 60_000, 3.0)])]);
-    assert_eq!(server.send(v1(&late)).await.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        server.stored(),
+        vec![(other, vec![Sample::new(t, 7.0)]), (up.clone(), vec![Sample::new(t, 1.0)])]
+    );
+    // Out of order by minutes or by days, inside retention: stored, in any order.
+    let late = t - 10 * DAY_MS;
+    for s in [Sample::new(t - 60_000, 3.0), Sample::new(late, 4.0), Sample::new(late - 60_000, 5.0)] {
+        let late = batch(&[(series(&[("__name__", "up"), ("job", "a")]), vec![s])]);
+        assert_eq!(server.send(v1(&late)).await.status, StatusCode::NO_CONTENT);
+    }
+    let stored_up = server.stored().into_iter().find(|(l, _)| *l == up).map(|(_, s)| s.len());
+    assert_eq!(stored_up, Some(4));
 }
 
 #[tokio::test]
@@ -672,18 +682,30 @@ async fn a_bad_precision_is_400() {
 }
 
 #[tokio::test]
-async fn line_protocol_too_old_is_a_partial_write() {
+async fn line_protocol_older_than_retention_is_a_partial_write_with_a_precision_hint() {
     let server = Server::new();
     let t = now_ms();
     assert_eq!(
         server.send(post("/write?precision=ms", format!("cpu value=1 {t}"))).await.status,
         StatusCode::NO_CONTENT
     );
-    let body = format!("cpu value=2 {}\nmem value=3 {t}", t - 2 * 3_600_000);
-    let answer = server.send(post("/write?precision=ms", body)).await;
+    // Unix seconds under the default nanosecond precision: January 1970.
+    let body = format!("cpu value=2 {}\nmem value=3 {}", t / 1000, t * 1_000_000);
+    let answer = server.send(post("/write", body)).await;
     assert_eq!(answer.status, StatusCode::BAD_REQUEST);
-    assert!(answer.body.contains("partial write: 1 samples rejected: 1 too old"), "{}", answer.body);
+    assert!(
+        answer.body.contains("partial write: 1 samples rejected: 1 older than --retention keeps"),
+        "{}",
+        answer.body
+    );
+    assert!(answer.body.contains("reads as 1970-01-01T00:"), "{}", answer.body);
+    assert!(answer.body.contains("precision=s in the URL"), "{}", answer.body);
     assert_eq!(server.stored().len(), 2);
+    // Unix seconds under microsecond precision on the 2.x API: the hint names `s` too.
+    let answer =
+        server.send(post("/api/v2/write?bucket=b&precision=us", format!("cpu value=4 {}", t / 1000))).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    assert!(answer.body.contains("precision=s in the URL"), "{}", answer.body);
 }
 
 // ---- InfluxDB side endpoints ----
@@ -758,7 +780,7 @@ async fn metrics_count_requests_samples_and_rejections() {
     let up = series(&[("__name__", "up")]);
     server.send(v1(&batch(&[(up.clone(), vec![Sample::new(t, 1.0)])]))).await;
     server
-        .send(v1(&batch(&[(up, vec![Sample::new(t - 2 * 3_600_000, 1.0), Sample::new(t + 3_600_000, 1.0)])])))
+        .send(v1(&batch(&[(up, vec![Sample::new(t - 20 * DAY_MS, 1.0), Sample::new(t + 3_600_000, 1.0)])])))
         .await;
     server.send(prw_request(V1_CONTENT_TYPE, b"junk".to_vec())).await;
     server.send(post("/write", "cpu value=1\nbad line")).await;
@@ -774,7 +796,8 @@ async fn metrics_count_requests_samples_and_rejections() {
         "strata_ingest_samples_received_total{protocol=\"remote_write_v1\"} 3",
         "strata_ingest_samples_received_total{protocol=\"influx\"} 1",
         "strata_ingest_samples_appended_total 2",
-        "strata_ingest_samples_rejected_total{reason=\"too_old\"} 1",
+        "strata_ingest_samples_rejected_total{reason=\"too_old\"} 0",
+        "strata_ingest_samples_rejected_total{reason=\"outside_retention\"} 1",
         "strata_ingest_samples_rejected_total{reason=\"too_far_future\"} 1",
         "strata_ingest_requests_rejected_total{protocol=\"remote_write_v1\",reason=\"invalid\"} 1",
         "strata_ingest_influx_lines_rejected_total 1",

@@ -41,7 +41,7 @@ fn write_ingest(db: &Db, histograms_rejected: u64, out: &mut Exposition) {
     out.single(
         "strata_ingest_samples_out_of_order_total",
         Kind::Counter,
-        "Samples stored although older than their series' newest sample (within --ooo-window).",
+        "Samples stored although older than their series' newest sample.",
         load(&c.samples_out_of_order),
     );
     out.family(
@@ -51,6 +51,7 @@ fn write_ingest(db: &Db, histograms_rejected: u64, out: &mut Exposition) {
     );
     let rejected = [
         ("too_old", load(&c.rejected_too_old)),
+        ("outside_retention", load(&c.rejected_outside_retention)),
         ("too_far_future", load(&c.rejected_too_far_future)),
         ("series_limit", load(&c.rejected_series_limit)),
         ("native_histogram_unsupported", histograms_rejected),
@@ -98,6 +99,12 @@ fn write_series_and_head(db: &Db, out: &mut Exposition) {
         Kind::Gauge,
         "Samples held in memory: the active head plus heads still being flushed.",
         head.samples,
+    );
+    out.single(
+        "strata_head_out_of_order_samples",
+        Kind::Gauge,
+        "Of strata_head_samples, those written behind their series' newest sample (or rewriting one).",
+        head.out_of_order_samples,
     );
     out.single(
         "strata_head_frozen",

@@ -100,6 +100,7 @@ async fn storage_families_follow_the_database() {
     assert_eq!(value(&in_head, "strata_head_samples"), Some(4.0), "{in_head}");
     assert_eq!(value(&in_head, "strata_head_series"), Some(1.0));
     assert_eq!(value(&in_head, "strata_ingest_samples_out_of_order_total"), Some(1.0));
+    assert_eq!(value(&in_head, "strata_head_out_of_order_samples"), Some(1.0));
     assert_eq!(value(&in_head, "strata_wal_records_total"), Some(2.0));
     assert_eq!(
         value(&in_head, "strata_wal_fsync_duration_seconds_count"),
@@ -118,8 +119,9 @@ async fn storage_families_follow_the_database() {
     let bytes = value(&flushed, r#"strata_storage_partition_bytes{partition="2023-11-14T00:00:00Z"}"#);
     assert!(bytes.is_some_and(|b| b > 0.0), "{flushed}");
     assert_eq!(bytes, value(&flushed, "strata_storage_flush_bytes_written_total"));
+    // The in-order samples and the out-of-order one went to a file each.
     let files = value(&flushed, r#"strata_storage_partition_files{partition="2023-11-14T00:00:00Z"}"#);
-    assert_eq!(files, Some(1.0));
+    assert_eq!(files, Some(2.0));
     let disk = value(&flushed, "strata_storage_disk_bytes").unwrap();
     let wal = value(&flushed, "strata_wal_bytes").unwrap();
     assert_eq!(disk, bytes.unwrap() + wal);

@@ -6,8 +6,12 @@
 //! of its inputs without changing which copy of a sample wins against the other files.
 //!
 //! Policy, per partition (size-tiered):
-//! - a partition that can no longer receive in-order data (it ends before the newest sample
-//!   minus the out-of-order window) is merged into a single file;
+//! - a partition that no longer receives in-order data (it ends before the newest sample minus
+//!   the out-of-order window, or minus the block grid when there is no window) and that no
+//!   flush has written to for three maintenance intervals is merged into a single file, so its
+//!   blocks end up as an in-order load writes them; while flushes keep writing to it (a
+//!   backfill), the tiers below apply, which rewrite each sample a logarithmic number of times
+//!   instead of once per flush;
 //! - otherwise, the longest run of at least `compact_files_min` adjacent files of the same size
 //!   tier (sizes within a factor of 4) is merged.
 
@@ -47,6 +51,9 @@ impl Inner {
     pub(crate) fn compact_locked(&self, m: &mut Manifest, mode: CompactMode) -> Result<()> {
         let state = self.state.read().clone();
         let newest = newest_time(&state.partitions, state.head.time_bounds().map(|b| b.1));
+        let settle_ms = self.opts.ooo_window_ms.unwrap_or(self.opts.block_grid_ms);
+        let quiet = self.opts.maintenance_interval * 3;
+        let writes = self.partition_writes.lock().clone();
         for (p, files) in &state.partitions {
             let run = match mode {
                 CompactMode::Tombstones => {
@@ -56,14 +63,12 @@ impl Inner {
                 }
                 CompactMode::All if files.len() > 1 => files.clone(),
                 CompactMode::All => Vec::new(),
-                CompactMode::Policy => pick_run(
-                    files,
-                    *p,
-                    self.opts.partition_ms,
-                    self.opts.ooo_window_ms,
-                    newest,
-                    self.opts.compact_files_min,
-                ),
+                CompactMode::Policy => {
+                    let pend = p.saturating_add(self.opts.partition_ms.max(1) - 1);
+                    let cold = newest.is_some_and(|n| pend < n.saturating_sub(settle_ms))
+                        && writes.get(p).is_none_or(|at| at.elapsed() >= quiet);
+                    pick_run(files, cold, self.opts.compact_files_min)
+                }
             };
             if run.is_empty() {
                 continue;
@@ -264,6 +269,7 @@ impl Inner {
                 self.sweep_pending.store(true, Ordering::Release);
             }
         }
+        self.partition_writes.lock().retain(|p, _| !expired.contains(p));
         self.counters.retention_partitions_removed.fetch_add(expired.len() as u64, Ordering::Relaxed);
         self.collect_dead_series();
         tracing::info!(partitions = expired.len(), cutoff, "retention removed partitions");
@@ -454,20 +460,12 @@ fn newest_time(
     }
 }
 
-/// Chooses the files of one partition to merge now (empty: nothing to do).
-fn pick_run(
-    files: &[Arc<LiveFile>],
-    p: i64,
-    pms: i64,
-    ooo_window_ms: i64,
-    newest: Option<i64>,
-    min_files: usize,
-) -> Vec<Arc<LiveFile>> {
+/// Chooses the files of one partition to merge now (empty: nothing to do): all of them when
+/// the partition is `cold` (see the module documentation), else the longest run of one tier.
+fn pick_run(files: &[Arc<LiveFile>], cold: bool, min_files: usize) -> Vec<Arc<LiveFile>> {
     if files.len() < 2 {
         return Vec::new();
     }
-    let pend = p.saturating_add(pms.max(1) - 1);
-    let cold = newest.is_some_and(|n| pend < n.saturating_sub(ooo_window_ms));
     if cold {
         return files.to_vec();
     }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -56,8 +56,13 @@ pub struct AppendOutcome {
     pub histograms_appended: u64,
     /// Series seen for the first time.
     pub series_created: u64,
-    /// Samples older than the out-of-order window behind their series' newest sample.
+    /// Samples further behind their series' newest sample than the out-of-order window (only
+    /// when one is configured).
     pub too_old: u64,
+    /// Samples in a partition retention deletes: before [`AppendOutcome::retention_first_kept`].
+    pub outside_retention: u64,
+    /// With `outside_retention`, the first timestamp retention keeps (ms since the epoch).
+    pub retention_first_kept: Option<i64>,
     /// Samples too far ahead of the wall clock.
     pub too_far_future: u64,
     /// The first rejected sample, for error messages.
@@ -73,7 +78,7 @@ pub struct AppendOutcome {
 impl AppendOutcome {
     /// Samples rejected for any reason.
     pub fn rejected(&self) -> u64 {
-        self.too_old + self.too_far_future + self.series_limited
+        self.too_old + self.outside_retention + self.too_far_future + self.series_limited
     }
 }
 
@@ -119,11 +124,12 @@ pub(crate) struct State {
 pub struct Counters {
     /// Samples appended.
     pub samples_appended: AtomicU64,
-    /// Samples appended although older than their series' newest sample (within the
-    /// out-of-order window).
+    /// Samples appended although older than their series' newest sample.
     pub samples_out_of_order: AtomicU64,
-    /// Samples rejected as too old.
+    /// Samples rejected as further behind their series' newest than the out-of-order window.
     pub rejected_too_old: AtomicU64,
+    /// Samples rejected because retention would delete them.
+    pub rejected_outside_retention: AtomicU64,
     /// Samples rejected as too far in the future.
     pub rejected_too_far_future: AtomicU64,
     /// Samples rejected because a cardinality limit refused their new series.
@@ -173,6 +179,7 @@ impl Default for Counters {
             samples_appended: zero(),
             samples_out_of_order: zero(),
             rejected_too_old: zero(),
+            rejected_outside_retention: zero(),
             rejected_too_far_future: zero(),
             rejected_series_limit: zero(),
             series_created: zero(),
@@ -219,6 +226,15 @@ pub(crate) struct Inner {
     /// Some failed flush, compaction or retention left files it could not remove, or a manifest
     /// whose commit is uncertain: the next maintenance sweeps unlisted files.
     pub sweep_pending: AtomicBool,
+    /// The newest timestamp stored (`i64::MIN` while empty): what retention measures back from,
+    /// and so what ingest refuses samples by (see [`Options::retention_first_kept`]). Only
+    /// rises while the process runs; retention recomputes it from what is stored.
+    pub newest: AtomicI64,
+    /// When a flush last wrote a file to each partition: compaction merges a partition that
+    /// stopped taking in-order data into one file only once writes to it have paused (a
+    /// backfill writing old partitions flush after flush would otherwise rewrite them whole
+    /// each time).
+    pub partition_writes: Mutex<BTreeMap<i64, Instant>>,
     _lock: File,
 }
 
@@ -413,6 +429,7 @@ impl Db {
         stats.wal_bytes = replay.bytes;
         stats.wal_samples = wal_samples;
 
+        let newest = manifest.files.iter().map(|f| f.max_t).chain(head.time_bounds().map(|b| b.1)).max();
         let state = State {
             head: Arc::new(head),
             frozen: Vec::new(),
@@ -444,6 +461,8 @@ impl Db {
             deleted: AtomicBool::new(deleted),
             wake,
             sweep_pending: AtomicBool::new(false),
+            newest: AtomicI64::new(newest.unwrap_or(i64::MIN)),
+            partition_writes: Mutex::new(BTreeMap::new()),
             _lock: lock,
         });
         let worker = {
@@ -671,6 +690,17 @@ impl Inner {
         self.check_flush_backlog()?;
         let now = now_ms();
         let future_limit = now.saturating_add(self.opts.future_window_ms);
+        // Retention measures back from the newest sample, this batch's included: a sample the
+        // next retention pass would delete is refused now rather than stored and then lost.
+        let batch_newest = batch
+            .iter()
+            .flat_map(|(_, samples)| samples.iter().map(|s| s.t))
+            .filter(|&t| t <= future_limit)
+            .max()
+            .unwrap_or(i64::MIN);
+        let newest = self.newest.load(Ordering::Relaxed).max(batch_newest);
+        let first_kept = if newest == i64::MIN { i64::MIN } else { self.opts.retention_first_kept(newest) };
+        let ooo_window = self.opts.ooo_window_ms;
         // Resolve ids and filter samples outside the accepted window. The accepted samples of
         // all series go into one vector (`kept`), each series owning a range of it.
         let mut accepted: Vec<Accepted<'_>> = Vec::with_capacity(batch.len());
@@ -708,7 +738,14 @@ impl Inner {
                 let reject = if s.t > future_limit {
                     out.too_far_future += 1;
                     true
-                } else if max_t != i64::MIN && s.t < max_t.saturating_sub(self.opts.ooo_window_ms) {
+                } else if s.t < first_kept {
+                    out.outside_retention += 1;
+                    out.retention_first_kept = Some(first_kept);
+                    true
+                } else if let Some(w) = ooo_window
+                    && max_t != i64::MIN
+                    && s.t < max_t.saturating_sub(w)
+                {
                     out.too_old += 1;
                     true
                 } else {
@@ -752,6 +789,7 @@ impl Inner {
             accepted.push(Accepted { id, labels, samples: start..kept.len(), starts, hists });
         }
         self.counters.rejected_too_old.fetch_add(out.too_old, Ordering::Relaxed);
+        self.counters.rejected_outside_retention.fetch_add(out.outside_retention, Ordering::Relaxed);
         self.counters.rejected_too_far_future.fetch_add(out.too_far_future, Ordering::Relaxed);
         self.counters.rejected_series_limit.fetch_add(out.series_limited, Ordering::Relaxed);
         self.counters.series_created.fetch_add(out.series_created, Ordering::Relaxed);
@@ -799,6 +837,9 @@ impl Inner {
         for a in &accepted {
             head.append_with_starts(a.id, samples_of(a), starts_of(a));
             head.append_histograms(a.id, hists_of(a));
+        }
+        if let Some(t) = kept.iter().map(|s| s.t).max() {
+            self.newest.fetch_max(t, Ordering::Relaxed);
         }
         out.appended = kept.len() as u64;
         out.histograms_appended = kept_hists.len() as u64;

@@ -2,7 +2,9 @@
 //!
 //! 1. Under the `appending` write lock: rotate the WAL and swap in an empty head; the old head joins
 //!    `frozen` (still readable) with the segment number the new head starts at.
-//! 2. Write the frozen head, one file per partition it touches, series in label order.
+//! 2. Write the frozen head, one file per partition it touches, series in label order; where the
+//!    head holds out-of-order samples, two: its in-order samples, then its out-of-order ones
+//!    (the next `seq`, so they win where both hold a timestamp, as they did in the head).
 //! 3. Commit: the new manifest lists the files and says WAL replay starts at that segment.
 //! 4. Publish the files to readers, drop the frozen head, delete the old WAL segments.
 //!
@@ -23,7 +25,7 @@ use crate::db::{Frozen, Inner, LiveFile};
 use crate::error::Result;
 use crate::filenames;
 use crate::fsutil;
-use crate::head::Head;
+use crate::head::{Head, Part, PartRead};
 use crate::manifest::{FileEntry, Manifest};
 use crate::partition::{FileWriter, PartitionFile};
 use crate::types::{Labels, Sample, SeriesId};
@@ -95,6 +97,12 @@ impl Inner {
             return Err(e.error);
         }
         *m = next;
+        {
+            let mut writes = self.partition_writes.lock();
+            for f in &opened {
+                writes.insert(f.entry.partition, Instant::now());
+            }
+        }
         self.update_state(|s| {
             let mut n = s.clone_shallow();
             for f in &opened {
@@ -139,53 +147,52 @@ impl Inner {
         if !partitions.is_empty() {
             let ids = self.sorted_by_labels(head.series_ids());
             let pms = self.opts.partition_ms.max(1);
-            let mut buf = Vec::new();
-            let mut starts = Vec::new();
-            let (mut hists, mut scratch) = (Vec::new(), Vec::new());
+            let any_ooo = head.ooo_sample_count() > 0;
+            let mut read = PartRead::default();
             for p in partitions {
                 let pend = p.saturating_add(pms - 1);
-                let id = m.next_file_id;
-                let path = filenames::partition_file(&self.dir, p, id);
-                created.push(path.clone());
                 fsutil::create_dir_durable(&filenames::partition_dir(&self.dir, p))?;
-                let mut w = FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms)?;
-                for (sid, labels) in &ids {
-                    buf.clear();
-                    starts.clear();
-                    head.read_with_starts(*sid, p, pend, &mut buf, &mut starts);
-                    hists.clear();
-                    if head.has_histograms(*sid) {
-                        scratch.clear();
-                        head.read_histograms(*sid, p, pend, &mut scratch, &mut hists);
+                // The in-order samples first, then (in a file of the next seq, which wins) the
+                // out-of-order ones: the in-order file's blocks are those an in-order load
+                // writes, and compaction merges the two.
+                let parts: &[Part] = if any_ooo { &[Part::InOrder, Part::OutOfOrder] } else { &[Part::All] };
+                for &part in parts {
+                    let id = m.next_file_id;
+                    let path = filenames::partition_file(&self.dir, p, id);
+                    created.push(path.clone());
+                    let mut w =
+                        FileWriter::create(&path, self.opts.block_samples_max, self.opts.block_grid_ms)?;
+                    for (sid, labels) in &ids {
+                        head.read_part(*sid, part, p, pend, &mut read);
+                        if let Err(e) = w.add_series_full(labels, &read.samples, &read.starts, &read.hists) {
+                            w.abort();
+                            return Err(e);
+                        }
                     }
-                    if let Err(e) = w.add_series_full(labels, &buf, &starts, &hists) {
+                    if w.series_count() == 0 {
                         w.abort();
-                        return Err(e);
+                        continue;
                     }
+                    m.next_file_id += 1;
+                    let (series, samples, range) = (w.series_count(), w.samples, w.time_range);
+                    let size = w.finish()?;
+                    crate::failpoint::hit("flush.after_file");
+                    let (min_t, max_t) = range.unwrap_or((p, p));
+                    let seq = m.next_seq;
+                    m.next_seq += 1;
+                    entries.push(FileEntry {
+                        partition: p,
+                        id,
+                        seq,
+                        size,
+                        min_t,
+                        max_t,
+                        series,
+                        samples,
+                        tombs_applied: 0,
+                    });
+                    bytes += size;
                 }
-                if w.series_count() == 0 {
-                    w.abort();
-                    continue;
-                }
-                m.next_file_id += 1;
-                let (series, samples, range) = (w.series_count(), w.samples, w.time_range);
-                let size = w.finish()?;
-                crate::failpoint::hit("flush.after_file");
-                let (min_t, max_t) = range.unwrap_or((p, p));
-                let seq = m.next_seq;
-                m.next_seq += 1;
-                entries.push(FileEntry {
-                    partition: p,
-                    id,
-                    seq,
-                    size,
-                    min_t,
-                    max_t,
-                    series,
-                    samples,
-                    tombs_applied: 0,
-                });
-                bytes += size;
             }
         }
         // Open what we wrote before committing, so a file we cannot read never enters the manifest.

@@ -23,12 +23,14 @@ pub enum WalSync {
 pub struct Options {
     /// Where everything lives.
     pub data_dir: PathBuf,
-    /// Partitions whose whole time range is older than `newest sample - retention` are removed.
+    /// Partitions whose whole time range is older than `newest sample - retention` are removed,
+    /// and samples that would fall in such a partition are refused.
     pub retention_ms: i64,
     /// Width of one time partition (one directory of files).
     pub partition_ms: i64,
-    /// How far behind a series' newest sample an out-of-order sample is still accepted.
-    pub ooo_window_ms: i64,
+    /// How far behind a series' newest sample an out-of-order sample is still accepted; `None`
+    /// (the default) accepts any sample inside retention, in any order.
+    pub ooo_window_ms: Option<i64>,
     /// Samples that far ahead of the wall clock are rejected as too far in the future.
     pub future_window_ms: i64,
     /// WAL durability mode.
@@ -74,15 +76,23 @@ impl Options {
         (self.head_samples_max as u64 / 64).max(1)
     }
 
-    /// Defaults for a data directory: 15 d retention, 1 d partitions, 1 h out-of-order window,
-    /// fsync per batch.
+    /// The first timestamp retention keeps when the newest sample is at `newest`: the start of
+    /// the oldest partition that does not end before `newest - retention`. Samples before it
+    /// are refused at ingest, since the next retention pass would delete them.
+    pub fn retention_first_kept(&self, newest: i64) -> i64 {
+        let pms = self.partition_ms.max(1);
+        newest.saturating_sub(self.retention_ms).div_euclid(pms).saturating_mul(pms)
+    }
+
+    /// Defaults for a data directory: 15 d retention, 1 d partitions, samples accepted in any
+    /// order inside retention, fsync per batch.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         const HOUR: i64 = 3_600_000;
         Options {
             data_dir: data_dir.into(),
             retention_ms: 15 * 24 * HOUR,
             partition_ms: 24 * HOUR,
-            ooo_window_ms: HOUR,
+            ooo_window_ms: None,
             future_window_ms: 10 * 60_000,
             wal_sync: WalSync::PerBatch,
             wal_segment_bytes: 128 << 20,

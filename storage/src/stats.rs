@@ -137,6 +137,9 @@ pub struct HeadStats {
     pub series: usize,
     /// Samples in memory: the active head plus heads frozen by a flush still being written.
     pub samples: u64,
+    /// Of `samples`, those written behind their series' newest sample (and rewrites), held in
+    /// the heads' out-of-order runs until a flush writes them to files of their own.
+    pub out_of_order_samples: u64,
     /// Heads frozen by a flush and not yet written to partition files.
     pub frozen_heads: usize,
     /// Approximate heap bytes of all heads (compressed chunks and per-series structures).
@@ -185,6 +188,8 @@ impl Db {
         HeadStats {
             series: state.head.series_count(),
             samples: state.head.sample_count() + frozen.clone().map(|h| h.sample_count()).sum::<u64>(),
+            out_of_order_samples: state.head.ooo_sample_count()
+                + frozen.clone().map(|h| h.ooo_sample_count()).sum::<u64>(),
             frozen_heads: state.frozen.len(),
             memory_bytes: state.head.memory_bytes() + frozen.map(|h| h.memory_bytes()).sum::<usize>(),
             index_memory_bytes: self.inner.index.memory_bytes(),
@@ -241,15 +246,19 @@ mod tests {
         opts.maintenance_interval = Duration::from_secs(3600); // the test drives maintenance
         opts.compact_files_min = 2;
         opts.retention_ms = 2 * DAY;
+        opts.ooo_window_ms = Some(3_600_000);
         let db = Db::open(opts).unwrap();
 
-        // In order, then 10 s back (accepted out of order), then 2 h back (too old).
+        // In order, then 10 s back (accepted out of order), then 2 h back (behind the window),
+        // then 10 days back (outside retention).
         append(&db, "a", &[BASE, BASE + 60_000]);
         append(&db, "a", &[BASE + 50_000, BASE - 2 * 3_600_000]);
+        append(&db, "a", &[BASE - 10 * DAY]);
         let c = db.counters();
         assert_eq!(c.samples_appended.load(Ordering::Relaxed), 3);
         assert_eq!(c.samples_out_of_order.load(Ordering::Relaxed), 1);
         assert_eq!(c.rejected_too_old.load(Ordering::Relaxed), 1);
+        assert_eq!(c.rejected_outside_retention.load(Ordering::Relaxed), 1);
         let head = db.head_stats();
         assert_eq!((head.series, head.samples, head.frozen_heads), (1, 3, 0));
         assert!(head.memory_bytes > 0 && head.index_memory_bytes > 0, "{head:?}");
@@ -270,7 +279,8 @@ mod tests {
         let disk = db.disk_stats().unwrap();
         let start = BASE.div_euclid(DAY) * DAY;
         assert_eq!(disk.partitions.len(), 1);
-        assert_eq!((disk.partitions[0].start_ms, disk.partitions[0].files), (start, 2));
+        // The first flush wrote the in-order and the out-of-order samples to a file each.
+        assert_eq!((disk.partitions[0].start_ms, disk.partitions[0].files), (start, 3));
         assert_eq!(disk.partitions[0].bytes, c.flush_bytes.load(Ordering::Relaxed));
         assert_eq!(disk.total_bytes(), disk.partitions[0].bytes + disk.wal_bytes);
 

@@ -62,7 +62,9 @@ fn append_flush_reopen_round_trip() {
 #[test]
 fn out_of_order_window_duplicates_and_last_write_wins() {
     let d = tempfile::tempdir().unwrap();
-    let db = Db::open(opts(d.path())).unwrap();
+    let mut o = opts(d.path());
+    o.ooo_window_ms = Some(HOUR);
+    let db = Db::open(o).unwrap();
     let a = series("m", "a");
     append(&db, &a, &[(BASE + 2 * HOUR, 1.0)]);
     let o = append(&db, &a, &[(BASE + HOUR + 1, 2.0), (BASE + HOUR - 1, 3.0)]);
@@ -76,6 +78,48 @@ fn out_of_order_window_duplicates_and_last_write_wins() {
     assert_eq!(read(&db, &a), bits(&[(BASE + HOUR + 1, 5.0), (BASE + 2 * HOUR, 1.0)]));
     let o = append(&db, &a, &[(i64::MAX / 2, 1.0)]);
     assert_eq!(o.too_far_future, 1);
+}
+
+/// Without an out-of-order window (the default) any sample inside retention is stored, however
+/// far behind its series' newest; one that the next retention pass would delete (its partition
+/// ends before the newest sample minus retention) is refused and counted, and so is one that a
+/// newer sample in the same batch puts out of retention.
+#[test]
+fn any_order_inside_retention_and_nothing_outside() {
+    const DAY: i64 = 24 * HOUR;
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path());
+    o.retention_ms = 10 * DAY;
+    let db = Db::open(o).unwrap();
+    let a = series("m", "a");
+    let day0 = BASE - BASE.rem_euclid(DAY);
+    append(&db, &a, &[(day0 + 12 * HOUR, 1.0)]);
+    // Nine days back and then some: the partition of day0 - 10d still ends after the cutoff.
+    let o = append(&db, &a, &[(day0 - 9 * DAY, 2.0), (day0 - 10 * DAY + HOUR, 3.0), (day0 + HOUR, 4.0)]);
+    assert_eq!((o.appended, o.rejected()), (3, 0), "{o:?}");
+    db.flush().unwrap();
+    // Eleven days back: its partition ends before day0 + 12h - 10d.
+    let o = append(&db, &a, &[(day0 - 11 * DAY, 5.0), (day0 - 2 * DAY, 6.0)]);
+    assert_eq!((o.appended, o.outside_retention), (1, 1), "{o:?}");
+    assert_eq!(o.retention_first_kept, Some(day0 - 10 * DAY));
+    assert_eq!(o.first_rejected.map(|(_, s)| s.t), Some(day0 - 11 * DAY));
+    // A new series whose batch holds a sample far newer than the rest: those the newest one
+    // puts out of retention are refused too, not stored to be deleted.
+    let b = series("m", "b");
+    let o = append(&db, &b, &[(day0 - 20 * DAY, 1.0), (day0 + 13 * HOUR, 2.0)]);
+    assert_eq!((o.appended, o.outside_retention), (1, 1), "{o:?}");
+    db.compact().unwrap();
+    assert_eq!(
+        read(&db, &a),
+        bits(&[
+            (day0 - 10 * DAY + HOUR, 3.0),
+            (day0 - 9 * DAY, 2.0),
+            (day0 - 2 * DAY, 6.0),
+            (day0 + HOUR, 4.0),
+            (day0 + 12 * HOUR, 1.0)
+        ])
+    );
+    assert_eq!(db.apply_retention().unwrap(), 0, "nothing stored was outside retention");
 }
 
 /// A series' WAL id is the id of the process that wrote it, so after a crash restart the same
@@ -438,4 +482,68 @@ fn compact_all_leaves_one_file_per_partition() {
     drop(db);
     let db = Db::open(opts(d.path())).unwrap();
     assert_eq!(read(&db, &a), bits(&all));
+}
+
+/// A sender that writes nothing in order (every batch behind the one before, by an hour) is
+/// bounded like any other: its samples sit compressed in the head's out-of-order runs, count
+/// toward `head_samples_max`, and at twice it appends are refused with a transient error (a 503
+/// that senders retry) until a flush catches up; then everything acknowledged is there, and
+/// compaction merges each partition's files into one. Flushes are held back (the disk refuses
+/// partition files) so that the limit, not the flush's timing, decides.
+#[test]
+fn an_all_out_of_order_sender_is_bounded_and_then_stored_whole() {
+    use storage::fault::{self, Fault, Op};
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path());
+    const LIMIT: u64 = 200_000;
+    const PER_BATCH: u64 = 100 * 360;
+    o.head_samples_max = LIMIT as usize;
+    o.retention_ms = 400 * 24 * HOUR;
+    let db = Db::open(o).unwrap();
+    let blocked = fault::inject(&d.path().join("partitions"), Fault::new(&Op::ALL));
+    let series: Vec<Labels> = (0..100).map(|i| series("cpu", &format!("h{i}"))).collect();
+    let mut acknowledged = 0u64;
+    let mut refused = None;
+    // Hour-long batches at 10 s, newest hour first.
+    for hour in (0..100i64).rev() {
+        let mut b = Batch::new();
+        for l in &series {
+            let t0 = BASE - 200 * HOUR + hour * HOUR;
+            b.push(l.clone(), (0..360).map(|i| Sample::new(t0 + i * 10_000, (i % 5) as f64)).collect());
+        }
+        match db.append(&b) {
+            Ok(outcome) => {
+                assert_eq!(outcome.rejected(), 0, "{outcome:?}");
+                acknowledged += outcome.appended;
+            }
+            Err(e) => {
+                refused = Some((hour, e));
+                break;
+            }
+        }
+    }
+    let (hour, e) = refused.expect("refused once twice the sample limit is pending");
+    assert!(matches!(e, storage::Error::FlushBacklog { .. }) && e.is_transient(), "{e}");
+    assert_eq!(acknowledged, (2 * LIMIT).div_ceil(PER_BATCH) * PER_BATCH, "refused at hour {hour}");
+    let head = db.head_stats();
+    assert_eq!(head.samples, acknowledged);
+    // All but the first batch of each head (a flush that failed froze the head it tried) is
+    // out of order.
+    let in_order = PER_BATCH * (head.frozen_heads as u64 + 1);
+    assert!(
+        (acknowledged - in_order..=acknowledged - PER_BATCH).contains(&head.out_of_order_samples),
+        "{head:?}"
+    );
+    // Compressed: a few bytes a sample, each head's fixed structures included (16 raw).
+    assert!(head.memory_bytes < 5 * acknowledged as usize, "{head:?}");
+    drop(blocked);
+    db.flush().unwrap();
+    let mut b = Batch::new();
+    b.push(series[0].clone(), vec![Sample::new(BASE - 300 * HOUR, 1.0)]);
+    assert_eq!(db.append(&b).unwrap().appended, 1, "accepted again once flushed");
+    acknowledged += 1;
+    db.compact_all().unwrap();
+    let stored: usize = series.iter().map(|l| read(&db, l).len()).sum();
+    assert_eq!(stored as u64, acknowledged);
+    assert!(db.disk_stats().unwrap().partitions.iter().all(|p| p.files == 1));
 }

@@ -89,7 +89,7 @@ fn options(dir: &std::path::Path) -> Options {
     o.maintenance_interval = std::time::Duration::from_secs(3600);
     o.partition_ms = HOUR;
     o.retention_ms = RETENTION;
-    o.ooo_window_ms = 100 * 24 * HOUR;
+    o.ooo_window_ms = Some(100 * 24 * HOUR);
     o.block_samples_max = 3;
     o.block_grid_ms = 10 * MINUTE;
     o
@@ -142,10 +142,16 @@ fn run(ops: Vec<Op>, queries: Vec<(Vec<Matcher>, (i64, i64))>) -> Result<(), Tes
                     .collect();
                 let mut batch = Batch::new();
                 batch.push(labels(s), samples.clone());
-                db.append(&batch).unwrap();
+                let outcome = db.append(&batch).unwrap();
                 let mut sorted = samples;
                 sorted.sort_by_key(|x| x.t);
                 newest = newest.max(sorted.last().map_or(i64::MIN, |x| x.t));
+                // Samples in partitions retention deletes are refused, measured back from the
+                // newest sample (this batch's included).
+                let first_kept = (newest - RETENTION).div_euclid(HOUR) * HOUR;
+                let before = sorted.len();
+                sorted.retain(|x| x.t >= first_kept);
+                prop_assert_eq!(outcome.outside_retention, (before - sorted.len()) as u64);
                 model.append(&labels(s), &sorted);
             }
             Op::Rejected(s) => {
@@ -189,7 +195,10 @@ fn run(ops: Vec<Op>, queries: Vec<(Vec<Matcher>, (i64, i64))>) -> Result<(), Tes
 #[test]
 fn lookups_over_many_values_match_the_model() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(options(dir.path())).unwrap();
+    let mut o = options(dir.path());
+    // Data 400 minutes apart, none of it refused as older than retention.
+    o.retention_ms = 24 * HOUR;
+    let db = Db::open(o).unwrap();
     let mut model = MemStore::new();
     let mut batch = Batch::new();
     // Blocks are cut on a 10-minute grid (from the epoch): `cell` is the first whole minute

@@ -93,7 +93,7 @@ fn histogram(v: i16, k: u8) -> FloatHistogram {
 fn options(dir: &std::path::Path) -> Options {
     let mut o = Options::new(dir);
     o.maintenance_interval = std::time::Duration::from_secs(3600);
-    o.ooo_window_ms = OOO_WINDOW;
+    o.ooo_window_ms = Some(OOO_WINDOW);
     o.partition_ms = PARTITION;
     o.retention_ms = RETENTION;
     o.block_samples_max = 7;

@@ -100,7 +100,7 @@ fn options(dir: &std::path::Path, block_samples: usize, grid_ms: i64) -> Options
     let mut o = Options::new(dir);
     o.maintenance_interval = std::time::Duration::from_secs(3600);
     o.partition_ms = 3 * HOUR;
-    o.ooo_window_ms = 6 * HOUR;
+    o.ooo_window_ms = Some(6 * HOUR);
     o.block_samples_max = block_samples;
     o.block_grid_ms = grid_ms;
     o.compact_files_min = 2;

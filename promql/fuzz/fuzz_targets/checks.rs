@@ -307,7 +307,7 @@ fn db_snapshot() -> &'static storage::Snapshot {
         let dir = tempfile::Builder::new().prefix("strata-fuzz-pushdown").tempdir().expect("tempdir");
         let mut o = storage::Options::new(dir.path());
         o.partition_ms = 3 * HOUR;
-        o.ooo_window_ms = 24 * HOUR;
+        o.ooo_window_ms = Some(24 * HOUR);
         o.block_samples_max = 60;
         o.wal_sync = storage::WalSync::Interval(Duration::from_secs(3600));
         o.maintenance_interval = Duration::from_secs(24 * 3600);
