@@ -1,7 +1,10 @@
 //! Crash tests on a real process: a writer child is SIGKILLed at random moments, or aborts at
 //! a named crash point; then the database must reopen with every acknowledged batch present,
 //! no partial batch, no stray files, and (under SIGKILL) samples rewritten again and again
-//! holding the last value written.
+//! holding the last value written. Two batches in five are written out of order (10 minutes
+//! and 2 hours behind their series' newest sample, see `common::batch_time`), and half of the
+//! rewritten samples lie 2 hours behind their series' newest: out-of-order data is in flight
+//! (head, WAL, flushes into old partitions, compactions) at every kill.
 //!
 //! `STRATA_CRASH_KILLS=1000 cargo test -p storage --release --test crash` runs 1,000 kills
 //! (default 50).
@@ -21,6 +24,10 @@ const WRITER: &str = env!("CARGO_BIN_EXE_storage-crash-writer");
 /// How many `crash_rewrite` series the writer's rewriting thread writes (its `REWRITE_SERIES`).
 const REWRITE_SERIES: usize = 4;
 
+/// Each rewrite series holds samples at `BASE + k s` and this much later (the writer's
+/// `REWRITE_AHEAD_MS`): every rewrite of the first is 2 hours behind the series' newest sample.
+const REWRITE_AHEAD_MS: i64 = 2 * 3_600_000;
+
 /// Reads `ack W B` lines until the child's stdout closes; `rewrite R` lines raise
 /// `rewrite_acked` to R.
 fn collect_acks(child: &mut std::process::Child, acked: &mut BTreeSet<(u64, u64)>, rewrite_acked: &mut u64) {
@@ -39,22 +46,26 @@ fn collect_acks(child: &mut std::process::Child, acked: &mut BTreeSet<(u64, u64)
 }
 
 /// The value the rewriting thread's samples hold (0 if it never wrote), checking that the last
-/// write won: every one of its series holds one sample, all the same value (a batch is applied
-/// whole), and not older than the last acknowledged rewrite.
+/// write won: every one of its series holds its two samples (`BASE + k s`, 2 hours behind the
+/// other, and `BASE + k s + 2 h`), all the same value (a batch is applied whole, out-of-order
+/// part included), and not older than the last acknowledged rewrite.
 fn verify_rewrites(db: &Db, rewrite_acked: u64, context: &str) -> u64 {
     let snap = db.snapshot();
     let mut values = Vec::new();
     for s in snap.select(&[Matcher::equal("__name__", "crash_rewrite")], i64::MIN, i64::MAX).unwrap() {
         let mut v = Vec::new();
         snap.samples(&s, i64::MIN, i64::MAX, &mut v).unwrap();
-        assert_eq!(v.len(), 1, "{context}{}: {v:?}", s.labels);
-        values.push(v[0].v);
+        let k: i64 = s.labels.get("k").unwrap().parse().unwrap();
+        let t = common::BASE + k * 1000;
+        assert_eq!(v.len(), 2, "{context}{}: {v:?}", s.labels);
+        assert_eq!((v[0].t, v[1].t), (t, t + REWRITE_AHEAD_MS), "{context}{}: {v:?}", s.labels);
+        values.extend(v.iter().map(|x| x.v));
     }
     if values.is_empty() {
         assert_eq!(rewrite_acked, 0, "{context}acknowledged rewrites lost");
         return 0;
     }
-    assert_eq!(values.len(), REWRITE_SERIES, "{context}rewrite series: {values:?}");
+    assert_eq!(values.len(), 2 * REWRITE_SERIES, "{context}rewrite series: {values:?}");
     assert!(values.iter().all(|v| *v == values[0]), "{context}a rewrite batch applied in part: {values:?}");
     let value = values[0] as u64;
     assert!(

@@ -3,7 +3,10 @@
 //! compactions, WAL rotations, deletions and retention going on, the tree a power cut after
 //! each fsync, rename or removal would leave (only synced bytes, only names whose directory was
 //! synced); each cut is materialised into a fresh directory, opened, and checked: every batch
-//! acknowledged before the cut is whole, no batch is partial, no stray file is left.
+//! acknowledged before the cut is whole, no batch is partial, no stray file is left. Two
+//! batches in five are written out of order, 10 minutes and 2 hours behind the batches around
+//! them (`common::batch_time`), so cuts also fall while late data sits in the head and the WAL
+//! and is being flushed into older partitions and compacted there.
 //!
 //! `STRATA_SLOW_TESTS=1` checks 20x more random cuts (over more runs).
 
@@ -28,11 +31,12 @@ fn labels(w: u64, k: u64) -> Labels {
     Labels::from_pairs(&[("__name__", "power"), ("writer", &w.to_string()), ("k", &k.to_string())])
 }
 
-/// Batch `b` of writer `w`: one sample at `BASE + b s`, value `w * 1e9 + b`, in each of `series` series.
+/// Batch `b` of writer `w`: one sample at `batch_time(b)` (`BASE + b s`, or out of order),
+/// value `w * 1e9 + b`, in each of `series` series.
 fn batch(w: u64, b: u64, series: u64) -> Batch {
     let mut batch = Batch::new();
     for k in 0..series {
-        batch.push(labels(w, k), vec![Sample::new(BASE + b as i64 * 1000, common::batch_value(w, b))]);
+        batch.push(labels(w, k), vec![Sample::new(common::batch_time(b), common::batch_value(w, b))]);
     }
     batch
 }
@@ -57,7 +61,7 @@ fn options(dir: &Path, maintenance: Duration) -> Options {
     o.wal_segment_bytes = 4 << 10;
     o.partition_ms = 60_000; // one-minute partitions: many of them, so compaction and retention run
     // One day: removes the `power_old` partition two days back (see `old_batch`), never a
-    // batch of the oracle, which all lie within minutes of `BASE`.
+    // batch of the oracle, which all lie within minutes (the late ones two hours) of `BASE`.
     o.retention_ms = 24 * 3_600_000;
     o.block_samples_max = 16;
     o

@@ -4,14 +4,17 @@
 //! from WRITERS threads forever, with tiny flush/compaction thresholds so that flushes,
 //! compactions and WAL rotations happen constantly, and prints `ack W B` after batch B of
 //! writer W is acknowledged.
-//! Batch B of writer W holds one sample at `BASE + B s` for each of SERIES series, value
-//! `W * 1e9 + B`, so the checker can tell whole, partial and missing batches apart.
+//! Batch B of writer W holds one sample at `batch_time(B)` for each of SERIES series, value
+//! `W * 1e9 + B`, so the checker can tell whole, partial and missing batches apart. Batch times
+//! grow with B (a second apart) except that one batch in five lies 10 minutes and one in five
+//! 2 hours behind: out-of-order writes, beyond the old one-hour window too.
 //!
 //! With a sixth argument R, one more thread rewrites the same samples again and again: its
-//! batch R, R+1, ... sets the sample at `BASE + k s` of each series `crash_rewrite{k="0".."3"}`
-//! to the batch number, and prints `rewrite R` once acknowledged. Values only grow, so after a
-//! crash the checker knows which value the last write left (at least the last acknowledged one,
-//! the same in every series: a batch is applied whole).
+//! batch R, R+1, ... sets the samples at `BASE + k s` and `BASE + 2 h + k s` of each series
+//! `crash_rewrite{k="0".."3"}` to the batch number (the first of them 2 hours behind the
+//! series' newest sample: an out-of-order rewrite), and prints `rewrite R` once acknowledged.
+//! Values only grow, so after a crash the checker knows which value the last write left (at
+//! least the last acknowledged one, the same in every sample: a batch is applied whole).
 //!
 //! `storage-crash-writer steps DIR` runs a fixed script (append, flush, append, compact, delete,
 //! retention, close) for the crash-point tests, which set `STRATA_FAILPOINT`.
@@ -29,10 +32,22 @@ fn labels(w: u64, k: u64) -> Labels {
     Labels::from_pairs(&[("__name__", "crash"), ("writer", &w.to_string()), ("k", &k.to_string())])
 }
 
+/// The time of batch `b`'s samples: `BASE + b s`, but `b % 5 == 2` 10 minutes and `b % 5 == 4`
+/// 2 hours earlier, with 250 and 500 ms added so no two batches share a timestamp. The same
+/// mapping as `batch_time` in `storage/tests/common/mod.rs`, which inverts it.
+fn batch_time(b: u64) -> i64 {
+    let (late, ms) = match b % 5 {
+        2 => (600, 250),
+        4 => (7200, 500),
+        _ => (0, 0),
+    };
+    BASE + (b as i64 - late) * 1000 + ms
+}
+
 fn batch(w: u64, b: u64, series: u64) -> Batch {
     let mut batch = Batch::new();
     for k in 0..series {
-        batch.push(labels(w, k), vec![Sample::new(BASE + b as i64 * 1000, (w * 1_000_000_000 + b) as f64)]);
+        batch.push(labels(w, k), vec![Sample::new(batch_time(b), (w * 1_000_000_000 + b) as f64)]);
     }
     batch
 }
@@ -41,11 +56,15 @@ fn batch(w: u64, b: u64, series: u64) -> Batch {
 /// in `storage/tests/crash.rs` expects this many.
 const REWRITE_SERIES: u64 = 4;
 
+/// How far the second rewritten sample of a series lies after the first (2 hours).
+const REWRITE_AHEAD_MS: i64 = 2 * 3_600_000;
+
 fn rewrite_batch(r: u64) -> Batch {
     let mut batch = Batch::new();
     for k in 0..REWRITE_SERIES {
         let labels = Labels::from_pairs(&[("__name__", "crash_rewrite"), ("k", &k.to_string())]);
-        batch.push(labels, vec![Sample::new(BASE + k as i64 * 1000, r as f64)]);
+        let t = BASE + k as i64 * 1000;
+        batch.push(labels, vec![Sample::new(t, r as f64), Sample::new(t + REWRITE_AHEAD_MS, r as f64)]);
     }
     batch
 }
@@ -130,7 +149,8 @@ fn main() {
             db.flush().unwrap_or_else(|e| fail(e));
             db.compact().unwrap_or_else(|e| fail(e));
             step(&db, 10);
-            db.delete(&[Matcher::equal("k", "2")], 0, BASE - 1).unwrap_or_else(|e| fail(e));
+            // Before every batch, the late ones included: deletes nothing the checker counts.
+            db.delete(&[Matcher::equal("k", "2")], 0, BASE - 3 * 3_600_000).unwrap_or_else(|e| fail(e));
             db.clean_tombstones().unwrap_or_else(|e| fail(e));
             db.apply_retention().unwrap_or_else(|e| fail(e));
             step(&db, 10);

@@ -3,9 +3,11 @@
 //! file on disk is one the manifest does not account for.
 //!
 //! The writers of those tests write batches `b` of writer `w` as one sample per series at
-//! `BASE + b s` with value `w * 1e9 + b`, the same for every series of the batch, so a batch
-//! is identified by the samples alone and a partial batch shows as a count below the series
-//! count.
+//! [`batch_time`]`(b)` with value `w * 1e9 + b`, the same for every series of the batch, so a
+//! batch is identified by the samples alone and a partial batch shows as a count below the
+//! series count. Batch times mostly grow with `b`, but one batch in five lies 10 minutes and
+//! one in five 2 hours behind the batches written around it: out-of-order writes, more than
+//! an hour late too, go through the same crashes.
 
 #![allow(dead_code)] // Each test binary uses part of it.
 
@@ -17,6 +19,38 @@ use storage::{Matcher, Querier};
 
 /// Timestamp of batch 0.
 pub const BASE: i64 = 1_700_000_000_000;
+
+/// How far behind its neighbours batch `b` lies, in seconds, and the millisecond offset that
+/// tells the lateness apart (so no two batches share a timestamp): `b % 5 == 2` by 10 minutes,
+/// `b % 5 == 4` by 2 hours, the rest on time.
+fn lateness(b: u64) -> (i64, i64) {
+    match b % 5 {
+        2 => (600, 250),
+        4 => (7200, 500),
+        _ => (0, 0),
+    }
+}
+
+/// The timestamp of every sample of batch `b` (the crash writer, `src/bin/crash_writer.rs`,
+/// has its own copy of this mapping).
+pub fn batch_time(b: u64) -> i64 {
+    let (late, ms) = lateness(b);
+    BASE + (b as i64 - late) * 1000 + ms
+}
+
+/// The batch whose samples lie at `t`: the inverse of [`batch_time`].
+pub fn batch_at(t: i64) -> u64 {
+    let (s, ms) = ((t - BASE).div_euclid(1000), (t - BASE).rem_euclid(1000));
+    let late = match ms {
+        0 => 0,
+        250 => 600,
+        500 => 7200,
+        _ => panic!("no batch is written at {t}"),
+    };
+    let b = (s + late) as u64;
+    assert_eq!(batch_time(b), t, "no batch is written at {t}");
+    b
+}
 
 /// The value every sample of batch `b` of writer `w` carries.
 pub fn batch_value(w: u64, b: u64) -> f64 {
@@ -33,7 +67,7 @@ pub fn batches_present(q: &impl Querier, metric: &str, context: &str) -> BTreeMa
         let mut v = Vec::new();
         q.samples(&s, i64::MIN, i64::MAX, &mut v).unwrap();
         for x in v {
-            let b = ((x.t - BASE) / 1000) as u64;
+            let b = batch_at(x.t);
             assert_eq!(x.v, batch_value(w, b), "{context}wrong value for writer {w} batch {b}");
             *present.entry((w, b)).or_default() += 1;
         }
