@@ -1,4 +1,4 @@
-//! Out-of-order data (issue 35) at the query level: the PromQL answers over a real
+//! Out-of-order data at the query level: the PromQL answers over a real
 //! `storage::Db` do not depend on the order the data arrived in, and block statistics are never
 //! used for a block that out-of-order data overlaps.
 //!

@@ -1,4 +1,4 @@
-//! Samples accepted in any order (issue 35): with the default options, any sample inside
+//! Samples accepted in any order: with the default options, any sample inside
 //! retention is stored, however far behind its series' newest sample it lies.
 //!
 //! - `permuted_batches_equal_the_model`: random batches over several series (floats with stale
@@ -542,7 +542,6 @@ fn backfill_shuffled() {
 /// retention would remove is rejected and counted; one in the oldest partition retention
 /// keeps (older than now - 40 d, but not in a partition to remove) is stored.
 #[test]
-#[ignore = "until issue 35 lands: today a sample is rejected only by the out-of-order window"]
 fn a_sample_older_than_retention_is_rejected_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(backfill_options(dir.path())).unwrap();
@@ -562,8 +561,8 @@ fn a_sample_older_than_retention_is_rejected_and_counted() {
         ],
     );
     let out = db.append(&b).unwrap();
-    // Issue 35 counts these in `AppendOutcome::outside_retention`; `rejected()` includes it.
-    assert_eq!(out.rejected(), 2, "{out:?}");
+    assert_eq!((out.outside_retention, out.rejected()), (2, 2), "{out:?}");
+    assert_eq!(out.retention_first_kept, Some(first_kept), "{out:?}");
     assert_eq!(out.appended, 1, "{out:?}");
     assert_eq!(out.first_rejected.as_ref().map(|(_, s)| s.t), Some(first_kept - 1), "{out:?}");
     let snap = db.snapshot();
