@@ -2,21 +2,29 @@
 //! checked, acknowledged points are counted over time, and the server's CPU and memory are read
 //! from /proc around the load.
 //!
-//! Both protocols send the same rows in the same requests' shape ([`crate::tsbs::encode`]):
-//! worker `w` owns the hosts `h % W == w` and sends its requests round by round, a round being
-//! a stretch of at most 20 minutes of data; no worker starts round `r + 1` before every worker
-//! has finished round `r - 1`. So every series arrives in time order and all data in flight is
-//! within 40 minutes, which Prometheus requires (it rejects samples older than its newest
-//! minus 1 h).
+//! Both protocols send the same rows in the same batches ([`crate::tsbs::encode`]), in the
+//! order `--arrival` chooses:
 //!
-//! * Influx, as `tsbs_load_influx --hash-workers`: `CREATE DATABASE` through `/query`, then the
-//!   line-protocol batches (gzip by default) POSTed to `/write?db=benchmark`. A 204 is success.
+//! * `by-host`: worker `w` owns the hosts `h % W == w` and sends its requests round by round, a
+//!   round being a stretch of at most 20 minutes of data; no worker starts round `r + 1` before
+//!   every worker has finished round `r - 1`. So every series arrives in time order and all data
+//!   in flight is within 40 minutes, which Prometheus without an out-of-order window requires
+//!   (it rejects samples older than its newest minus 1 h).
+//! * `shared-queue` and `shuffled`: the batches form one queue; each of the W workers takes the
+//!   next batch (an atomic index), sends it, and takes the next, as `tsbs_load_influx` does by
+//!   default. Batches in flight at once arrive in any order.
+//!
+//! * Influx, as `tsbs_load_influx`: `CREATE DATABASE` through `/query`, then the line-protocol
+//!   batches (gzip by default) POSTed to `/write?db=benchmark`. A 204 is success.
 //! * Remote write 1.0, snappy protobuf, to `/api/v1/write`. Any 2xx is success.
 //!
 //! A 429 or 503 answer (a server asking to slow down) is retried after a second, as TSBS backs
-//! off; any other answer stops the load with an error.
+//! off. Any other 4xx answer is a refused request: counted, its first answer kept, and the load
+//! goes on (systems answer 400 also when they stored part of a request, e.g. samples outside an
+//! out-of-order window: what was stored is counted by query afterwards, not from the status).
+//! Any other answer (a 5xx, a broken connection) stops the load with an error.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,21 +33,24 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::http::Http;
 use super::procstat;
 use super::servers::{INFLUX_DB, Protocol};
-use crate::tsbs::encode::Request;
+use crate::tsbs::encode::{Request, Schedule};
 
-/// The requests of one load: `shards[worker][round]`.
+/// The requests of one load.
 pub struct Plan<'a> {
     /// The protocol.
     pub protocol: Protocol,
-    /// Each worker's requests, by round (an empty request is not sent).
-    pub shards: &'a [Vec<Request>],
+    /// The requests, per worker or in one queue (an empty request is not sent).
+    pub schedule: &'a Schedule,
+    /// Workers taking requests from a [`Schedule::Queue`] (a [`Schedule::ByHost`] has one per
+    /// shard).
+    pub workers: usize,
     /// Whether line-protocol bodies are gzip-compressed.
     pub gzip: bool,
 }
 
 impl Plan<'_> {
     fn points(&self) -> u64 {
-        self.shards.iter().flatten().map(|r| r.points).sum()
+        self.schedule.requests().map(|r| r.points).sum()
     }
 }
 
@@ -78,6 +89,13 @@ pub struct LoadResult {
     pub requests: u64,
     /// Retries after a 429/503 answer.
     pub retries: u64,
+    /// Requests refused with another 4xx answer (the load went on without them).
+    pub refused: u64,
+    /// Points in the refused requests: at most this many were lost (a system may have stored
+    /// part of a refused request).
+    pub refused_points: u64,
+    /// The first refusal: status and answer.
+    pub first_refusal: Option<String>,
     /// Wall-clock seconds from the first request to the last answer.
     pub secs: f64,
     /// `(seconds since start, points acknowledged so far)`, about every 100 ms.
@@ -106,6 +124,14 @@ pub fn create_database(http: &Http, base: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What became of one request.
+enum Sent {
+    /// A success status.
+    Acked,
+    /// A 4xx answer other than 429: status and answer.
+    Refused(String),
+}
+
 /// Sends `plan` to the server at `base` (process `pid`), one thread per worker.
 pub fn run(http: &Http, base: &str, pid: u32, plan: &Plan, label: &str) -> Result<LoadResult, String> {
     let total = plan.points();
@@ -119,6 +145,9 @@ pub fn run(http: &Http, base: &str, pid: u32, plan: &Plan, label: &str) -> Resul
     let acked = AtomicU64::new(0);
     let requests = AtomicU64::new(0);
     let retries = AtomicU64::new(0);
+    let refused = AtomicU64::new(0);
+    let refused_points = AtomicU64::new(0);
+    let first_refusal: Mutex<Option<String>> = Mutex::new(None);
     let failed = AtomicBool::new(false);
     let error: Mutex<Option<String>> = Mutex::new(None);
     let done = AtomicBool::new(false);
@@ -127,7 +156,7 @@ pub fn run(http: &Http, base: &str, pid: u32, plan: &Plan, label: &str) -> Resul
     let started = Instant::now();
     let mut timeline = vec![(0.0, 0)];
     let mut finished = Duration::ZERO;
-    let send = |req: &Request| -> Result<(), String> {
+    let send = |req: &Request| -> Result<Sent, String> {
         let (url, headers): (String, Vec<(&str, &str)>) = match plan.protocol {
             Protocol::Influx => (
                 format!("{base}/write?db={INFLUX_DB}"),
@@ -152,22 +181,33 @@ pub fn run(http: &Http, base: &str, pid: u32, plan: &Plan, label: &str) -> Resul
                 Protocol::Prw => (200..300).contains(&status),
             };
             if ok {
-                return Ok(());
+                return Ok(Sent::Acked);
             }
             if status == 429 || status == 503 {
                 retries.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_secs(1));
                 continue;
             }
-            return Err(format!("write answered {status}: {}", String::from_utf8_lossy(&answer)));
+            let answer = String::from_utf8_lossy(&answer[..answer.len().min(1000)]).trim().to_owned();
+            let why = format!("write answered {status}: {answer}");
+            return if (400..500).contains(&status) { Ok(Sent::Refused(why)) } else { Err(why) };
         }
         Err("write still refused after 120 retries".into())
     };
-    let record = |req: &Request, result: Result<(), String>| match result {
-        Ok(()) => {
+    let record = |req: &Request, result: Result<Sent, String>| match result {
+        Ok(Sent::Acked) => {
             acked.fetch_add(req.points, Ordering::Relaxed);
             requests.fetch_add(1, Ordering::Relaxed);
             bar.inc(req.points);
+            true
+        }
+        Ok(Sent::Refused(why)) => {
+            refused.fetch_add(1, Ordering::Relaxed);
+            refused_points.fetch_add(req.points, Ordering::Relaxed);
+            bar.inc(req.points);
+            if let Ok(mut slot) = first_refusal.lock() {
+                slot.get_or_insert(why);
+            }
             true
         }
         Err(e) => {
@@ -179,23 +219,45 @@ pub fn run(http: &Http, base: &str, pid: u32, plan: &Plan, label: &str) -> Resul
         }
     };
 
-    let workers = plan.shards.len();
-    let rounds = Rounds { done: Mutex::new(vec![0; workers]), changed: Condvar::new() };
+    let shards: &[Vec<Request>] = match plan.schedule {
+        Schedule::ByHost(shards) => shards,
+        Schedule::Queue(_) => &[],
+    };
+    let rounds = Rounds { done: Mutex::new(vec![0; shards.len()]), changed: Condvar::new() };
+    // The shared queue's next batch.
+    let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         let mut handles = Vec::new();
-        for (w, requests) in plan.shards.iter().enumerate() {
-            let (send, record, failed, rounds) = (&send, &record, &failed, &rounds);
-            handles.push(s.spawn(move || {
-                for (round, req) in requests.iter().enumerate() {
-                    rounds.wait_for(round, failed);
-                    if failed.load(Ordering::Relaxed) || (req.rows > 0 && !record(req, send(req))) {
-                        break;
-                    }
-                    rounds.finished(w, round + 1);
+        match plan.schedule {
+            Schedule::ByHost(shards) => {
+                for (w, requests) in shards.iter().enumerate() {
+                    let (send, record, failed, rounds) = (&send, &record, &failed, &rounds);
+                    handles.push(s.spawn(move || {
+                        for (round, req) in requests.iter().enumerate() {
+                            rounds.wait_for(round, failed);
+                            if failed.load(Ordering::Relaxed) || (req.rows > 0 && !record(req, send(req))) {
+                                break;
+                            }
+                            rounds.finished(w, round + 1);
+                        }
+                        // A worker that stops early must not hold the others back.
+                        rounds.finished(w, usize::MAX);
+                    }));
                 }
-                // A worker that stops early must not hold the others back.
-                rounds.finished(w, usize::MAX);
-            }));
+            }
+            Schedule::Queue(queue) => {
+                for _ in 0..plan.workers.max(1) {
+                    let (send, record, failed, next) = (&send, &record, &failed, &next);
+                    handles.push(s.spawn(move || {
+                        while !failed.load(Ordering::Relaxed) {
+                            let Some(req) = queue.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
+                            if req.rows > 0 && !record(req, send(req)) {
+                                break;
+                            }
+                        }
+                    }));
+                }
+            }
         }
         let sampler = s.spawn(|| {
             let mut points = Vec::new();
@@ -230,6 +292,9 @@ pub fn run(http: &Http, base: &str, pid: u32, plan: &Plan, label: &str) -> Resul
         points,
         requests: requests.load(Ordering::Relaxed),
         retries: retries.load(Ordering::Relaxed),
+        refused: refused.load(Ordering::Relaxed),
+        refused_points: refused_points.load(Ordering::Relaxed),
+        first_refusal: first_refusal.lock().ok().and_then(|mut f| f.take()),
         secs,
         timeline,
         server_cpu_secs: after.cpu_secs - before.cpu_secs,
@@ -241,6 +306,7 @@ pub fn run(http: &Http, base: &str, pid: u32, plan: &Plan, label: &str) -> Resul
 mod tests {
     use std::sync::Arc;
 
+    use super::super::servers::System;
     use super::*;
     use crate::tsbs::{Dataset, ValueModel, encode};
 
@@ -290,29 +356,63 @@ mod tests {
         let ds = dataset();
         let http = Http::new(4, Duration::from_secs(30));
         let pid = std::process::id();
-        let influx = encode::influx_requests(&ds, 40, 3, true, 2);
-        let prw = encode::prw_requests(&ds, 40, 3, 2);
-        for (protocol, shards) in [(Protocol::Influx, &influx), (Protocol::Prw, &prw)] {
+        let influx = Schedule::ByHost(encode::influx_requests(&ds, 40, 3, true, 2));
+        let prw = Schedule::ByHost(encode::prw_requests(&ds, 40, 3, 2));
+        for (protocol, schedule) in [(Protocol::Influx, &influx), (Protocol::Prw, &prw)] {
             let server = strata();
             if protocol == Protocol::Influx {
                 create_database(&http, &server.base).unwrap();
             }
-            let plan = Plan { protocol, shards, gzip: true };
+            let plan = Plan { protocol, schedule, workers: 3, gzip: true };
             let result = run(&http, &server.base, pid, &plan, "test").unwrap();
             assert_eq!(result.points, ds.points());
-            assert_eq!(result.requests, shards.iter().flatten().filter(|r| r.rows > 0).count() as u64);
+            assert_eq!(result.refused, 0);
+            assert_eq!(result.requests, schedule.requests().filter(|r| r.rows > 0).count() as u64);
             assert_eq!(result.timeline.last().map(|p| p.1), Some(ds.points()));
             assert_eq!(stored(&http, &server.base, &ds), ds.points() as f64, "{protocol:?}");
+            assert_eq!(
+                super::super::stored::count(&http, System::Strata, &server.base, &ds),
+                Ok(ds.points())
+            );
         }
     }
 
+    /// A refused request (4xx) is counted, its answer kept, and the load goes on; what was
+    /// stored is counted by query afterwards.
     #[test]
-    fn a_refused_request_fails_the_load() {
+    fn a_refused_request_is_counted_and_the_load_goes_on() {
         let server = strata();
         let http = Http::new(2, Duration::from_secs(30));
-        let garbage = vec![vec![Request { body: b"not snappy".to_vec(), rows: 1, points: 10 }]];
-        let plan = Plan { protocol: Protocol::Prw, shards: &garbage, gzip: false };
-        let err = run(&http, &server.base, std::process::id(), &plan, "garbage").unwrap_err();
-        assert!(err.contains("answered 400"), "{err}");
+        let ds = dataset();
+        let mut queue = encode::prw_requests(&ds, 1000, 1, 1).concat();
+        let good = queue.len() as u64;
+        queue.insert(0, Request { body: b"not snappy".to_vec(), rows: 1, points: 10 });
+        let schedule = Schedule::Queue(queue);
+        let plan = Plan { protocol: Protocol::Prw, schedule: &schedule, workers: 2, gzip: false };
+        let result = run(&http, &server.base, std::process::id(), &plan, "garbage").unwrap();
+        assert_eq!((result.refused, result.refused_points, result.requests), (1, 10, good));
+        let why = result.first_refusal.unwrap();
+        assert!(why.contains("answered 400"), "{why}");
+        assert_eq!(result.points, ds.points());
+    }
+
+    /// A server error (5xx other than 503) still stops the load.
+    #[test]
+    fn a_server_error_fails_the_load() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf).unwrap();
+            let _ = stream.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\nboom");
+        });
+        let http = Http::new(1, Duration::from_secs(30));
+        let schedule = Schedule::Queue(vec![Request { body: b"x".to_vec(), rows: 1, points: 10 }]);
+        let plan = Plan { protocol: Protocol::Prw, schedule: &schedule, workers: 1, gzip: false };
+        let err = run(&http, &base, std::process::id(), &plan, "boom").unwrap_err();
+        assert!(err.contains("answered 500"), "{err}");
+        server.join().unwrap();
     }
 }

@@ -4,9 +4,11 @@
 //! For every system and every write protocol it accepts: start it on loopback with a fresh data
 //! directory and default settings, load the same pre-built requests ([`load`]), get it to flush
 //! and merge ([`servers::Server::settle`]), run the queries on the remote-write-loaded instance
-//! (strata's answers are the reference every peer is compared with, [`query_run`]), stop it
-//! cleanly and measure its data on disk. Then write `report.md` and SVG plots to the output
-//! directory. The harness installs nothing and tunes nothing.
+//! (strata's answers are the reference every peer is compared with, [`query_run`]), count the
+//! points it stored by query ([`stored`]), stop it cleanly and measure its data on disk. Then
+//! write `report.md` and SVG plots to the output directory. The harness installs nothing and
+//! tunes nothing, with two exceptions the report states: Prometheus gets an out-of-order window
+//! when the rows do not arrive in time order (`--arrival`), and strata gets any `--strata-arg`.
 
 mod answers;
 pub mod client_floor;
@@ -17,6 +19,7 @@ mod procstat;
 mod query_run;
 mod report;
 mod servers;
+mod stored;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::tsbs::Dataset;
-use crate::tsbs::encode::{self, Request};
+use crate::tsbs::encode::{self, Arrival, Schedule};
 use crate::tsbs::gen_cmd::DatasetArgs;
 use crate::tsbs::queries::{self, Query};
 use http::Http;
@@ -37,10 +40,15 @@ use servers::{Found, Protocol, Server, System};
 pub struct Args {
     #[command(flatten)]
     dataset: DatasetArgs,
-    /// Rows per write request, for both protocols (tsbs_load_influx's --batch-size); fewer when a
-    /// round of requests (one per worker) would cover more than 20 min of data.
+    /// Rows per write request, for both protocols (tsbs_load_influx's --batch-size); with
+    /// `--arrival by-host`, fewer when a round of requests (one per worker) would cover more than
+    /// 20 min of data.
     #[arg(long, default_value_t = 10_000)]
     batch_size: usize,
+    /// The order rows reach each system (the same for both protocols). With any but by-host,
+    /// Prometheus gets an out-of-order window covering the data.
+    #[arg(long, value_enum, default_value_t = Arrival::ByHost)]
+    arrival: Arrival,
     /// Concurrent writers (tsbs_load_influx's --workers).
     #[arg(long, default_value_t = 4)]
     workers: usize,
@@ -77,6 +85,10 @@ pub struct Args {
     /// The strata binary (default: this workspace's target/release/strata; run.sh builds it).
     #[arg(long)]
     strata_bin: Option<PathBuf>,
+    /// A flag for the strata server, added after the harness's own (repeat for more, e.g.
+    /// `--strata-arg=--ooo-window=30d`). The report's command line shows it.
+    #[arg(long, allow_hyphen_values = true)]
+    strata_arg: Vec<String>,
     /// Directory for report.md and the plots (default: target/bench-compare/<UTC time>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -96,6 +108,9 @@ pub struct RunResult {
     pub protocol: Protocol,
     /// The load's figures.
     pub load: LoadResult,
+    /// Points stored, counted by query after the load and settling ([`stored`]), or why they
+    /// could not be counted.
+    pub stored: Result<u64, String>,
     /// Bytes of the data directory after shutdown (see `System::disk_note`).
     pub disk_after_shutdown: u64,
     /// Bytes measured before shutdown where that is the system's figure (Prometheus snapshot).
@@ -122,6 +137,11 @@ impl RunResult {
         self.disk_figure() as f64 / self.load.points.max(1) as f64
     }
 
+    /// Whether the count of stored points is exactly the points generated.
+    pub fn stored_all(&self, generated: u64) -> bool {
+        self.stored == Ok(generated)
+    }
+
     /// The timing of `kind` at `clients`, if measured.
     pub fn timing(&self, kind: &str, clients: usize) -> Option<&Timing> {
         self.timings.iter().find(|t| t.kind == kind && t.clients == clients)
@@ -144,10 +164,19 @@ pub struct Context {
     pub dataset: Dataset,
     /// Loader settings.
     pub workers: usize,
-    /// Rows per request (before the round cut).
+    /// The order rows reach each system.
+    pub arrival: Arrival,
+    /// Rows per request: with `by-host`, per worker and round (after the round cut); else per
+    /// batch of the shared queue.
     pub batch_rows: usize,
-    /// Seconds of data per round of requests.
+    /// Seconds of data per round of requests (`by-host`) or per batch (the others).
     pub round_secs: i64,
+    /// Batches in the shared queue (0 with `by-host`).
+    pub batches: usize,
+    /// Prometheus' out-of-order window, seconds, if it was given one.
+    pub prometheus_ooo_window_secs: Option<i64>,
+    /// Flags added to strata's command line (`--strata-arg`).
+    pub strata_args: Vec<String>,
     /// Whether line protocol was gzipped.
     pub gzip: bool,
     /// Whether query answers were asked for gzipped.
@@ -192,8 +221,8 @@ fn shell_quote(arg: &str) -> String {
 
 /// The pre-built request bodies of both protocols.
 struct Bodies {
-    influx: Vec<Vec<Request>>,
-    prw: Vec<Vec<Request>>,
+    influx: Schedule,
+    prw: Schedule,
 }
 
 fn build_bodies(args: &Args, ds: &Dataset, protocols: &[Protocol]) -> Bodies {
@@ -201,17 +230,23 @@ fn build_bodies(args: &Args, ds: &Dataset, protocols: &[Protocol]) -> Bodies {
     let spinner = ProgressBar::new_spinner().with_message("building request bodies");
     spinner.enable_steady_tick(Duration::from_millis(200));
     let influx = if protocols.contains(&Protocol::Influx) {
-        encode::influx_requests(ds, args.batch_size, args.workers, args.gzip, threads)
+        encode::influx_schedule(ds, args.arrival, args.batch_size, args.workers, args.gzip, threads)
     } else {
-        Vec::new()
+        Schedule::Queue(Vec::new())
     };
     let prw = if protocols.contains(&Protocol::Prw) {
-        encode::prw_requests(ds, args.batch_size, args.workers, threads)
+        encode::prw_schedule(ds, args.arrival, args.batch_size, args.workers, threads)
     } else {
-        Vec::new()
+        Schedule::Queue(Vec::new())
     };
     spinner.finish_with_message("request bodies built");
     Bodies { influx, prw }
+}
+
+/// Prometheus' out-of-order window for `arrival`: none in time order; else the data's whole
+/// span plus an hour, so that it refuses nothing of the dataset.
+fn prometheus_ooo_window_secs(arrival: Arrival, ds: &Dataset) -> Option<i64> {
+    (arrival != Arrival::ByHost).then(|| (ds.end_ms() - ds.start_ms + 999) / 1000 + 3600)
 }
 
 /// Runs the comparison and writes the report; fails (after writing it) if a query answer differs
@@ -222,7 +257,15 @@ pub fn run(args: Args) -> Result<(), String> {
     let skip = parse_skip(&args.skip)?;
     let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let strata_bin = args.strata_bin.clone().unwrap_or_else(|| workspace.join("target/release/strata"));
-    let found = servers::find(&strata_bin, &skip)?;
+    let mut found = servers::find(&strata_bin, &skip)?;
+    let ooo_window_secs = prometheus_ooo_window_secs(args.arrival, &ds);
+    for f in &mut found {
+        match f.system {
+            System::Strata => f.extra_args.clone_from(&args.strata_arg),
+            System::Prometheus => f.ooo_window_secs = ooo_window_secs,
+            System::VictoriaMetrics | System::InfluxDb => {}
+        }
+    }
     let absent: Vec<System> = System::ALL
         .into_iter()
         .filter(|s| !skip.contains(s) && !found.iter().any(|f| f.system == *s))
@@ -252,10 +295,11 @@ pub fn run(args: Args) -> Result<(), String> {
     };
 
     eprintln!(
-        "compare: {} hosts × {} rows ({} points); systems: {}; output {}",
+        "compare: {} hosts × {} rows ({} points), arrival {}; systems: {}; output {}",
         ds.hosts,
         ds.epochs,
         ds.points(),
+        args.arrival.name(),
         found.iter().map(|f| f.system.name()).collect::<Vec<_>>().join(", "),
         out.display()
     );
@@ -293,11 +337,11 @@ pub fn run(args: Args) -> Result<(), String> {
                     tempfile::Builder::new().prefix(&scratch_name).tempdir().map_err(|e| e.to_string())?,
                 )
             };
-            let shards = match protocol {
+            let schedule = match protocol {
                 Protocol::Influx => &bodies.influx,
                 Protocol::Prw => &bodies.prw,
             };
-            let plan = Plan { protocol, shards, gzip: args.gzip };
+            let plan = Plan { protocol, schedule, workers: args.workers, gzip: args.gzip };
             let timed_in_run = args.query_rounds == 1;
             let ctx = RunCtx {
                 http: &http,
@@ -307,6 +351,7 @@ pub fn run(args: Args) -> Result<(), String> {
                 clients: &args.clients,
                 with_queries,
                 timed_in_run,
+                dataset: &ds,
             };
             let outcome = one_run(&ctx, scratch.path());
             let _ = std::fs::copy(scratch.path().join("server.log"), out.join(format!("{scratch_name}.log")));
@@ -336,6 +381,7 @@ pub fn run(args: Args) -> Result<(), String> {
                         version: f.version.clone(),
                         protocol,
                         load: LoadResult::default(),
+                        stored: Err("not counted: the run failed".into()),
                         disk_after_shutdown: 0,
                         disk_settled: None,
                         timings: Vec::new(),
@@ -361,10 +407,26 @@ pub fn run(args: Args) -> Result<(), String> {
         load_end: procstat::load_average(),
         dataset: ds,
         workers: args.workers,
-        batch_rows: encode::epochs_per_round(&ds, args.batch_size, args.workers)
-            * ds.hosts.div_ceil(args.workers.max(1)),
-        round_secs: encode::epochs_per_round(&ds, args.batch_size, args.workers) as i64 * ds.interval_ms
-            / 1000,
+        arrival: args.arrival,
+        batch_rows: match args.arrival {
+            Arrival::ByHost => {
+                encode::epochs_per_round(&ds, args.batch_size, args.workers)
+                    * ds.hosts.div_ceil(args.workers.max(1))
+            }
+            Arrival::SharedQueue | Arrival::Shuffled => args.batch_size.max(1),
+        },
+        round_secs: match args.arrival {
+            Arrival::ByHost => {
+                encode::epochs_per_round(&ds, args.batch_size, args.workers) as i64 * ds.interval_ms / 1000
+            }
+            Arrival::SharedQueue | Arrival::Shuffled => {
+                (args.batch_size.max(1) as f64 / ds.hosts.max(1) as f64 * ds.interval_ms as f64 / 1000.0)
+                    .round() as i64
+            }
+        },
+        batches: encode::queue_batches(ds.rows(), args.batch_size, args.arrival, ds.seed).len(),
+        prometheus_ooo_window_secs: ooo_window_secs,
+        strata_args: args.strata_arg.clone(),
         gzip: args.gzip,
         gzip_answers: args.gzip_answers,
         generate_secs,
@@ -392,6 +454,14 @@ pub fn run(args: Args) -> Result<(), String> {
     let failed = runs.iter().filter(|r| r.error.is_some()).count();
     if failed > 0 {
         return Err(format!("{failed} runs failed (see the report)"));
+    }
+    let short: Vec<String> =
+        runs.iter().filter(|r| !r.stored_all(ctx.dataset.points())).map(RunResult::label).collect();
+    if !short.is_empty() {
+        return Err(format!(
+            "not every generated point was stored by {}: the comparison is void (see the report)",
+            short.join(", ")
+        ));
     }
     Ok(())
 }
@@ -437,6 +507,8 @@ struct RunCtx<'a> {
     /// Time the queries in the run (one round); otherwise only the warm-up pass runs here and
     /// [`query_rounds`] times them later.
     timed_in_run: bool,
+    /// The dataset, to count what the system stored.
+    dataset: &'a Dataset,
 }
 
 /// A run whose server is restarted for the query rounds: its data is kept until they end.
@@ -620,6 +692,18 @@ fn one_run(
         }
         bar.finish();
     }
+    // After the flush and merge (and the queries, which this must not warm up): every point
+    // generated must be there.
+    let stored = stored::count(ctx.http, system, &server.base, ctx.dataset);
+    match &stored {
+        Ok(n) => eprintln!(
+            "{label}: stored {n} of {} points generated ({:.6}){}",
+            ctx.dataset.points(),
+            *n as f64 / ctx.dataset.points().max(1) as f64,
+            if *n == ctx.dataset.points() { "" } else { "  <-- NOT EVERY POINT STORED" }
+        ),
+        Err(e) => eprintln!("{label}: stored points could not be counted: {e}"),
+    }
     let data_dir = server.data_dir.clone();
     let stop_bar = ProgressBar::new_spinner().with_message(format!("{label}: clean shutdown"));
     stop_bar.enable_steady_tick(Duration::from_millis(200));
@@ -631,6 +715,7 @@ fn one_run(
         version: ctx.found.version.clone(),
         protocol,
         load,
+        stored,
         disk_after_shutdown,
         disk_settled,
         timings,
@@ -656,6 +741,7 @@ mod tests {
                 timeline: vec![(0.0, 0), (secs, 1_000_000)],
                 ..Default::default()
             },
+            stored: Ok(1_000_000),
             disk_after_shutdown: disk,
             disk_settled: None,
             timings: vec![
@@ -694,8 +780,12 @@ mod tests {
             load_end: 0.2,
             dataset: ds,
             workers: 4,
+            arrival: Arrival::ByHost,
             batch_rows: 3000,
             round_secs: 1200,
+            batches: 0,
+            prometheus_ooo_window_secs: None,
+            strata_args: Vec::new(),
             gzip: true,
             gzip_answers: true,
             generate_secs: 1.0,
@@ -743,6 +833,91 @@ mod tests {
             text.contains("settled data") && !text.contains("Queries run right after the load"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn report_names_the_arrival_and_flags_a_system_that_stored_less() {
+        let ds = Dataset {
+            hosts: 100,
+            start_ms: 0,
+            interval_ms: 10_000,
+            epochs: 1000,
+            model: ValueModel::Tsbs,
+            seed: 1,
+        };
+        let strata = run_result(System::Strata, Protocol::Prw, 0.5, 400_000, 2.0);
+        let mut vm = run_result(System::VictoriaMetrics, Protocol::Prw, 1.0, 800_000, 4.0);
+        vm.stored = Ok(999_000);
+        vm.load.refused = 2;
+        vm.load.refused_points = 1000;
+        vm.load.first_refusal = Some("write answered 400: too old".into());
+        let ctx = Context {
+            started_utc: "2026-12-01T00:00:00Z".into(),
+            command: "strata-bench compare --arrival shared-queue".into(),
+            machine: "test machine".into(),
+            load_start: 0.1,
+            load_end: 0.2,
+            dataset: ds,
+            workers: 4,
+            arrival: Arrival::SharedQueue,
+            batch_rows: 10_000,
+            round_secs: 1000,
+            batches: 10,
+            prometheus_ooo_window_secs: prometheus_ooo_window_secs(Arrival::SharedQueue, &ds),
+            strata_args: vec!["--ooo-window=30d".into()],
+            gzip: true,
+            gzip_answers: true,
+            generate_secs: 1.0,
+            queries_per_type: 1,
+            clients: vec![1],
+            query_rounds: 1,
+            query_types: vec!["lastpoint"],
+            absent: Vec::new(),
+            mismatches: Vec::new(),
+            answer_sizes: Vec::new(),
+        };
+        let text = report::render(&ctx, &[strata.clone(), vm.clone()]);
+        assert!(text.contains("Arrival order: `shared-queue`"), "{text}");
+        assert!(text.contains("cut into 10 batches of 10000 rows"), "{text}");
+        assert!(text.contains("out_of_order_time_window: 13600s"), "10,000 s of data plus 1 h: {text}");
+        let with_prometheus =
+            report::render(&ctx, &[run_result(System::Prometheus, Protocol::Prw, 1.0, 1, 1.0)]);
+        assert!(with_prometheus.contains("Prometheus' disk figure leaves out its out-of-order head"));
+        assert!(text.contains("strata runs with `--ooo-window=30d` added"), "{text}");
+        assert!(
+            text.contains("**VOID: not every generated point was stored.** VictoriaMetrics (remote-write)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "| strata | remote-write | 1,000,000 | 1,000,000 | 0 | 1,000,000 | 1.000000 | all stored |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "| VictoriaMetrics | remote-write | 1,000,000 | 1,000,000 | 2 | 999,000 | 0.999000 | **NOT ALL STORED: void** |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "refused 2 requests (1,000 points); the first answer: `write answered 400: too old`"
+            )
+        );
+        // In time order: no window for Prometheus, no banner when everything is stored.
+        let by_host = Context {
+            arrival: Arrival::ByHost,
+            prometheus_ooo_window_secs: None,
+            strata_args: Vec::new(),
+            ..ctx
+        };
+        let text = report::render(&by_host, &[strata]);
+        assert!(
+            text.contains("Arrival order: `by-host`") && text.contains("every series arrives in time order")
+        );
+        assert!(!text.contains("VOID") && !text.contains("out_of_order_time_window"), "{text}");
+        assert_eq!(prometheus_ooo_window_secs(Arrival::ByHost, &ds), None);
     }
 
     #[test]

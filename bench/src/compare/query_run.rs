@@ -14,7 +14,7 @@ use crate::tsbs::queries::Query;
 /// range-query results, and the timed passes repeat the warm-up's queries, which would be
 /// answered from that cache (TSBS avoids it with distinct queries; strata and Prometheus have
 /// no result cache).
-fn url(system: System, base: &str, query: &Query) -> String {
+pub(super) fn url(system: System, base: &str, query: &Query) -> String {
     let nocache = if system == System::VictoriaMetrics { "&nocache=1" } else { "" };
     format!("{base}{}{nocache}", query.path())
 }

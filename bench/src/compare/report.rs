@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::servers::{Protocol, System};
 use super::{Context, RunResult, query_run};
+use crate::tsbs::encode::Arrival;
 use crate::tsbs::gen_cmd::format_time_ms;
 
 fn mib(b: u64) -> f64 {
@@ -37,6 +38,20 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
     let ds = &ctx.dataset;
     let _ = writeln!(o, "# TSBS devops (cpu-only): strata side by side\n");
     let _ = writeln!(o, "Run {} (UTC) with:\n\n```\n{}\n```\n", ctx.started_utc, ctx.command);
+    let _ = writeln!(o, "Arrival order: `{}` (`--arrival`, see Setup).\n", ctx.arrival.name());
+    let generated = ds.points();
+    let short: Vec<&RunResult> =
+        runs.iter().filter(|r| r.error.is_none() && !r.stored_all(generated)).collect();
+    if !short.is_empty() {
+        let _ = writeln!(
+            o,
+            "**VOID: not every generated point was stored.** {} did not store all {} points generated \
+             (counted by query, see \"Stored points\"). A comparison in which one system keeps less data \
+             than another compares different work; its ingest, disk and query figures do not stand.\n",
+            short.iter().map(|r| r.label()).collect::<Vec<_>>().join(", "),
+            thousands(generated)
+        );
+    }
     let _ = writeln!(o, "## Setup\n");
     let _ = writeln!(o, "- Machine: {}.", ctx.machine);
     let _ = writeln!(
@@ -59,20 +74,65 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
         ds.model.name(),
         ds.seed
     );
+    match ctx.arrival {
+        Arrival::ByHost => {
+            let _ = writeln!(
+                o,
+                "- Load (arrival `by-host`): {} workers, each owning the hosts `h % {} == w`, {} rows per request \
+                 for both protocols, sent in rounds of {} s of data (no worker more than a round ahead of another, \
+                 so Prometheus, which refuses samples 1 h older than its newest, takes the load): every series \
+                 arrives in time order.",
+                ctx.workers, ctx.workers, ctx.batch_rows, ctx.round_secs,
+            );
+        }
+        Arrival::SharedQueue | Arrival::Shuffled => {
+            let order = if ctx.arrival == Arrival::SharedQueue {
+                "in generation order, as `tsbs_load_influx` sends by default (`--hash-workers=false`)"
+                    .to_owned()
+            } else {
+                format!("in a random order drawn from seed {}", ds.seed)
+            };
+            let _ = writeln!(
+                o,
+                "- Load (arrival `{}`): the rows in generation order (every host at one time, then the next \
+                 time) cut into {} batches of {} rows (about {} s of data each), the same batches for both \
+                 protocols (remote write: a batch's rows grouped per series, each series' samples in time \
+                 order); {} workers each take the next batch from one shared queue, {order}. Batches in flight \
+                 at once arrive in any order, so a series' samples arrive out of order.",
+                ctx.arrival.name(),
+                ctx.batches,
+                ctx.batch_rows,
+                ctx.round_secs,
+                ctx.workers,
+            );
+        }
+    }
     let _ = writeln!(
         o,
-        "- Load: {} workers, each owning the hosts `h % {} == w`, {} rows per request for both protocols, sent in \
-         rounds of {} s of data (no worker more than a round ahead of another, so Prometheus, which refuses \
-         samples 1 h older than its newest, takes the load). Influx line protocol{} to `/write?db=benchmark` \
-         after `CREATE DATABASE` (strata, InfluxDB; VictoriaMetrics needs none); remote write 1.0, snappy. \
-         Bodies built before the clock starts ({:.1} s); every answer checked.",
-        ctx.workers,
-        ctx.workers,
-        ctx.batch_rows,
-        ctx.round_secs,
+        "- Influx line protocol{} to `/write?db=benchmark` after `CREATE DATABASE` (strata, InfluxDB; \
+         VictoriaMetrics needs none); remote write 1.0, snappy. Bodies built before the clock starts ({:.1} s); \
+         every answer checked; a refused request (4xx) is counted and the load goes on.",
         if ctx.gzip { ", gzip" } else { "" },
         ctx.generate_secs
     );
+    if let Some(secs) = ctx.prometheus_ooo_window_secs {
+        let _ = writeln!(
+            o,
+            "- Prometheus runs with `storage: tsdb: out_of_order_time_window: {secs}s` in its configuration file \
+             (the data's span plus 1 h): by default it refuses every sample older than its series' newest. \
+             VictoriaMetrics and InfluxDB take samples in any order with their defaults. Prometheus' snapshot \
+             (its disk figure) holds its in-order head only, not the samples its out-of-order head keeps, so \
+             its disk figure is a lower bound under this arrival (the data dir column includes them, with \
+             the WAL)."
+        );
+    }
+    if !ctx.strata_args.is_empty() {
+        let _ = writeln!(
+            o,
+            "- strata runs with `{}` added to its command line (`--strata-arg`): not its defaults.",
+            ctx.strata_args.join(" ")
+        );
+    }
     let clients = ctx.clients.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" and ");
     let when = if ctx.query_rounds > 1 {
         format!(
@@ -123,6 +183,51 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
     let strata = |p: Protocol| {
         runs.iter().find(|r| r.system == System::Strata && r.protocol == p && r.error.is_none())
     };
+    let _ = writeln!(o, "\n## Stored points\n");
+    let _ = writeln!(
+        o,
+        "Counted by query after the load, the flush and merge and the queries (PromQL: \
+         `sum(count_over_time(cpu_<field>[span]))` per metric at the data's end; InfluxDB: \
+         `SELECT count(*) FROM cpu`), not from the write answers. Refused: requests answered with a 4xx \
+         (a system may have stored part of one).\n"
+    );
+    let _ = writeln!(
+        o,
+        "| system | protocol | generated | acknowledged | refused requests | stored | stored/generated |  |\n|---|---|---|---|---|---|---|---|"
+    );
+    for r in runs.iter().filter(|r| r.error.is_none()) {
+        let (stored, fraction) = match &r.stored {
+            Ok(n) => (thousands(*n), format!("{:.6}", *n as f64 / generated.max(1) as f64)),
+            Err(e) => (format!("not counted: {e}"), "–".to_owned()),
+        };
+        let verdict = if r.stored_all(generated) { "all stored" } else { "**NOT ALL STORED: void**" };
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.system.name(),
+            r.protocol.name(),
+            thousands(generated),
+            thousands(r.load.points),
+            r.load.refused,
+            stored,
+            fraction,
+            verdict
+        );
+    }
+    for r in runs.iter().filter(|r| r.error.is_none()) {
+        if let Some(why) = &r.load.first_refusal {
+            let _ = writeln!(
+                o,
+                "\n{} ({}) refused {} requests ({} points); the first answer: `{}`",
+                r.system.name(),
+                r.protocol.name(),
+                r.load.refused,
+                thousands(r.load.refused_points),
+                why.replace('`', "'").replace('\n', " ")
+            );
+        }
+    }
+
     let _ = writeln!(o, "\n## Ingest\n");
     let _ = writeln!(
         o,
@@ -175,6 +280,13 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
             r.bytes_per_point(),
             rel,
             r.disk_after_shutdown as f64 / r.load.points.max(1) as f64
+        );
+    }
+
+    if ctx.prometheus_ooo_window_secs.is_some() && runs.iter().any(|r| r.system == System::Prometheus) {
+        let _ = writeln!(
+            o,
+            "\nPrometheus' disk figure leaves out its out-of-order head (see Setup): a lower bound, not comparable."
         );
     }
 
@@ -308,11 +420,19 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
              VictoriaMetrics' recent parts)",
         )
     };
+    let tuned = match (ctx.prometheus_ooo_window_secs.is_some(), ctx.strata_args.is_empty()) {
+        (false, true) => "Nothing is tuned.",
+        (true, true) => "Nothing is tuned but Prometheus' out-of-order window (setup).",
+        (false, false) => "Nothing is tuned but strata's added flags (setup).",
+        (true, false) => {
+            "Nothing is tuned but Prometheus' out-of-order window and strata's added flags (setup)."
+        }
+    };
     let _ = writeln!(
         o,
         "- One machine; {servers}, on loopback, sharing the cores with the loader and query clients.\n\
          - Each system runs with its default durability (setup table): strata and InfluxDB fsync before \
-         acknowledging, VictoriaMetrics and Prometheus do not. Nothing is tuned.\n\
+         acknowledging, VictoriaMetrics and Prometheus do not. {tuned}\n\
          - InfluxDB 1.x answers InfluxQL, not PromQL: it is measured for ingest and disk only.\n\
          - {state}.\n\
          - The timed passes repeat the warm-up's queries; VictoriaMetrics is asked with `nocache=1` so its \

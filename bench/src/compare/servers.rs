@@ -134,6 +134,11 @@ pub struct Found {
     pub bin: PathBuf,
     /// Its version, from the binary or its Debian package.
     pub version: String,
+    /// Flags added to its command line (strata's `--strata-arg`).
+    pub extra_args: Vec<String>,
+    /// Prometheus' `storage.tsdb.out_of_order_time_window`, seconds (none: Prometheus' default,
+    /// which refuses every out-of-order sample).
+    pub ooo_window_secs: Option<i64>,
 }
 
 /// The binary named `name` on `PATH`.
@@ -189,11 +194,13 @@ pub fn find(strata_bin: &Path, skip: &[System]) -> Result<Vec<Found>, String> {
         system: System::Strata,
         bin: strata_bin.to_path_buf(),
         version: format!("{}{}", version_of(System::Strata, strata_bin), git_revision()),
+        extra_args: Vec::new(),
+        ooo_window_secs: None,
     }];
     for system in System::ALL.into_iter().skip(1).filter(|s| !skip.contains(s)) {
         if let Some(bin) = which(system.binary()) {
             let version = version_of(system, &bin);
-            found.push(Found { system, bin, version });
+            found.push(Found { system, bin, version, extra_args: Vec::new(), ooo_window_secs: None });
         }
     }
     Ok(found)
@@ -223,6 +230,17 @@ pub fn wait_quiet(pid: u32, max: Duration) -> bool {
         }
     }
     false
+}
+
+/// Prometheus' configuration file: no scrape jobs (the only samples are the ones the loader
+/// sends), and an out-of-order window of `ooo_window_secs` if given (Prometheus 2.39 and later;
+/// without one it refuses every sample older than its series' newest).
+pub fn prometheus_config(ooo_window_secs: Option<i64>) -> String {
+    let mut text = "global:\n  scrape_interval: 15s\n".to_owned();
+    if let Some(secs) = ooo_window_secs {
+        text.push_str(&format!("storage:\n  tsdb:\n    out_of_order_time_window: {secs}s\n"));
+    }
+    text
 }
 
 /// A running server with its own fresh data directory.
@@ -257,8 +275,8 @@ impl Server {
             }
             System::Prometheus => {
                 let config = scratch.join("prometheus.yml");
-                // No scrape jobs: the only samples are the ones the loader sends.
-                std::fs::write(&config, "global:\n  scrape_interval: 15s\n").map_err(|e| e.to_string())?;
+                std::fs::write(&config, prometheus_config(found.ooo_window_secs))
+                    .map_err(|e| e.to_string())?;
                 cmd.arg(format!("--config.file={}", config.display()))
                     .arg(format!("--storage.tsdb.path={}", data_dir.display()))
                     .arg(format!("--web.listen-address={listen}"))
@@ -277,6 +295,7 @@ impl Server {
                 cmd.arg("run").arg("-config").arg(&config);
             }
         }
+        cmd.args(&found.extra_args);
         let log = std::fs::File::create(scratch.join(log)).map_err(|e| e.to_string())?;
         let log2 = log.try_clone().map_err(|e| e.to_string())?;
         cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
@@ -420,7 +439,16 @@ mod tests {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use super::wait_quiet;
+    use super::{prometheus_config, wait_quiet};
+
+    #[test]
+    fn prometheus_gets_an_out_of_order_window_only_when_asked() {
+        assert_eq!(prometheus_config(None), "global:\n  scrape_interval: 15s\n");
+        assert_eq!(
+            prometheus_config(Some(25_200)),
+            "global:\n  scrape_interval: 15s\nstorage:\n  tsdb:\n    out_of_order_time_window: 25200s\n"
+        );
+    }
 
     /// A sleeping process is idle within the first window; a spinning one never is, so the
     /// wait ends at its limit; a process that is gone is not waited for.

@@ -13,7 +13,7 @@ use std::io::Write as _;
 use storage::{Batch, Labels, Sample};
 
 use super::generate::{Generator, Row};
-use super::hosts::Host;
+use super::hosts::{Host, STREAM_ARRIVAL, stream};
 use super::{Dataset, FIELDS, MEASUREMENT, ValueModel};
 
 /// One request body ready to send.
@@ -109,6 +109,142 @@ fn split_rows(dataset: &Dataset, batch_rows: usize, workers: usize) -> Vec<Vec<V
     out
 }
 
+/// The order in which the rows reach a system (`strata-bench compare --arrival`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Arrival {
+    /// Worker w owns the hosts h % W == w and sends them round by round, rounds of at most
+    /// 20 min of data: every series arrives in time order, as from Prometheus' queue manager
+    /// or `tsbs_load_influx --hash-workers`.
+    ByHost,
+    /// `tsbs_load_influx`'s default (`--hash-workers=false`): the rows in generation order
+    /// (time-major, every host at one time) cut into batches of `--batch-size` rows, and W
+    /// workers each take the next batch from one shared queue. Batches in flight at once
+    /// arrive in any order, so a series' samples arrive out of order by up to about W batches.
+    SharedQueue,
+    /// The same batches as shared-queue in a random order drawn from the dataset's seed
+    /// (`--seed`), taken from one shared queue: samples arrive out of order by up to the whole
+    /// span.
+    Shuffled,
+}
+
+impl Arrival {
+    /// The flag value, for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrival::ByHost => "by-host",
+            Arrival::SharedQueue => "shared-queue",
+            Arrival::Shuffled => "shuffled",
+        }
+    }
+}
+
+/// What one load sends, in the shape its [`Arrival`] needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schedule {
+    /// Each worker's requests by round, `[worker][round]` ([`Arrival::ByHost`]).
+    ByHost(Vec<Vec<Request>>),
+    /// Batches in the order the workers take them from one shared queue.
+    Queue(Vec<Request>),
+}
+
+impl Schedule {
+    /// Every request, in no particular order.
+    pub fn requests(&self) -> Box<dyn Iterator<Item = &Request> + '_> {
+        match self {
+            Schedule::ByHost(shards) => Box::new(shards.iter().flatten()),
+            Schedule::Queue(queue) => Box::new(queue.iter()),
+        }
+    }
+}
+
+/// The batches of a shared queue: `[start, end)` row indexes in generation order (the order of
+/// [`Generator`]), each `batch_rows` rows (the last one fewer), listed in the order the queue
+/// hands them out: generation order for [`Arrival::SharedQueue`], a permutation drawn from `seed`
+/// for [`Arrival::Shuffled`]. Empty for [`Arrival::ByHost`], which has no shared queue.
+pub fn queue_batches(rows: u64, batch_rows: usize, arrival: Arrival, seed: u64) -> Vec<std::ops::Range<u64>> {
+    let batch_rows = batch_rows.max(1) as u64;
+    let mut batches: Vec<std::ops::Range<u64>> =
+        (0..rows.div_ceil(batch_rows)).map(|b| b * batch_rows..((b + 1) * batch_rows).min(rows)).collect();
+    match arrival {
+        Arrival::ByHost => Vec::new(),
+        Arrival::SharedQueue => batches,
+        Arrival::Shuffled => {
+            // Fisher-Yates over a stream of its own, so the order does not move the data.
+            let mut rng = stream(seed, 0, STREAM_ARRIVAL);
+            for i in (1..batches.len()).rev() {
+                let j = rng.range(0, i as i64) as usize;
+                batches.swap(i, j);
+            }
+            batches
+        }
+    }
+}
+
+/// The rows of each batch of [`queue_batches`], in queue order.
+fn queue_rows(dataset: &Dataset, batch_rows: usize, arrival: Arrival) -> Vec<Vec<Row>> {
+    let order = queue_batches(dataset.rows(), batch_rows, arrival, dataset.seed);
+    let batch_rows = batch_rows.max(1);
+    let mut in_generation_order: Vec<Vec<Row>> = Vec::with_capacity(order.len());
+    for row in Generator::new(*dataset) {
+        match in_generation_order.last_mut() {
+            Some(batch) if batch.len() < batch_rows => batch.push(row),
+            _ => in_generation_order.push(vec![row]),
+        }
+    }
+    let mut slots: Vec<Option<Vec<Row>>> = in_generation_order.into_iter().map(Some).collect();
+    order
+        .iter()
+        .filter_map(|range| slots.get_mut((range.start / batch_rows as u64) as usize)?.take())
+        .collect()
+}
+
+/// Line-protocol requests for `arrival`: by host ([`influx_requests`]) or one per batch of a
+/// shared queue ([`queue_batches`]), the rows of a batch in generation order.
+pub fn influx_schedule(
+    dataset: &Dataset,
+    arrival: Arrival,
+    batch_rows: usize,
+    workers: usize,
+    gzip: bool,
+    threads: usize,
+) -> Schedule {
+    if arrival == Arrival::ByHost {
+        return Schedule::ByHost(influx_requests(dataset, batch_rows, workers, gzip, threads));
+    }
+    let prefixes = line_prefixes(dataset);
+    let batches = queue_rows(dataset, batch_rows, arrival);
+    Schedule::Queue(parallel_map(&batches, threads, |rows| {
+        influx_request(rows, &prefixes, dataset.model, gzip)
+    }))
+}
+
+/// Remote-write requests for `arrival`: by host ([`prw_requests`]) or one per batch of a shared
+/// queue, holding the same rows as the line-protocol batch, grouped per series (a series'
+/// samples in time order, as a sender sends them).
+pub fn prw_schedule(
+    dataset: &Dataset,
+    arrival: Arrival,
+    batch_rows: usize,
+    workers: usize,
+    threads: usize,
+) -> Schedule {
+    if arrival == Arrival::ByHost {
+        return Schedule::ByHost(prw_requests(dataset, batch_rows, workers, threads));
+    }
+    let labels = host_labels(dataset);
+    let batches = queue_rows(dataset, batch_rows, arrival);
+    Schedule::Queue(parallel_map(&batches, threads, |rows| prw_request(rows, &labels)))
+}
+
+fn influx_request(rows: &[Row], prefixes: &[Vec<u8>], model: ValueModel, gzip: bool) -> Request {
+    let mut text = Vec::with_capacity(rows.len() * 300);
+    for row in rows {
+        write_line(&mut text, &prefixes[row.host], row, model);
+    }
+    let body = if gzip && !rows.is_empty() { gzip_bytes(&text) } else { text };
+    Request { body, rows: rows.len() as u64, points: (rows.len() * FIELDS.len()) as u64 }
+}
+
 /// Line-protocol requests `[worker][round]` (see [`split_rows`]), gzip-compressed if `gzip` (as
 /// `tsbs_load_influx` does by default). Encoded on `threads` threads.
 pub fn influx_requests(
@@ -123,14 +259,7 @@ pub fn influx_requests(
     split
         .iter()
         .map(|rounds| {
-            parallel_map(rounds, threads, |rows| {
-                let mut text = Vec::with_capacity(rows.len() * 300);
-                for row in rows {
-                    write_line(&mut text, &prefixes[row.host], row, dataset.model);
-                }
-                let body = if gzip && !rows.is_empty() { gzip_bytes(&text) } else { text };
-                Request { body, rows: rows.len() as u64, points: (rows.len() * FIELDS.len()) as u64 }
-            })
+            parallel_map(rounds, threads, |rows| influx_request(rows, &prefixes, dataset.model, gzip))
         })
         .collect()
 }
@@ -363,6 +492,121 @@ mod tests {
             })
             .unwrap();
         assert!(series.1.iter().any(|s| s.t == row.t_ms && s.v == row.values[2]));
+    }
+
+    #[test]
+    fn queue_batches_hold_every_row_once() {
+        // 10 rows per batch over 123 rows: 12 full batches and one of 3.
+        for arrival in [Arrival::SharedQueue, Arrival::Shuffled] {
+            let batches = queue_batches(123, 10, arrival, 7);
+            assert_eq!(batches.len(), 13);
+            let mut sorted = batches.clone();
+            sorted.sort_by_key(|r| r.start);
+            let mut next = 0;
+            for r in &sorted {
+                assert_eq!(r.start, next, "{arrival:?}: no gap, no overlap");
+                assert!(r.end - r.start == 10 || r.end == 123);
+                next = r.end;
+            }
+            assert_eq!(next, 123);
+        }
+        assert!(queue_batches(123, 10, Arrival::ByHost, 7).is_empty(), "by host has no shared queue");
+    }
+
+    #[test]
+    fn shared_queue_is_in_generation_order_and_shuffled_is_deterministic_per_seed() {
+        let shared = queue_batches(1000, 10, Arrival::SharedQueue, 7);
+        assert!(shared.windows(2).all(|w| w[0].end == w[1].start), "generation order");
+        assert_eq!(queue_batches(1000, 10, Arrival::SharedQueue, 8), shared, "no seed in the shared queue");
+        let shuffled = queue_batches(1000, 10, Arrival::Shuffled, 7);
+        assert_eq!(queue_batches(1000, 10, Arrival::Shuffled, 7), shuffled, "same seed, same order");
+        assert_ne!(shuffled, shared, "shuffled");
+        assert_ne!(queue_batches(1000, 10, Arrival::Shuffled, 8), shuffled, "another seed, another order");
+        // Pinned: the order is part of what a seed reproduces.
+        let first: Vec<u64> = shuffled.iter().take(5).map(|r| r.start / 10).collect();
+        assert_eq!(first, SHUFFLED_SEED_7);
+    }
+
+    const SHUFFLED_SEED_7: [u64; 5] = [64, 12, 61, 44, 10];
+
+    /// The plain lines of one line-protocol request.
+    fn lines_of(req: &Request, gzip: bool) -> Vec<String> {
+        let mut plain = Vec::new();
+        if gzip {
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&req.body[..]), &mut plain).unwrap();
+        } else {
+            plain = req.body.clone();
+        }
+        String::from_utf8(plain).unwrap().lines().map(str::to_owned).collect()
+    }
+
+    fn queue(schedule: Schedule) -> Vec<Request> {
+        match schedule {
+            Schedule::Queue(q) => q,
+            Schedule::ByHost(_) => panic!("not a queue"),
+        }
+    }
+
+    #[test]
+    fn queued_line_protocol_batches_are_cuts_of_the_generated_text() {
+        let ds = dataset(ValueModel::Tsbs);
+        let all = text(&ds);
+        let all: Vec<&str> = all.lines().collect();
+        // 7 rows per batch over 120 rows: 18 batches (the last of 1 row).
+        let shared = queue(influx_schedule(&ds, Arrival::SharedQueue, 7, 4, true, 3));
+        assert_eq!(shared.len(), 18);
+        let sent: Vec<String> = shared.iter().flat_map(|r| lines_of(r, true)).collect();
+        assert_eq!(sent, all, "the shared queue sends the generated rows in order");
+        assert_eq!(shared.iter().map(|r| r.points).sum::<u64>(), ds.points());
+
+        let shuffled = queue(influx_schedule(&ds, Arrival::Shuffled, 7, 4, false, 2));
+        let order = queue_batches(ds.rows(), 7, Arrival::Shuffled, ds.seed);
+        assert_eq!(shuffled.len(), order.len());
+        for (req, range) in shuffled.iter().zip(&order) {
+            let expected = &all[range.start as usize..range.end as usize];
+            assert_eq!(lines_of(req, false), expected, "batch {range:?}");
+            assert_eq!(req.rows, range.end - range.start);
+        }
+        assert_eq!(shuffled, queue(influx_schedule(&ds, Arrival::Shuffled, 7, 2, false, 1)), "deterministic");
+    }
+
+    #[test]
+    fn queued_remote_write_batches_hold_the_same_rows_grouped_per_series_in_time_order() {
+        let ds = dataset(ValueModel::Noisy);
+        let limits = remote::Limits::default();
+        for arrival in [Arrival::SharedQueue, Arrival::Shuffled] {
+            let prw = queue(prw_schedule(&ds, arrival, 25, 4, 2));
+            let order = queue_batches(ds.rows(), 25, arrival, ds.seed);
+            assert_eq!(prw.len(), order.len());
+            let rows: Vec<Row> = Generator::new(ds).collect();
+            let mut points = 0;
+            for (req, range) in prw.iter().zip(&order) {
+                let decoded = remote::prw::decode(remote::prw::Version::V1, &req.body, &limits).unwrap();
+                let mut got: Vec<(String, i64, u64)> = Vec::new();
+                for (labels, samples) in &decoded.batch.series {
+                    assert!(samples.windows(2).all(|w| w[0].t < w[1].t), "a series' samples in time order");
+                    let host = labels.get("hostname").unwrap().to_owned();
+                    let field = labels.metric_name().unwrap().to_owned();
+                    got.extend(samples.iter().map(|s| (format!("{host} {field}"), s.t, s.v.to_bits())));
+                }
+                let series: std::collections::HashSet<&String> = got.iter().map(|g| &g.0).collect();
+                assert_eq!(series.len(), decoded.batch.series.len(), "one entry per series in a request");
+                let mut expected: Vec<(String, i64, u64)> = rows[range.start as usize..range.end as usize]
+                    .iter()
+                    .flat_map(|r| {
+                        FIELDS
+                            .iter()
+                            .zip(r.values)
+                            .map(|(f, v)| (format!("host_{} {MEASUREMENT}_{f}", r.host), r.t_ms, v.to_bits()))
+                    })
+                    .collect();
+                got.sort();
+                expected.sort();
+                assert_eq!(got, expected, "{arrival:?} batch {range:?}");
+                points += got.len() as u64;
+            }
+            assert_eq!(points, ds.points());
+        }
     }
 
     #[test]

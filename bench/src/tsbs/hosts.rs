@@ -41,6 +41,7 @@ const SERVICE_VERSIONS: i64 = 2;
 pub(crate) const STREAM_TAGS: u64 = 1;
 pub(crate) const STREAM_VALUES: u64 = 2;
 pub(crate) const STREAM_QUERIES: u64 = 3;
+pub(crate) const STREAM_ARRIVAL: u64 = 4;
 
 /// An independent random stream for `(seed, index, purpose)`: each host draws its tags and its
 /// values from its own streams, so a host's data does not depend on how many hosts there are or
