@@ -11,6 +11,8 @@
 //! when the rows do not arrive in time order (`--arrival`), and strata gets any `--strata-arg`.
 
 mod answers;
+#[cfg(test)]
+mod arrival;
 pub mod client_floor;
 mod http;
 mod load;
