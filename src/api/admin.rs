@@ -8,9 +8,10 @@
 //!   database to `<data-dir>/snapshots/<name>` ([`storage::Db::backup_to`]) that
 //!   `strata --data-dir <that dir>` serves; answers `{"name":"<name>"}`.
 //!
-//! * `POST|PUT /api/v1/admin/tsdb/compact` (strata's own, not in Prometheus): merges every
-//!   partition's files into one ([`storage::Db::compact_all`]), as VictoriaMetrics'
-//!   `/internal/force_merge` does, for after a bulk import; 204.
+//! * `POST|PUT /api/v1/admin/tsdb/compact` (strata's own, not in Prometheus): flushes the head
+//!   and merges every partition's files into one ([`storage::Db::compact_all`]), as
+//!   VictoriaMetrics' `/internal/force_flush` and `/internal/force_merge` do, for after a bulk
+//!   import; 204.
 //!
 //! All of them are off unless strata runs with `--web.enable-admin-api`, and then answer what
 //! Prometheus answers: 503 `unavailable`, "admin APIs disabled" (without `Retry-After`, since

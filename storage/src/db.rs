@@ -525,11 +525,13 @@ impl Db {
     /// counterpart of VictoriaMetrics' `/internal/force_merge`). Reads keep being served; the
     /// old files go once no snapshot uses them.
     ///
-    /// A flush that is due (the worker may not have got to it yet) is done first, so the files
-    /// it would add are merged too.
+    /// The head is flushed first, so everything written before the call ends up merged: after a
+    /// load that sent its data in any order, each partition is then one file whose blocks are
+    /// those of an in-order load (a head left for the shutdown flush would add files of its own,
+    /// its out-of-order ones among them).
     pub fn compact_all(&self) -> Result<()> {
         let mut m = self.inner.maint.lock();
-        self.inner.flush_if_due_locked(&mut m)?;
+        self.inner.flush_locked(&mut m)?;
         self.inner.compact_locked(&mut m, CompactMode::All)
     }
 

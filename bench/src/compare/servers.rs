@@ -110,7 +110,7 @@ impl System {
     pub fn disk_note(self) -> &'static str {
         match self {
             System::Strata => {
-                "whole data dir after /api/v1/admin/tsdb/compact (each partition merged into one file, like VictoriaMetrics' force_merge) and a clean shutdown (the head is flushed on shutdown)"
+                "whole data dir after /api/v1/admin/tsdb/compact (the head flushed and each partition merged into one file, like VictoriaMetrics' force_flush and force_merge) and a clean shutdown"
             }
             System::VictoriaMetrics => {
                 "data/ + indexdb/ after /internal/force_flush, /internal/force_merge and a clean shutdown (cache/ excluded)"
