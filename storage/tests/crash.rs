@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use storage::{Db, Matcher, Options, Querier};
 
 mod common;
+use common::Rng;
 
 const WRITER: &str = env!("CARGO_BIN_EXE_storage-crash-writer");
 
@@ -96,17 +97,6 @@ fn verify(
         db.close().unwrap();
     }
     (max, rewritten)
-}
-
-/// A small deterministic PRNG (xorshift), so kill times are reproducible from the seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 #[test]

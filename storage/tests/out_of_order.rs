@@ -25,12 +25,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use common::{Rng, scratch};
 use proptest::prelude::*;
 use storage::manifest::Manifest;
 use storage::{
     Batch, BatchRef, CounterResetHint, Db, FloatHistogram, HistogramSample, Labels, Matcher, Options,
     Querier, Sample, stale_nan,
 };
+
+mod common;
 
 /// A whole day (partitions start on it).
 const BASE: i64 = 1_699_920_000_000;
@@ -355,18 +358,6 @@ fn assert_one_file_per_partition(db: &Db, partition_ms: i64, context: &str) {
     assert!(per.values().all(|n| *n == 1), "{context}: files per partition {per:?}");
 }
 
-/// A temporary directory, on tmpfs when there is one: the WAL's fsync per batch would make
-/// the property test several times slower on a disk, and durability is not what it tests.
-fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir()
-        && let Ok(d) = tempfile::tempdir_in(shm)
-    {
-        return d;
-    }
-    tempfile::tempdir().unwrap()
-}
-
 fn run(c: Case) {
     let (da, db_dir) = (scratch(), scratch());
     let in_order: Vec<usize> = (0..c.batches.len()).collect();
@@ -461,17 +452,6 @@ fn backfill_expected(first: i64, every: i64, lo: i64, hi: i64) -> Vec<(String, i
                 .map(move |t| (s.to_string(), t, backfill_value(s, t).to_bits()))
         })
         .collect()
-}
-
-/// A small deterministic PRNG (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// The present day every 10 s, then 30 older days every `every` (60 s; 10 s with

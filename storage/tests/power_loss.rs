@@ -22,6 +22,7 @@ use storage::{Batch, Db, Labels, Matcher, Options, Sample};
 
 mod common;
 use common::BASE;
+use common::scratch;
 
 fn slow() -> bool {
     std::env::var("STRATA_SLOW_TESTS").is_ok_and(|v| v == "1")
@@ -146,18 +147,6 @@ fn verify(db: &Db, dir: &Path, n: u64, acks: &BTreeMap<(u64, u64), u64>, series:
     common::assert_whole_and_acked(&present, acked.iter().copied(), series, &context);
     common::assert_no_strays(dir, &context);
     acked.len() as u64
-}
-
-/// A temporary directory, on tmpfs when there is one: the recorder decides what survives a cut,
-/// so the real fsyncs need not reach a disk (they make the test ten times slower there).
-fn scratch() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir()
-        && let Ok(d) = tempfile::tempdir_in(shm)
-    {
-        return d;
-    }
-    tempfile::tempdir().unwrap()
 }
 
 /// A small deterministic PRNG (xorshift).

@@ -1,6 +1,7 @@
 //! The crash oracle shared by the SIGKILL (`crash.rs`), power-cut (`power_loss.rs`) and
 //! disk-full (`disk_full.rs`) tests: which batches a reopened database holds, and whether any
-//! file on disk is one the manifest does not account for.
+//! file on disk is one the manifest does not account for; and the scratch directories and
+//! seeded random numbers those tests and `out_of_order.rs` share.
 //!
 //! The writers of those tests write batches `b` of writer `w` as one sample per series at
 //! [`batch_time`]`(b)` with value `w * 1e9 + b`, the same for every series of the batch, so a
@@ -128,4 +129,29 @@ pub fn strays(dir: &Path) -> Vec<PathBuf> {
 pub fn assert_no_strays(dir: &Path, context: &str) {
     let s = strays(dir);
     assert!(s.is_empty(), "{context}files the manifest does not account for (or lists but lacks): {s:?}");
+}
+
+/// A temporary directory, on tmpfs when there is one: what these tests check does not depend
+/// on the fsyncs reaching a disk (power-cut tests decide what survives a cut themselves), and
+/// on a disk they make the tests ten times slower.
+pub fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(d) = tempfile::tempdir_in(shm)
+    {
+        return d;
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// A small deterministic PRNG (xorshift): kill times and shuffles reproducible from a seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
 }
