@@ -7,8 +7,9 @@
 //! crate into a `storage::BatchRef`, whose label strings borrow the request's bytes, and append
 //! that (`Db::append_ref` returns once the WAL record is durable); then answer. Decoding and
 //! appending share the thread because the batch borrows the decoded body: no label string is
-//! copied on the way from the request to the series index. The status rules follow the remote-write specification and
-//! RELIABILITY.md §3:
+//! copied on the way from the request to the series index. The status rules follow the
+//! remote-write specification (senders retry 5xx forever and drop 4xx; docs/operations.md,
+//! "Write endpoints and their answers", has the whole table):
 //!
 //! - 2xx only once everything in the request is durable;
 //! - 4xx for what can never succeed (undecodable bodies, invalid labels, samples outside the
@@ -100,7 +101,7 @@ where
 
 /// Runs a decoder. Decoders are total functions (fuzzed, returning errors), but should one
 /// panic, the request is answered 400 rather than 500: the same bytes would panic again, and a
-/// sender retries a 5xx forever (RELIABILITY.md §3, item 6).
+/// sender retries a 5xx forever and its queue would stall behind the request.
 fn guard_decoder<T>(decode: impl FnOnce() -> Result<T, ApiError>) -> Result<T, ApiError> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)) {
         Ok(decoded) => decoded,

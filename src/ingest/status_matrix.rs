@@ -1,4 +1,5 @@
-//! The write endpoints' answers for every class of input (RELIABILITY.md §6 row 12), through the
+//! The write endpoints' answers for every class of input (the table in docs/operations.md, "Write
+//! endpoints and their answers"), through the
 //! real router without sockets, with a real database in a temporary directory. Each test also
 //! checks what storage holds afterwards: the status is only half of the contract.
 

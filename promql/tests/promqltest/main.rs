@@ -15,6 +15,8 @@
 //! and with every selector pinned by `@` at other evaluation times (FORMAT.md §8.2).
 
 mod check;
+#[path = "../corpus/mod.rs"]
+mod corpus;
 mod nhcb;
 mod script;
 mod values;
@@ -29,10 +31,6 @@ use storage::{CounterResetHint, FloatHistogram, HistogramSample, Sample};
 
 use script::Command;
 use values::Slot;
-
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/promql")
-}
 
 fn passing_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/passing.txt")
@@ -210,16 +208,8 @@ fn run_file(path: &Path, name: &str, class: &HashMap<String, bool>, filter: Opti
 }
 
 fn main() {
-    let dir = corpus_dir();
+    let Some(dir) = corpus::dir("promqltest (the PromQL conformance corpus)") else { return };
     let testdata = dir.join("testdata");
-    if !testdata.is_dir() {
-        eprintln!(
-            "promqltest: corpus directory {} is missing; it is expected next to the workspace at \
-             ../shared/promql/testdata",
-            testdata.display()
-        );
-        std::process::exit(1);
-    }
     let class = match classification(&dir) {
         Ok(c) => c,
         Err(e) => {

@@ -402,7 +402,8 @@ fn every_bit_flip_in_the_last_4k_is_detected_and_classified() {
     check_every_bit_flip_in_tail(4 << 10, 40);
 }
 
-/// RELIABILITY.md test #4 asks for the last 64 KiB: minutes in a debug build, so run it as
+/// The same over the last 64 KiB of a segment (a torn tail can be that long when a large batch
+/// was being written): minutes in a debug build, so run it as
 /// `STRATA_SLOW_TESTS=1 cargo test --release -p storage --lib wal::tests::every_bit`.
 #[test]
 fn every_bit_flip_in_the_last_64k_is_detected_and_classified_slow() {
