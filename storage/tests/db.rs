@@ -547,3 +547,35 @@ fn an_all_out_of_order_sender_is_bounded_and_then_stored_whole() {
     assert_eq!(stored as u64, acknowledged);
     assert!(db.disk_stats().unwrap().partitions.iter().all(|p| p.files == 1));
 }
+
+/// A partition that no longer takes in-order data is merged into one file only once flushes
+/// have stopped writing to it for three maintenance intervals: a backfill that adds a file to
+/// an old partition at every flush is merged by the size tiers meanwhile, not rewritten whole
+/// each time.
+#[test]
+fn a_cold_partition_is_merged_whole_once_writes_to_it_pause() {
+    const DAY: i64 = 24 * HOUR;
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path());
+    o.maintenance_interval = std::time::Duration::from_secs(1);
+    o.retention_ms = 30 * DAY;
+    let db = Db::open(o).unwrap();
+    let a = series("m", "a");
+    let today = BASE - BASE.rem_euclid(DAY);
+    append(&db, &a, &[(today + HOUR, 1.0)]);
+    let old = today - 5 * DAY;
+    for k in 0..3 {
+        append(&db, &a, &[(old + k * HOUR, k as f64)]);
+        db.flush().unwrap();
+    }
+    let files_of_old =
+        |db: &Db| db.disk_stats().unwrap().partitions.iter().find(|p| p.start_ms == old).map(|p| p.files);
+    // Three files (fewer than compact_files_min, 4): the tiers leave them, and the partition
+    // was written to just now.
+    db.compact().unwrap();
+    assert_eq!(files_of_old(&db), Some(3));
+    std::thread::sleep(std::time::Duration::from_millis(3_500));
+    db.compact().unwrap();
+    assert_eq!(files_of_old(&db), Some(1));
+    assert_eq!(read(&db, &a).len(), 4);
+}
