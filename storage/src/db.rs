@@ -227,8 +227,9 @@ pub(crate) struct Inner {
     /// whose commit is uncertain: the next maintenance sweeps unlisted files.
     pub sweep_pending: AtomicBool,
     /// The newest timestamp stored (`i64::MIN` while empty): what retention measures back from,
-    /// and so what ingest refuses samples by (see [`Options::retention_first_kept`]). Only
-    /// rises while the process runs; retention recomputes it from what is stored.
+    /// and so what ingest refuses samples by (see [`Options::retention_first_kept`]). Set at
+    /// open from the files and the replayed head, then only raised by appends (a deletion of
+    /// the newest data does not lower it until the next start).
     pub newest: AtomicI64,
     /// When a flush last wrote a file to each partition: compaction merges a partition that
     /// stopped taking in-order data into one file only once writes to it have paused (a
