@@ -158,8 +158,10 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE", default_value = "16KiB", value_parser = positive_size)]
     pub label_value_bytes_max: ByteSize,
 
-    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives such as
-    /// "info,storage=debug". When absent, RUST_LOG is used if set, else "info".
+    /// Log filter: a level (error, warn, info, debug, trace, off; "warning" means warn) or
+    /// comma-separated directives, each a level or target=level, such as "info,storage=debug".
+    /// Anything else is refused. When absent, RUST_LOG (read the same way) is used if set, else
+    /// "info".
     #[arg(long, value_name = "FILTER", value_parser = log_filter)]
     pub log_level: Option<String>,
 
@@ -503,8 +505,51 @@ fn compact_files_min(s: &str) -> Result<usize, String> {
     }
 }
 
-fn log_filter(s: &str) -> Result<String, String> {
-    tracing_subscriber::EnvFilter::try_new(s).map(|_| s.to_owned()).map_err(|e| e.to_string())
+/// The log levels a filter may name, as `--log-level` documents them.
+const LOG_LEVELS: &str = "error, warn (or warning), info, debug, trace, off";
+
+/// Checks a log filter and returns it as tracing reads it (`warning` becomes `warn`). Tracing
+/// itself takes any bare word as a target name, so `warning`, `verbose` or a typo would start a
+/// server that logs nothing at all, fatal errors included: here a bare word must be a level
+/// and a target is written `target=level`.
+pub fn log_filter(s: &str) -> Result<String, String> {
+    let level = |l: &str| -> Option<&'static str> {
+        Some(match l.trim().to_ascii_lowercase().as_str() {
+            "error" => "error",
+            "warn" | "warning" => "warn",
+            "info" => "info",
+            "debug" => "debug",
+            "trace" => "trace",
+            "off" => "off",
+            _ => return None,
+        })
+    };
+    let target_ok = |t: &str| {
+        !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '-' | '.'))
+    };
+    let mut directives = Vec::new();
+    for d in s.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let normalized = match d.rsplit_once('=') {
+            None => level(d).map(str::to_owned),
+            Some((target, l)) if target_ok(target.trim()) => {
+                level(l).map(|l| format!("{}={l}", target.trim()))
+            }
+            Some(_) => None,
+        };
+        match normalized {
+            Some(n) => directives.push(n),
+            None => {
+                return Err(format!(
+                    "{d:?} is neither a log level ({LOG_LEVELS}) nor target=level (e.g. info,storage=debug)"
+                ));
+            }
+        }
+    }
+    if directives.is_empty() {
+        return Err(format!("empty log filter: give a level ({LOG_LEVELS})"));
+    }
+    let filter = directives.join(",");
+    tracing_subscriber::EnvFilter::try_new(&filter).map(|_| filter).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -56,7 +56,12 @@ fn main() -> ExitCode {
 fn init_logging(flag: Option<&str>) -> Result<(), String> {
     let filter = match (flag, std::env::var("RUST_LOG")) {
         (Some(directives), _) => EnvFilter::try_new(directives).map_err(|e| format!("--log-level: {e}"))?,
-        (None, Ok(directives)) => EnvFilter::try_new(&directives).map_err(|e| format!("RUST_LOG: {e}"))?,
+        (None, Ok(directives)) => {
+            // Checked as --log-level is: tracing would take a typo for a target and log nothing.
+            let checked = strata::config::log_filter(&directives)
+                .map_err(|e| format!("RUST_LOG={directives:?}: {e}"))?;
+            EnvFilter::try_new(&checked).map_err(|e| format!("RUST_LOG: {e}"))?
+        }
         (None, Err(_)) => EnvFilter::new("info"),
     };
     tracing_subscriber::fmt()

@@ -71,6 +71,30 @@ fn bad_flag_values_exit_2_naming_the_flag_and_the_value() {
     }
 }
 
+/// A log filter that names no level is refused before anything starts (exit 2, naming the
+/// accepted levels), from the flag and from RUST_LOG alike: tracing would read `warning` or a
+/// typo as a target and start a server that logs nothing, fatal errors included.
+#[test]
+fn a_log_filter_without_a_level_exits_2_naming_the_levels() {
+    for args in [&["--log-level", "warning-ish"][..], &["--log-level", "verbose"][..]] {
+        let out = run_to_exit(args);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("error, warn (or warning), info, debug, trace, off"), "{args:?}: {stderr}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("RUST_LOG", "garbage!!")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("RUST_LOG=\"garbage!!\"") && stderr.contains("info, debug"), "{stderr}");
+}
+
 #[test]
 fn unknown_flags_exit_2() {
     let out = run_to_exit(&["--no-such-flag"]);

@@ -24,6 +24,21 @@ fn flag_defaults_equal_the_storage_defaults() {
     assert_eq!(cli.limits(), remote::Limits::default());
 }
 
+/// `--log-level` takes levels and `target=level` directives, `warning` as `warn`; tracing
+/// alone would read `warning` as a target and log nothing.
+#[test]
+fn log_levels_are_read_as_documented() {
+    for (given, read) in [
+        ("warning", "warn"),
+        ("WARN", "warn"),
+        ("info,storage=debug", "info,storage=debug"),
+        (" debug , strata::api=trace ", "debug,strata::api=trace"),
+        ("off", "off"),
+    ] {
+        assert_eq!(parse(&["--log-level", given]).unwrap().log_level.as_deref(), Some(read), "{given}");
+    }
+}
+
 #[test]
 fn limit_flags_reach_the_decoder_limits() {
     let cli = parse(&[
@@ -104,6 +119,10 @@ fn bad_values_are_refused_with_a_reason() {
         ("--labels-per-series-max", "0", "greater than 0"),
         ("--label-value-bytes-max", "16k", "unknown unit"),
         ("--log-level", "info,[", "--log-level"),
+        ("--log-level", "verbose", "error, warn (or warning), info, debug, trace, off"),
+        ("--log-level", "garbage!!", "neither a log level"),
+        ("--log-level", "info,storage=loud", "neither a log level"),
+        ("--log-level", ",", "empty log filter"),
     ];
     for (flag, value, reason) in cases {
         // `--flag=value` so that values starting with '-' reach the flag's parser.
