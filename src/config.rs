@@ -27,9 +27,10 @@ pub struct Cli {
     #[arg(long, value_name = "DIR", default_value = "./data")]
     pub data_dir: PathBuf,
 
-    /// Address to serve HTTP on, as host:port. Port 0 picks a free port; the bound address is
-    /// logged as "strata listening on ADDR".
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9201")]
+    /// Address to serve HTTP on, as host:port; ":PORT" listens on every IPv4 interface
+    /// (0.0.0.0:PORT), as Prometheus' ":9090" does. Port 0 picks a free port; the bound address
+    /// is logged as "strata listening on ADDR".
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9201", value_parser = listen_addr)]
     pub listen: String,
 
     /// Remove a time partition once all of its data is older than this, measured back from the
@@ -503,6 +504,21 @@ fn compact_files_min(s: &str) -> Result<usize, String> {
         Ok(n) if n >= 2 => Ok(n),
         _ => Err("must be a whole number of at least 2".into()),
     }
+}
+
+/// A `--listen` value: `host:port` as given, `:port` as `0.0.0.0:port`; a bare port is refused
+/// with the two spellings that mean what was probably meant.
+fn listen_addr(s: &str) -> Result<String, String> {
+    let is_port = |p: &str| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit());
+    if let Some(port) = s.strip_prefix(':').filter(|p| is_port(p)) {
+        return Ok(format!("0.0.0.0:{port}"));
+    }
+    if is_port(s) {
+        return Err(format!(
+            "give host:port: 127.0.0.1:{s} for this machine only, or :{s} for every interface"
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 /// The log levels a filter may name, as `--log-level` documents them.

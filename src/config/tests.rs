@@ -24,6 +24,16 @@ fn flag_defaults_equal_the_storage_defaults() {
     assert_eq!(cli.limits(), remote::Limits::default());
 }
 
+/// `--listen :PORT` listens on every interface, as Prometheus users write it; a bare port is
+/// refused with a hint naming both spellings.
+#[test]
+fn listen_takes_a_prometheus_style_port_and_hints_at_a_bare_one() {
+    assert_eq!(parse(&["--listen", ":9201"]).unwrap().listen, "0.0.0.0:9201");
+    assert_eq!(parse(&["--listen", "localhost:9201"]).unwrap().listen, "localhost:9201");
+    let err = parse(&["--listen", "9201"]).err().unwrap().to_string();
+    assert!(err.contains("127.0.0.1:9201") && err.contains(":9201 for every interface"), "{err}");
+}
+
 /// `--log-level` takes levels and `target=level` directives, `warning` as `warn`; tracing
 /// alone would read `warning` as a target and log nothing.
 #[test]
