@@ -155,10 +155,11 @@ fn parse_statements(q: &str) -> Result<Vec<Statement>, String> {
     if statements.is_empty() {
         return Err("error parsing query: empty query".into());
     }
-    statements.iter().map(|tokens| parse_statement(tokens)).collect()
+    statements.iter().map(|(tokens, text)| parse_statement(tokens, text)).collect()
 }
 
-fn parse_statement(tokens: &[Token]) -> Result<Statement, String> {
+/// One statement: its tokens and its text as written (for messages that quote it).
+fn parse_statement(tokens: &[Token], text: &str) -> Result<Statement, String> {
     let keyword =
         |i: usize, word: &str| matches!(tokens.get(i), Some(Token::Word(w)) if w.eq_ignore_ascii_case(word));
     if keyword(0, "SHOW") && keyword(1, "DATABASES") && tokens.len() == 2 {
@@ -178,9 +179,8 @@ fn parse_statement(tokens: &[Token]) -> Result<Statement, String> {
         ));
     }
     Err(format!(
-        "strata answers only CREATE DATABASE and SHOW DATABASES through /query, not {:?}; query data with \
-         PromQL at /api/v1/query",
-        render(tokens)
+        "strata answers only CREATE DATABASE and SHOW DATABASES through /query, not {text:?}; query data with \
+         PromQL at /api/v1/query"
     ))
 }
 
@@ -213,22 +213,28 @@ fn render(tokens: &[Token]) -> String {
     out
 }
 
-/// Tokenizes `q` into statements (split at `;` outside quotes), dropping empty ones.
-fn tokenize(q: &str) -> Result<Vec<Vec<Token>>, String> {
+/// Tokenizes `q` into statements (split at `;` outside quotes), each with its text as written
+/// (trimmed), dropping empty ones.
+fn tokenize(q: &str) -> Result<Vec<(Vec<Token>, &str)>, String> {
     let mut statements = Vec::new();
     let mut current = Vec::new();
-    let mut chars = q.chars().peekable();
-    while let Some(c) = chars.next() {
+    let mut start = 0;
+    let mut chars = q.char_indices().map(|(i, c)| (c, i)).peekable();
+    let text = |from: usize, to: usize| q.get(from..to).unwrap_or_default().trim();
+    while let Some((c, at)) = chars.next() {
         match c {
-            ';' => statements.push(std::mem::take(&mut current)),
+            ';' => {
+                statements.push((std::mem::take(&mut current), text(start, at)));
+                start = at + 1;
+            }
             c if c.is_whitespace() => {}
             '"' | '\'' => {
                 let quote = c;
                 let mut text = String::new();
                 let mut closed = false;
-                while let Some(inner) = chars.next() {
+                while let Some((inner, _)) = chars.next() {
                     if inner == '\\' {
-                        if let Some(escaped) = chars.next() {
+                        if let Some((escaped, _)) = chars.next() {
                             text.push(escaped);
                         }
                     } else if inner == quote {
@@ -252,7 +258,7 @@ fn tokenize(q: &str) -> Result<Vec<Vec<Token>>, String> {
             }
             c if c.is_alphanumeric() || c == '_' => {
                 let mut word = String::from(c);
-                while let Some(&next) = chars.peek() {
+                while let Some(&(next, _)) = chars.peek() {
                     if next.is_alphanumeric() || next == '_' {
                         word.push(next);
                         chars.next();
@@ -265,8 +271,8 @@ fn tokenize(q: &str) -> Result<Vec<Vec<Token>>, String> {
             other => current.push(Token::Other(other)),
         }
     }
-    statements.push(current);
-    statements.retain(|s| !s.is_empty());
+    statements.push((current, text(start, q.len())));
+    statements.retain(|(tokens, _)| !tokens.is_empty());
     Ok(statements)
 }
 
@@ -307,6 +313,9 @@ mod tests {
         assert!(err.contains("only CREATE DATABASE and SHOW DATABASES"), "{err}");
         assert!(err.contains("PromQL"), "{err}");
         assert!(err.contains("SELECT mean"), "{err}");
+        // Quoted as written, spaces and all.
+        let err = parse("SHOW DATABASES; SELECT * FROM cpu WHERE host = 'a'").unwrap_err();
+        assert!(err.contains(r#"not "SELECT * FROM cpu WHERE host = 'a'""#), "{err}");
         assert!(parse("DROP DATABASE a").is_err());
         assert!(parse("SHOW DATABASES foo").is_err());
     }

@@ -92,7 +92,7 @@ fn series_per_metric_limit_refuses_new_series_and_names_the_offender() {
 
     // Line protocol: line 3 creates the third series of `lp_v`.
     let lines = format!("lp,host=a v=1 {t}\nlp,host=b v=1 {t}\nlp,host=c v=1 {t}\nlp,host=a v=2 {}\n", t + 1);
-    let reply = strata.post("/write?precision=ms", &[], lines.as_bytes());
+    let reply = strata.post("/write?db=x&precision=ms", &[], lines.as_bytes());
     assert_eq!(reply.status, 400, "{}", reply.body);
     for needle in ["partial write", "max_series_per_metric (2)", "lp_v", "line 3", "dropped=1"] {
         assert!(reply.body.contains(needle), "{needle:?} not in {}", reply.body);
@@ -129,7 +129,7 @@ fn series_max_refuses_any_new_series_once_reached() {
     assert_eq!(sample_count(&strata, "a"), 2.0);
     assert_eq!(series_count(&strata, "d"), 0);
 
-    let reply = strata.post("/write?precision=ms", &[], format!("new,x=1 v=1 {t}\n").as_bytes());
+    let reply = strata.post("/write?db=x&precision=ms", &[], format!("new,x=1 v=1 {t}\n").as_bytes());
     assert_eq!(reply.status, 400, "{}", reply.body);
     assert!(reply.body.contains("max_series (3)") && reply.body.contains("line 1"), "{}", reply.body);
 
@@ -152,7 +152,8 @@ fn new_series_per_day_limit_refuses_series_beyond_the_daily_allowance() {
     let reply = remote_write(&strata, &[("a", "1")], t);
     assert_eq!(reply.status, 204, "{}", reply.body);
 
-    let reply = strata.post("/api/v2/write?precision=ms", &[], format!("m,x=1 v=1 {t}\n").as_bytes());
+    let reply =
+        strata.post("/api/v2/write?bucket=x&precision=ms", &[], format!("m,x=1 v=1 {t}\n").as_bytes());
     assert_eq!(reply.status, 400, "{}", reply.body);
     assert!(reply.body.contains("max_new_series_per_day (2)"), "{}", reply.body);
 

@@ -140,7 +140,7 @@ fn distinct_big_regexes_do_not_accumulate_memory() {
     let dir = tempfile::tempdir().unwrap();
     let mut strata = Strata::start(dir.path());
     strata.wait_ready();
-    let reply = strata.post("/write", &[], b"m v=1 1700000000000000000\n");
+    let reply = strata.post("/write?db=x", &[], b"m v=1 1700000000000000000\n");
     assert_eq!(reply.status, 204, "{}", reply.body);
     let query = |q: &str| {
         let form = format!("query={}&time=1700000000", urlencode(q));
@@ -185,7 +185,7 @@ fn regex_search_caches_do_not_outlive_their_query() {
         }
         body.push_str(" v=1 1700000000000000000\n");
     }
-    let reply = strata.post("/write", &[], body.as_bytes());
+    let reply = strata.post("/write?db=x", &[], body.as_bytes());
     assert_eq!(reply.status, 204, "{}", reply.body);
     let query = |i: usize| {
         let q = format!(r#"count({{__name__=~"(?:(?:a|b)*a(?:a|b){{14}}_v)|zz{i}"}})"#);

@@ -44,7 +44,7 @@ def measure_in(binary, port, data):
             for h in range(20000)
             for i in range(10)
         ]
-        urllib.request.urlopen(urllib.request.Request(base + "/write", data="\n".join(lines).encode())).read()
+        urllib.request.urlopen(urllib.request.Request(base + "/write?db=grafana", data="\n".join(lines).encode())).read()
         results = []
         for n in [10, 100, 1000]:
             # Escaped once for the regex (`\.`), once more for the PromQL string (`\\.`).

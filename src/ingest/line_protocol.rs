@@ -13,8 +13,9 @@
 //! | every line stored | 204 |
 //! | some lines unparsable | 400 `partial write: unable to parse line N: ... dropped=K`; the good lines stored |
 //! | no line parsable | 400 `unable to parse line N: ...`, nothing stored |
-//! | samples too old or too far in the future | 400 `partial write: ...` naming them; the rest stored |
+//! | samples older than retention keeps, or too far in the future | 400 `partial write: ...` naming them; the rest stored |
 //! | new series over a cardinality limit (`--series-max`, ...) | 400 `partial write: ...` naming the limit, the metric and the line of the first refused series; the rest stored |
+//! | no `db` (1.x) or `bucket` (2.x), or an empty one | 400 `database is required` / `bucket is required`, nothing read |
 //! | unknown `precision` | 400 |
 //! | unknown Content-Encoding | 415 |
 //! | body over `--write-body-bytes-max`, or decompressing past `--write-decoded-bytes-max` | 413 |
@@ -100,18 +101,21 @@ async fn accept(
         None => Vec::new(),
     };
     let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    // InfluxDB refuses a write that names no database before it reads anything else (1.x:
+    // `database is required`; 2.x: `bucket is required`). strata keeps one store, so any name
+    // will do, but a client that sends none is misconfigured for the InfluxDB it thinks it
+    // talks to.
+    let database = match api {
+        Api::V1 => param("db").filter(|d| !d.is_empty()).ok_or("database is required"),
+        Api::V2 => param("bucket").filter(|d| !d.is_empty()).ok_or("bucket is required"),
+    };
+    let database = database.map_err(|message| ApiError::BadData(message.into()))?;
     let precision = match (api, param("precision")) {
         (_, None | Some("")) => Precision::Ns,
         (Api::V1, Some(p)) => Precision::parse_v1(p).map_err(decode_error)?,
         (Api::V2, Some(p)) => Precision::parse_v2(p).map_err(decode_error)?,
     };
-    let database = match api {
-        Api::V1 => param("db"),
-        Api::V2 => param("bucket"),
-    };
-    if let Some(database) = database.filter(|d| !d.is_empty()) {
-        state.databases().insert(database);
-    }
+    state.databases().insert(database);
 
     let encoding = header(headers, CONTENT_ENCODING).map(str::to_owned);
     let limits = state.limits().clone();

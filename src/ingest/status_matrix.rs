@@ -669,12 +669,34 @@ async fn line_protocol_with_no_good_line_is_400_without_partial_write() {
     assert!(server.stored().is_empty());
 }
 
+/// As InfluxDB answers: a write naming no database (1.x `db`) or bucket (2.x `bucket`), or an
+/// empty one, is 400 `database is required` / `bucket is required`, and nothing is stored.
+#[tokio::test]
+async fn a_write_without_a_database_is_400_as_influxdb_answers_it() {
+    let server = Server::new();
+    for (uri, message) in [
+        ("/write", "database is required"),
+        ("/write?db=", "database is required"),
+        ("/write?precision=s", "database is required"),
+        ("/api/v2/write", "bucket is required"),
+        ("/api/v2/write?org=o&bucket=", "bucket is required"),
+    ] {
+        let answer = server.send(post(uri, "cpu value=1")).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{uri}");
+        assert_eq!(answer.body, format!("{{\"error\":\"{message}\"}}"), "{uri}");
+        assert_eq!(answer.header("x-influxdb-error"), Some(message), "{uri}");
+    }
+    assert!(server.stored().is_empty());
+}
+
 #[tokio::test]
 async fn a_bad_precision_is_400() {
     let server = Server::new();
-    for uri in
-        ["/write?db=x&precision=fortnight", "/api/v2/write?bucket=x&precision=u", "/api/v2/write?precision=h"]
-    {
+    for uri in [
+        "/write?db=x&precision=fortnight",
+        "/api/v2/write?bucket=x&precision=u",
+        "/api/v2/write?bucket=x&precision=h",
+    ] {
         let answer = server.send(post(uri, "cpu value=1")).await;
         assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{uri}");
         assert!(answer.body.contains("precision"), "{uri}: {}", answer.body);
@@ -687,12 +709,12 @@ async fn line_protocol_older_than_retention_is_a_partial_write_with_a_precision_
     let server = Server::new();
     let t = now_ms();
     assert_eq!(
-        server.send(post("/write?precision=ms", format!("cpu value=1 {t}"))).await.status,
+        server.send(post("/write?db=x&precision=ms", format!("cpu value=1 {t}"))).await.status,
         StatusCode::NO_CONTENT
     );
     // Unix seconds under the default nanosecond precision: January 1970.
     let body = format!("cpu value=2 {}\nmem value=3 {}", t / 1000, t * 1_000_000);
-    let answer = server.send(post("/write", body)).await;
+    let answer = server.send(post("/write?db=x", body)).await;
     assert_eq!(answer.status, StatusCode::BAD_REQUEST);
     assert!(
         answer.body.contains("partial write: 1 samples rejected: 1 older than --retention keeps"),
@@ -784,7 +806,7 @@ async fn metrics_count_requests_samples_and_rejections() {
         .send(v1(&batch(&[(up, vec![Sample::new(t - 20 * DAY_MS, 1.0), Sample::new(t + 3_600_000, 1.0)])])))
         .await;
     server.send(prw_request(V1_CONTENT_TYPE, b"junk".to_vec())).await;
-    server.send(post("/write", "cpu value=1\nbad line")).await;
+    server.send(post("/write?db=x", "cpu value=1\nbad line")).await;
 
     let answer = server.send(Request::get("/metrics").body(Body::empty()).unwrap()).await;
     assert_eq!(answer.status, StatusCode::OK);
@@ -835,7 +857,7 @@ async fn the_readme_line_protocol_mapping_holds() {
     ];
     for (line, labels, value) in rows {
         let server = Server::new();
-        let answer = server.send(post("/write", line.clone())).await;
+        let answer = server.send(post("/write?db=x", line.clone())).await;
         assert_eq!(answer.status, StatusCode::NO_CONTENT, "{line}: {}", answer.body);
         // Nanoseconds are rounded down to the millisecond.
         assert_eq!(server.stored(), vec![(series(labels), vec![Sample::new(t, value)])], "{line}");
