@@ -190,6 +190,12 @@ pub struct Cli {
     #[arg(long = "query.lookback-delta", value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
     pub query_lookback_delta: PromDuration,
 
+    /// Step of a subquery written without one, such as `rate(x[5m])[1h:]`. Prometheus uses its
+    /// global evaluation_interval there (default 1m): set this to that of the Prometheus whose
+    /// dashboards and rules point at strata, or their answers differ.
+    #[arg(long = "query.default-subquery-step", value_name = "DURATION", default_value = "1m", value_parser = positive_duration)]
+    pub query_default_subquery_step: PromDuration,
+
     /// Most queries evaluating at once; further queries wait for a slot (within their timeout).
     #[arg(long = "query.max-concurrency", value_name = "N", default_value = "20", value_parser = positive_count)]
     pub query_max_concurrency: usize,
@@ -407,6 +413,7 @@ impl Cli {
             max_samples: self.query_max_samples,
             max_series: self.query_max_series,
             lookback_delta_ms: self.query_lookback_delta.as_millis(),
+            default_subquery_step_ms: self.query_default_subquery_step.as_millis(),
             ..promql::EngineOptions::default()
         };
         for feature in &self.enable_feature {

@@ -188,6 +188,7 @@ fn query_flags_and_features_reach_the_engine() {
         "--query.timeout=30s",
         "--query.max-samples=1000",
         "--query.lookback-delta=1m",
+        "--query.default-subquery-step=15s",
         "--query.max-concurrency=4",
         "--query.max-parallelism=2",
         "--query.inline-max-points=0",
@@ -201,6 +202,7 @@ fn query_flags_and_features_reach_the_engine() {
     assert_eq!(o.timeout, std::time::Duration::from_secs(30));
     assert_eq!(o.max_samples, 1000);
     assert_eq!(o.lookback_delta_ms, 60_000);
+    assert_eq!(o.default_subquery_step_ms, 15_000);
     assert_eq!(config.max_concurrency, 4);
     assert_eq!(config.max_parallelism, 2);
     assert_eq!(config.inline_max_points, 0);
@@ -227,6 +229,7 @@ fn every_flag_value_is_reported_by_name() {
     assert_eq!(flags["log-level"], "");
     assert_eq!(flags["query.timeout"], "1m");
     assert_eq!(flags["query.lookback-delta"], "5m");
+    assert_eq!(flags["query.default-subquery-step"], "1m");
     assert_eq!(flags["enable-feature"], "a,b");
     let longs = Cli::command()
         .get_arguments()
