@@ -24,18 +24,21 @@ use crate::size::ByteSize;
 #[command(name = "strata", version)]
 pub struct Cli {
     /// Directory that holds the WAL and the partition files; created if missing.
-    #[arg(long, value_name = "DIR", default_value = "./data")]
+    /// Prometheus' --storage.tsdb.path is accepted as another name for it.
+    #[arg(long, alias = "storage.tsdb.path", value_name = "DIR", default_value = "./data")]
     pub data_dir: PathBuf,
 
     /// Address to serve HTTP on, as host:port; ":PORT" listens on every IPv4 interface
     /// (0.0.0.0:PORT), as Prometheus' ":9090" does. Port 0 picks a free port; the bound address
-    /// is logged as "strata listening on ADDR".
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9201", value_parser = listen_addr)]
+    /// is logged as "strata listening on ADDR". Prometheus' --web.listen-address is accepted as
+    /// another name for it.
+    #[arg(long, alias = "web.listen-address", value_name = "ADDR", default_value = "127.0.0.1:9201", value_parser = listen_addr)]
     pub listen: String,
 
     /// Remove a time partition once all of its data is older than this, measured back from the
-    /// newest sample.
-    #[arg(long, value_name = "DURATION", default_value = "15d", value_parser = positive_duration)]
+    /// newest sample. Prometheus' --storage.tsdb.retention.time is accepted as another name
+    /// for it.
+    #[arg(long, aliases = ["storage.tsdb.retention.time", "storage.tsdb.retention"], value_name = "DURATION", default_value = "15d", value_parser = positive_duration)]
     pub retention: PromDuration,
 
     /// Width of one time partition (one directory of files). Retention removes whole partitions,
@@ -455,6 +458,10 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
+        let args: Vec<T> = args.into_iter().collect();
+        if let Some(err) = prometheus_only_flag(&args) {
+            return Err(err);
+        }
         let matches = Cli::command().try_get_matches_from(args)?;
         let cli = Cli::from_arg_matches(&matches)?;
         let mut flags = BTreeMap::new();
@@ -471,6 +478,45 @@ impl Cli {
         }
         Ok((cli, flags))
     }
+}
+
+/// Prometheus flags that strata has no counterpart for, with what to do instead. Without this
+/// clap answers with its nearest-spelling guess (`--storage.tsdb.retention.size` → a "similar"
+/// `--retention`, which means something else).
+const PROMETHEUS_ONLY_FLAGS: [(&str, &str); 6] = [
+    (
+        "config.file",
+        "strata does not scrape and reads no configuration file: keep Prometheus (or vmagent) \
+         scraping and point its remote_write at http://HOST:9201/api/v1/write; strata's settings \
+         are its flags (strata --help)",
+    ),
+    ("storage.tsdb.retention.size", "strata has no size-based retention; --retention removes data by age"),
+    ("storage.tsdb.min-block-duration", "strata's files cover --partition-duration of time each"),
+    ("storage.tsdb.max-block-duration", "strata's files cover --partition-duration of time each"),
+    (
+        "storage.tsdb.out-of-order-time-window",
+        "strata accepts out-of-order samples anywhere inside --retention by default; \
+         --ooo-window limits how far behind its newest sample a series may be written",
+    ),
+    ("web.enable-lifecycle", "strata has no reload or quit endpoint; stop it with SIGTERM"),
+];
+
+/// A clap error naming strata's way to do what a Prometheus-only flag in `args` asks, if any.
+fn prometheus_only_flag<T: Into<std::ffi::OsString> + Clone>(args: &[T]) -> Option<clap::Error> {
+    for arg in args.iter().skip(1) {
+        let arg: std::ffi::OsString = arg.clone().into();
+        let arg = arg.to_string_lossy();
+        if arg == "--" {
+            break;
+        }
+        let Some(name) = arg.strip_prefix("--") else { continue };
+        let name = name.split_once('=').map_or(name, |(n, _)| n);
+        if let Some((_, hint)) = PROMETHEUS_ONLY_FLAGS.iter().find(|(flag, _)| *flag == name) {
+            let msg = format!("unexpected argument '--{name}' (a Prometheus flag): {hint}\n");
+            return Some(Cli::command().error(clap::error::ErrorKind::UnknownArgument, msg));
+        }
+    }
+    None
 }
 
 fn positive_duration(s: &str) -> Result<PromDuration, String> {

@@ -34,6 +34,38 @@ fn listen_takes_a_prometheus_style_port_and_hints_at_a_bare_one() {
     assert!(err.contains("127.0.0.1:9201") && err.contains(":9201 for every interface"), "{err}");
 }
 
+/// Prometheus' names for the data directory, the listen address and retention work as they
+/// do in Prometheus, so a command line carried over from Prometheus still starts strata.
+#[test]
+fn prometheus_flag_names_are_aliases() {
+    let cli = parse(&[
+        "--storage.tsdb.path=/tmp/x",
+        "--web.listen-address=:9090",
+        "--storage.tsdb.retention.time=30d",
+    ])
+    .unwrap();
+    assert_eq!(cli.data_dir, std::path::PathBuf::from("/tmp/x"));
+    assert_eq!(cli.listen, "0.0.0.0:9090");
+    assert_eq!(cli.retention.to_string(), "30d");
+}
+
+/// A Prometheus flag strata has no counterpart for is refused with what to do instead, not
+/// clap's nearest-spelling guess.
+#[test]
+fn prometheus_only_flags_get_a_hint() {
+    for (args, want) in [
+        (&["strata", "--storage.tsdb.retention.size=10GB"][..], "no size-based retention"),
+        (&["strata", "--config.file", "prometheus.yml"][..], "point its remote_write"),
+        (&["strata", "--web.enable-lifecycle"][..], "SIGTERM"),
+    ] {
+        let err = Cli::parse_with_flags(args.iter().copied()).err().unwrap();
+        assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
+        let text = err.to_string();
+        assert!(text.contains("a Prometheus flag") && text.contains(want), "{text}");
+        assert!(!text.contains("similar argument"), "{text}");
+    }
+}
+
 /// `--log-level` takes levels and `target=level` directives, `warning` as `warn`; tracing
 /// alone would read `warning` as a target and log nothing.
 #[test]

@@ -128,6 +128,18 @@ pub fn lookup(name: &str) -> Option<&'static FunctionSpec> {
     FUNCTIONS.iter().find(|f| f.name == name)
 }
 
+/// For a function Prometheus has since renamed, what to write instead: dashboards and rules
+/// written for Prometheus 2 still call the old names.
+pub fn renamed(name: &str) -> Option<&'static str> {
+    match name {
+        "holt_winters" => Some(
+            "renamed double_exponential_smoothing in Prometheus 3, which is experimental: \
+             enable it with --enable-feature=promql-experimental-functions",
+        ),
+        _ => None,
+    }
+}
+
 /// All known functions (for documentation and tests).
 pub fn all() -> &'static [FunctionSpec] {
     FUNCTIONS

@@ -19,7 +19,10 @@ impl<'a> Parser<'a> {
                 return Err(ParseError::new(start, "duration must be greater than 0"));
             }
         } else if !self.opts.duration_expressions {
-            return Err(ParseError::new(start, "experimental duration expression is not enabled"));
+            return Err(ParseError::new(
+                start,
+                "experimental duration expression is not enabled: enable it with --enable-feature=promql-duration-expr",
+            ));
         }
         Ok(d)
     }
@@ -42,7 +45,10 @@ impl<'a> Parser<'a> {
         };
         let d = self.duration_atom()?;
         if !d.is_literal() && !self.opts.duration_expressions {
-            return Err(ParseError::new(start, "experimental duration expression is not enabled"));
+            return Err(ParseError::new(
+                start,
+                "experimental duration expression is not enabled: enable it with --enable-feature=promql-duration-expr",
+            ));
         }
         Ok(match (negate, d) {
             (true, DurationExpr::Literal(v)) => DurationExpr::Literal(-v),

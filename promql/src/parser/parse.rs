@@ -399,10 +399,23 @@ impl<'a> Parser<'a> {
 
     fn call(&mut self, name: &str) -> PResult<Expr> {
         let t = self.next();
-        let func: &'static FunctionSpec = functions::lookup(name)
-            .ok_or_else(|| ParseError::new(t.start, format!("unknown function with name {name:?}")))?;
+        let func: &'static FunctionSpec = functions::lookup(name).ok_or_else(|| {
+            let mut msg = format!("unknown function with name {name:?}");
+            if let Some(hint) = functions::renamed(name) {
+                msg.push_str(&format!(" ({hint})"));
+            }
+            ParseError::new(t.start, msg)
+        })?;
         if func.experimental && !self.opts.experimental_functions {
-            return Err(ParseError::new(t.start, format!("function {name:?} is not enabled")));
+            // Prometheus' text, plus the flag that turns it on: users migrating a dashboard
+            // otherwise have to look the flag up.
+            return Err(ParseError::new(
+                t.start,
+                format!(
+                    "function {name:?} is not enabled: it is experimental and must be enabled with \
+                     --enable-feature=promql-experimental-functions"
+                ),
+            ));
         }
         // Parentheses around arguments carry no meaning (`rate((x[5m]))`), as in Prometheus.
         let args = self.call_args()?.into_iter().map(Expr::into_unparen).collect();
@@ -589,7 +602,11 @@ impl<'a> Parser<'a> {
             }
         }
         if (seen_left || seen_right) && !self.opts.binop_fill_modifiers {
-            return Err(ParseError::new(fill_start, "binop fill modifiers are experimental and not enabled"));
+            return Err(ParseError::new(
+                fill_start,
+                "binop fill modifiers are experimental and not enabled: enable them with \
+                 --enable-feature=promql-binop-fill-modifiers",
+            ));
         }
         Ok((return_bool, m))
     }
@@ -640,7 +657,10 @@ impl<'a> Parser<'a> {
                     if !self.opts.extended_range_selectors {
                         return Err(ParseError::new(
                             t.start,
-                            format!("{name} modifier is experimental and not enabled"),
+                            format!(
+                                "{name} modifier is experimental and not enabled: enable it with \
+                                 --enable-feature=promql-extended-range-selectors"
+                            ),
                         ));
                     }
                     set_extended(e, k == Keyword::Anchored, t.start)?

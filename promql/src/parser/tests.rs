@@ -209,6 +209,12 @@ fn type_errors() {
     assert_eq!(err("(x)[5m]"), "ranges only allowed for vector selectors");
     assert_eq!(err("foo{__name__=\"bar\"}"), "metric name must not be set twice: \"foo\" or \"bar\"");
     assert_eq!(err("nosuchfunc(x)"), "unknown function with name \"nosuchfunc\"");
+    assert_eq!(
+        err("holt_winters(x[5m], 0.5, 0.5)"),
+        "unknown function with name \"holt_winters\" (renamed double_exponential_smoothing in \
+         Prometheus 3, which is experimental: enable it with \
+         --enable-feature=promql-experimental-functions)"
+    );
     assert_eq!(err("x[0s]"), "duration must be greater than 0");
     assert_eq!(err("a and 1"), "set operator \"and\" not allowed in binary scalar expression");
     assert_eq!(
@@ -222,11 +228,19 @@ fn type_errors() {
 #[test]
 fn features_are_gated() {
     let none = ParseOptions::default();
-    assert!(parse("x[5m+1m]", &none).is_err());
-    assert!(parse("x[5m] anchored", &none).is_err());
-    assert!(parse("a + fill(0) b", &none).is_err());
-    assert!(parse("limitk(1, x)", &none).is_err());
-    assert!(parse("sort_by_label(x, \"a\")", &none).is_err());
+    // Each refusal names the flag that lifts it, so a user need not look it up.
+    for (q, flag) in [
+        ("x[5m+1m]", "promql-duration-expr"),
+        ("x offset (1m+1m)", "promql-duration-expr"),
+        ("x[5m] anchored", "promql-extended-range-selectors"),
+        ("a + fill(0) b", "promql-binop-fill-modifiers"),
+        ("limitk(1, x)", "promql-experimental-functions"),
+        ("sort_by_label(x, \"a\")", "promql-experimental-functions"),
+        ("double_exponential_smoothing(x[5m], 0.5, 0.5)", "promql-experimental-functions"),
+    ] {
+        let msg = parse(q, &none).expect_err(q).msg;
+        assert!(msg.contains(&format!("--enable-feature={flag}")), "{q}: {msg}");
+    }
     assert!(parse("x[5m] offset 1m", &none).is_ok());
 }
 
