@@ -144,7 +144,11 @@ pub fn secured_router(state: Arc<AppState>, auth: Option<Arc<Authenticator>>) ->
     if let Some(auth) = auth {
         routes = routes.layer(middleware::from_fn_with_state(auth, crate::auth::enforce));
     }
+    // Outside auth and admission, whose refusals leave bodies unread (see `drain`). Twice the
+    // write limit: a body refused with 413 for being somewhat over it is still read out.
+    let drain_max = (state.limits().body_bytes_max as u64).saturating_mul(2);
     routes
+        .layer(middleware::from_fn_with_state(drain_max, drain::drain_unread_body))
         .layer(middleware::from_fn_with_state(Arc::clone(&state), metrics::count_requests))
         .with_state(state)
 }
@@ -271,6 +275,7 @@ async fn until_signal<T>(signals: &mut Signals, work: impl Future<Output = T>) -
     }
 }
 
+mod drain;
 mod serve;
 
 #[cfg(test)]
