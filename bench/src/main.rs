@@ -44,7 +44,7 @@ enum Cmd {
     /// Prometheus and InfluxDB are installed, one at a time; writes a Markdown report and plots.
     Compare(compare::Args),
     /// What the harness's HTTP client adds to a request: one GET timed from a raw socket, the
-    /// harness's client and the client as configured until git 1b8ec281.
+    /// harness's client, and `ureq` with one global timeout.
     ClientFloor(compare::client_floor::Args),
 }
 

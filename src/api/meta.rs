@@ -216,8 +216,8 @@ fn has_selector(e: &Expr) -> bool {
 }
 
 /// `GET|POST /api/v1/query_exemplars`: parameters are validated exactly as Prometheus does
-/// (`start`, `end`, `end` not before `start`, `query` parses). strata stores no exemplars yet
-/// (issue 10), so a query that reads series gets `[]`; one that reads none gets 204 No Content,
+/// (`start`, `end`, `end` not before `start`, `query` parses). strata stores no exemplars
+/// yet, so a query that reads series gets `[]`; one that reads none gets 204 No Content,
 /// as from Prometheus.
 async fn query_exemplars(params: Params) -> Result<Response, ApiError> {
     let (start, end) = params.time_range()?;

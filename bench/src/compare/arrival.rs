@@ -1,4 +1,4 @@
-//! Issue 35: TSBS's loader by default has its workers take batches from one shared queue
+//! TSBS's loader by default has its workers take batches from one shared queue
 //! (`tsbs_load_influx --hash-workers=false`), so a series' samples reach the server out of
 //! order. strata with its DEFAULT flags must store every one of them, in whichever order they
 //! come, over both protocols: loaded here with `--arrival shared-queue` and `shuffled` through

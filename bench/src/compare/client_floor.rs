@@ -2,9 +2,9 @@
 //!
 //! The same GET is sent over one kept-alive connection by three clients in turn: a raw socket
 //! (the request written by hand, the answer read by its `Content-Length`: no library at all),
-//! the harness's [`Http`] client, and `ureq` with one global timeout, as the harness was
-//! configured until git 1b8ec281 (with a timeout covering name resolution, `ureq` resolves every
-//! request's address on a thread it spawns). The differences between their latencies are what
+//! the harness's [`Http`] client (a timeout per phase), and `ureq` with one global timeout (with
+//! a timeout covering name resolution, `ureq` resolves every request's address on a thread it
+//! spawns, which is why the harness sets one per phase). The differences between their latencies are what
 //! each client costs; the raw socket's is the server's floor plus the loopback.
 
 use std::io::{Read, Write};
@@ -62,7 +62,7 @@ pub fn run(args: Args) -> Result<(), String> {
     for (name, lat) in [
         ("raw socket", raw),
         ("harness (a timeout per phase)", harness),
-        ("ureq with a global timeout (harness until 1b8ec281)", global),
+        ("ureq with a global timeout", global),
     ] {
         println!(
             "| {name} | {:.3} | {:.3} | {:.3} |",
