@@ -7,8 +7,13 @@
 //!
 //! Skipped, with a message, when the two binaries are not installed and `CI` is not set; under
 //! CI their absence is a failure (`.ci/run` installs them).
+//!
+//! The `vmalert` module runs a ruler of the same ecosystem against strata (recording rules,
+//! alerts and their restored state); it shares this binary rather than linking another.
 
 mod common;
+#[path = "prometheus_e2e/vmalert.rs"]
+mod vmalert;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
