@@ -6,7 +6,9 @@ says nothing about where: for the targets that compile regexes, most late growth
 regex-syntax, regex-automata and aho-corasick. This builds the target with coverage
 instrumentation (`cargo fuzz coverage`, no sanitizer, release), replays a corpus, and prints
 lines covered per module of strata's own crates and per dependency; with `--add`, replays the
-corpus plus the new inputs too and prints what they add.
+corpus plus the new inputs too and prints what they add. A corpus is a local, grown one
+(`<fuzz dir>/corpus/<target>`, not in git) or the named inputs (`<fuzz dir>/regressions/<target>`);
+see docs/fuzzing.md.
 
     python3 bench/scripts/fuzz_coverage.py promql/fuzz promql_eval promql/fuzz/corpus/promql_eval \\
         --add /path/to/new/inputs

@@ -1,32 +1,48 @@
-//! Replays the PromQL fuzz corpora (`fuzz/corpus/<target>/`) through the fuzz targets' own
-//! oracles (`fuzz/fuzz_targets/checks.rs`) in a plain `cargo test`, so every input the
-//! fuzzers found interesting stays a regression test without nightly or libFuzzer.
+//! Replays the PromQL fuzz targets' named inputs (`fuzz/regressions/<target>/`: seeds and inputs
+//! that once failed, committed) through the targets' own oracles (`fuzz/fuzz_targets/checks.rs`)
+//! in a plain `cargo test`, so they stay regression tests without nightly or libFuzzer. With
+//! `STRATA_FUZZ_CORPUS=1` the local, git-ignored grown corpus (`fuzz/corpus/<target>/`, see
+//! docs/fuzzing.md) is replayed too.
 
 #[path = "../fuzz/fuzz_targets/checks.rs"]
 mod checks;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+/// The inputs of `target`: every file of `fuzz/regressions/<target>/`, which must exist and
+/// hold some (so a moved directory cannot make the replay pass on nothing), then, when
+/// `STRATA_FUZZ_CORPUS` is set to anything but `0`, those of `fuzz/corpus/<target>/` if present.
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(&dir).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default();
-    files.sort();
-    let inputs: Vec<(PathBuf, Vec<u8>)> = files
+    let fuzz = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let dir = fuzz.join("regressions").join(target);
+    assert!(dir.is_dir(), "{} is missing", dir.display());
+    let mut files = files_of(&dir);
+    assert!(!files.is_empty(), "no named inputs in {}", dir.display());
+    if std::env::var_os("STRATA_FUZZ_CORPUS").is_some_and(|v| v != "0") {
+        let dir = fuzz.join("corpus").join(target);
+        if dir.is_dir() {
+            files.extend(files_of(&dir));
+        }
+    }
+    files
         .into_iter()
         .map(|p| {
             let data = std::fs::read(&p).unwrap();
             (p, data)
         })
-        .collect();
-    assert!(!inputs.is_empty(), "the {target} corpus is missing");
-    inputs
+        .collect()
 }
 
-/// Runs `check` on every input of `target`'s corpus on rayon's pool: the push-down corpus
-/// alone takes minutes on one core in a debug build, and `cargo test` runs one test binary at
+fn files_of(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files
+}
+
+/// Runs `check` on every input of `target` on rayon's pool: a grown push-down corpus alone
+/// takes minutes on one core in a debug build, and `cargo test` runs one test binary at
 /// a time, so a single-threaded replay left the other cores idle. A failing input is named
 /// before its panic goes on.
 fn replay(target: &str, check: fn(&[u8])) {
@@ -41,6 +57,40 @@ fn replay(target: &str, check: fn(&[u8])) {
 #[test]
 fn parse_corpus() {
     replay("promql_parse", checks::parse);
+}
+
+/// The hand-written parser seeds are what their names say: `seed_parse_error_*` is refused,
+/// every other one parses with the features its mode byte switches on (and is refused without
+/// them, when it needs any).
+#[test]
+fn parse_seeds_are_what_they_say() {
+    use promql::parser::{self, ParseOptions};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/promql_parse");
+    for path in files_of(&dir) {
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if !name.starts_with("seed_") {
+            continue;
+        }
+        let data = std::fs::read(&path).unwrap();
+        let (&mode, query) = data.split_first().unwrap();
+        let query = std::str::from_utf8(query).unwrap();
+        let opts = |mode: u8| ParseOptions {
+            experimental_functions: mode & 1 != 0,
+            duration_expressions: mode & 2 != 0,
+            extended_range_selectors: mode & 4 != 0,
+            binop_fill_modifiers: mode & 8 != 0,
+            ..ParseOptions::default()
+        };
+        let parsed = parser::parse(query, &opts(mode));
+        if name.starts_with("seed_parse_error_") {
+            assert!(parsed.is_err(), "{name}: {query:?} parses");
+        } else {
+            assert!(parsed.is_ok(), "{name}: {}", parsed.err().unwrap().render(query));
+            if mode != 0 {
+                assert!(parser::parse(query, &opts(0)).is_err(), "{name} needs no feature");
+            }
+        }
+    }
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! Replays the fuzz corpora (`fuzz/corpus/<target>/`) through the decoders in a plain
-//! `cargo test`, so every input the fuzzers found interesting stays a regression test without
-//! nightly or libFuzzer. Each file starts with the fuzz targets' mode byte.
+//! Replays the fuzz targets' named inputs (`fuzz/regressions/<target>/`: seeds and inputs that
+//! once failed, committed) through the decoders in a plain `cargo test`, so they stay regression
+//! tests without nightly or libFuzzer. With `STRATA_FUZZ_CORPUS=1` the local, git-ignored grown
+//! corpus (`fuzz/corpus/<target>/`, see docs/fuzzing.md) is replayed too. Each file starts with
+//! the fuzz targets' mode byte.
 
 use std::path::PathBuf;
 
@@ -9,32 +11,103 @@ use remote::line::{self, Precision};
 use remote::prw::{self, Version};
 use remote::read;
 
+/// The inputs of `target`: every file of `fuzz/regressions/<target>/`, which must exist and
+/// hold some (so a moved directory cannot make the replay pass on nothing), then, when
+/// `STRATA_FUZZ_CORPUS` is set to anything but `0`, those of `fuzz/corpus/<target>/` if present.
 fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(&dir).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default();
-    files.sort();
+    let fuzz = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let mut files = files(&fuzz.join("regressions").join(target));
+    assert!(!files.is_empty(), "no named inputs in fuzz/regressions/{target}/");
+    if std::env::var_os("STRATA_FUZZ_CORPUS").is_some_and(|v| v != "0") {
+        let dir = fuzz.join("corpus").join(target);
+        if dir.is_dir() {
+            files.extend(files_of(&dir));
+        }
+    }
     files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+fn files(dir: &std::path::Path) -> Vec<PathBuf> {
+    assert!(dir.is_dir(), "{} is missing", dir.display());
+    files_of(dir)
+}
+
+fn files_of(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files
+}
+
+/// The line_parse target's precision: the mode byte modulo 6.
+fn line_precision(mode: u8) -> Precision {
+    [Precision::Ns, Precision::Us, Precision::Ms, Precision::S, Precision::M, Precision::H]
+        [usize::from(mode) % 6]
 }
 
 #[test]
 fn line_corpus() {
-    let inputs = corpus("line_parse");
-    assert!(!inputs.is_empty(), "the line_parse corpus is missing");
-    for data in inputs {
-        // The mode byte picks precision and limits in the fuzz target; here only the body matters.
-        let body = data.get(1..).unwrap_or_default();
-        let p = line::parse(body, Precision::Ns, 0, &Limits::default());
+    for data in corpus("line_parse") {
+        // The fuzz target's reading of the mode byte (precision, tight label limits) and its checks.
+        let (mode, body) = data.split_first().map(|(m, b)| (*m, b)).unwrap_or((0, &data[..]));
+        let limits = if mode & 0x80 != 0 {
+            Limits {
+                labels_per_series_max: 3,
+                label_name_bytes_max: 5,
+                label_value_bytes_max: 8,
+                ..Limits::default()
+            }
+        } else {
+            Limits::default()
+        };
+        let p = line::parse(body, line_precision(mode), 1_700_000_000_000_000_000, &limits);
         assert_eq!(p.fields as usize, p.batch.sample_count());
+        assert!(p.errors.len() <= line::LINE_ERRORS_MAX);
+        assert!(p.bad_lines as usize >= p.errors.len());
+        assert!(p.errors.iter().all(|e| e.line >= 1));
+        for (labels, samples) in &p.batch.series {
+            assert!(!samples.is_empty());
+            assert!(labels.metric_name().is_some_and(|n| !n.is_empty()));
+            assert!(labels.len() <= limits.labels_per_series_max);
+            let names: Vec<&str> = labels.iter().map(|l| l.name.as_ref()).collect();
+            assert!(names.windows(2).all(|w| w[0] < w[1]), "{labels}");
+            assert!(labels.iter().all(|l| !l.value.is_empty()));
+        }
+    }
+}
+
+/// The hand-written line-protocol seeds parse as their names say: the good ones store every
+/// field, the `seed_error_*` ones have bad lines, and the `seed_precision_*` ones land on the
+/// same instant (2023-11-14T22:13:20Z, or the minute and hour before it).
+#[test]
+fn line_seeds_are_what_they_say() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/line_parse");
+    for path in files(&dir) {
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let data = std::fs::read(&path).unwrap();
+        let (mode, body) = data.split_first().unwrap();
+        let p = line::parse(body, line_precision(*mode), 0, &Limits::default());
+        if name.starts_with("seed_error_") || name == "seed_many_bad_lines" {
+            assert!(p.bad_lines > 0, "{name}: no bad line");
+        } else {
+            assert_eq!(p.bad_lines, 0, "{name}: {:?}", p.errors);
+            assert!(p.fields > 0, "{name}");
+        }
+        if let Some(unit) = name.strip_prefix("seed_precision_") {
+            let t = p.batch.series[0].1[0].t;
+            let want = match unit {
+                "m" => 28_333_333 * 60_000,
+                "h" => 472_222 * 3_600_000,
+                _ => 1_700_000_000_000,
+            };
+            assert_eq!(t, want, "{name}");
+        }
     }
 }
 
 #[test]
 fn prw_corpora() {
     for (target, version) in [("prw_v1_decode", Version::V1), ("prw_v2_decode", Version::V2)] {
-        let inputs = corpus(target);
-        assert!(!inputs.is_empty(), "the {target} corpus is missing");
-        for data in inputs {
+        for data in corpus(target) {
             let Some((&mode, rest)) = data.split_first() else { continue };
             let result = if mode & 1 == 1 {
                 prw::decode(version, rest, &Limits::default())
@@ -68,9 +141,7 @@ fn histogram_bits(batch: &storage::Batch) -> Vec<(i64, Vec<u64>)> {
 
 #[test]
 fn read_request_corpus() {
-    let inputs = corpus("read_request_decode");
-    assert!(!inputs.is_empty(), "the read_request_decode corpus is missing");
-    for data in inputs {
+    for data in corpus("read_request_decode") {
         // Odd mode byte: the rest is the body as sent; even: the protobuf, compressed here.
         let Some((&mode, rest)) = data.split_first() else { continue };
         let body =

@@ -1,6 +1,6 @@
 //! The oracles of the PromQL fuzz targets, shared with `promql/tests/fuzz_corpus.rs`, which
-//! replays the committed corpora through them in every `cargo test`. Each input starts with a
-//! mode byte (feature flags, grid), then the query text.
+//! replays the named inputs (`fuzz/regressions/`) through them in every `cargo test`. Each
+//! input starts with a mode byte (feature flags, grid), then the query text.
 
 use std::sync::OnceLock;
 use std::time::Duration;

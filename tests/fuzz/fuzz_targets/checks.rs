@@ -1,5 +1,5 @@
 //! The oracle of the `query_api` fuzz target, shared with `tests/fuzz_corpus.rs`, which
-//! replays the committed corpus through it in every `cargo test`.
+//! replays the named inputs (`tests/fuzz/regressions/`) through it in every `cargo test`.
 //!
 //! It drives the query API's parameter handling end to end, as `/api/v1/query`,
 //! `/api/v1/query_range`, `/api/v1/format_query` and `/api/v1/parse_query` run it: the URL
