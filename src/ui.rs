@@ -26,19 +26,23 @@ struct Asset {
     path: &'static str,
     content_type: &'static str,
     body: &'static [u8],
-    /// FNV-1a of `body`, the ETag.
-    hash: u64,
 }
 
 impl Asset {
     const fn new(path: &'static str, content_type: &'static str, body: &'static [u8]) -> Asset {
-        Asset { path, content_type, body, hash: fnv1a(body) }
+        Asset { path, content_type, body }
+    }
+
+    /// The ETag: FNV-1a of the body. Computed when the router is built, not at compile time:
+    /// const evaluation of the editor bundle's half megabyte is too slow for rustc.
+    fn etag(&self) -> HeaderValue {
+        HeaderValue::try_from(format!("W/\"{:016x}\"", fnv1a(self.body))).expect("hex is a valid header value")
     }
 }
 
 /// Paths are relative in the HTML (`ui/app.js`), so the UI also works behind a reverse proxy
 /// that serves strata under a prefix.
-static ASSETS: [Asset; 6] = [
+static ASSETS: [Asset; 8] = [
     Asset::new("/", "text/html; charset=utf-8", include_bytes!("ui/index.html")),
     Asset::new("/ui/app.js", "text/javascript; charset=utf-8", include_bytes!("ui/app.js")),
     Asset::new("/ui/app.css", "text/css; charset=utf-8", include_bytes!("ui/app.css")),
@@ -57,6 +61,16 @@ static ASSETS: [Asset; 6] = [
         "text/plain; charset=utf-8",
         include_bytes!("ui/vendor/uPlot.LICENSE"),
     ),
+    Asset::new(
+        "/ui/vendor/promql-editor.min.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("ui/vendor/promql-editor.min.js"),
+    ),
+    Asset::new(
+        "/ui/vendor/promql-editor.LICENSE",
+        "text/plain; charset=utf-8",
+        include_bytes!("ui/vendor/promql-editor.LICENSE"),
+    ),
 ];
 
 /// The page may load scripts, styles and data only from strata itself. uPlot sizes its
@@ -68,27 +82,31 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; st
 /// the browser accepts it (uPlot is 51 KB, 22 KB gzipped).
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     let router = ASSETS.iter().fold(Router::new(), |router, asset| {
-        router.route(asset.path, get(move |headers: HeaderMap| async move { serve(asset, &headers) }))
+        let etag = asset.etag();
+        router.route(
+            asset.path,
+            get(move |headers: HeaderMap| {
+                let etag = etag.clone();
+                async move { serve(asset, etag, &headers) }
+            }),
+        )
     });
     router.layer(CompressionLayer::new().gzip(true))
 }
 
 /// Answers `asset`, or 304 when the browser's copy is current.
-fn serve(asset: &'static Asset, request: &HeaderMap) -> Response {
-    let etag = format!("W/\"{:016x}\"", asset.hash);
+fn serve(asset: &'static Asset, etag: HeaderValue, request: &HeaderMap) -> Response {
     let fresh = request
         .get(header::IF_NONE_MATCH)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|tags| tags.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
+        .is_some_and(|tags| tags.split(',').any(|tag| tag.trim().as_bytes() == etag.as_bytes() || tag.trim() == "*"));
     let mut response = if fresh {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         ([(header::CONTENT_TYPE, asset.content_type)], asset.body).into_response()
     };
     let headers = response.headers_mut();
-    if let Ok(value) = HeaderValue::try_from(etag) {
-        headers.insert(header::ETAG, value);
-    }
+    headers.insert(header::ETAG, etag);
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     if asset.content_type.starts_with("text/html") {
@@ -98,8 +116,7 @@ fn serve(asset: &'static Asset, request: &HeaderMap) -> Response {
     response
 }
 
-/// 64-bit FNV-1a, evaluated at compile time for the ETags: cheap, and any change to a file
-/// changes its tag.
+/// 64-bit FNV-1a for the ETags: cheap, and any change to a file changes its tag.
 const fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut i = 0;

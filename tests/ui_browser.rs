@@ -6,14 +6,20 @@
 //! of the graph is saved in the test's temporary directory and copied to
 //! `target/ui-screenshot.png` for people to look at.
 //!
+//! The PromQL editor is tested by typing into it: Chromium is driven over the DevTools protocol
+//! on `--remote-debugging-pipe` (JSON messages separated by NUL bytes on file descriptors 3 and
+//! 4, which `sh` maps from the child's stdin and stdout, so no WebSocket client is needed), and
+//! key events go through Chromium's input pipeline as a person's would.
+//!
 //! Skipped, with a notice, when `chromium` is not installed and `CI` is not set; under CI its
 //! absence is a failure (`.ci/run` installs it).
 
 mod common;
 
-use std::io::Read as _;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::Strata;
@@ -127,6 +133,98 @@ fn query_ui_renders_in_headless_chromium() {
     assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());
 }
 
+#[test]
+fn query_editor_completes_metric_names_and_underlines_syntax_errors() {
+    let Some(chromium) = find_binary("chromium") else {
+        let message =
+            "chromium must be on PATH for the browser test (Debian package `chromium`; .ci/run installs it)";
+        common::skip_outside_ci("query_editor_completes_metric_names_and_underlines_syntax_errors", message);
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut strata = Strata::start(&dir.path().join("data"));
+    strata.wait_ready();
+    load_demo_data(&strata);
+    load_node_data(&strata);
+    let browser = Browser { binary: chromium, profile: dir.path().join("chromium-profile") };
+    let mut tab = DevTools::open(&browser, &strata.url("/"));
+    tab.wait_until("the editor is on the page", "!!document.querySelector('#expr .cm-content')");
+
+    // Typing `rate(node_` offers the metric names strata holds that start so; they come from
+    // strata's API (/api/v1/label/__name__/values), not from a built-in list.
+    tab.eval("document.querySelector('#expr .cm-content').focus()");
+    tab.type_text("rate(node_");
+    let options = tab.wait_until(
+        "the completion list offers node_cpu_seconds_total",
+        "(() => { const items = [...document.querySelectorAll('.cm-tooltip-autocomplete li')]
+             .map((li) => li.textContent);
+           return items.some((t) => t.startsWith('node_cpu_seconds_total')) && items.join('\\n'); })()",
+    );
+    let options = options.as_str().unwrap();
+    for name in ["node_cpu_seconds_total", "node_load1", "node_memory_MemAvailable_bytes"] {
+        assert!(options.lines().any(|o| o.starts_with(name)), "{name} is not offered:\n{options}");
+    }
+    assert!(!options.contains("demo_load"), "a metric not matching `node_` is offered:\n{options}");
+    // Enter picks the entry (it runs the query only when no list is open).
+    tab.press("Enter", 0);
+    let text = tab.wait_until(
+        "the picked metric name is in the expression",
+        "(() => { const t = document.querySelector('#expr .cm-content').innerText;
+           return t.startsWith('rate(node_cpu_seconds_total') && t; })()",
+    );
+    assert_eq!(text.as_str(), Some("rate(node_cpu_seconds_total)"), "{text}");
+    assert_eq!(tab.eval("document.getElementById('status').dataset.state"), "idle", "Enter ran the query");
+
+    // A syntax error is underlined by the editor's own linter (codemirror-promql parses in the
+    // browser; strata is not asked). Typing `sum(` gives `sum()` (the editor closes brackets),
+    // an aggregation without its argument.
+    tab.press("a", CTRL);
+    tab.press("Backspace", 0);
+    tab.type_text("sum(");
+    let underlined = tab.wait_until(
+        "the syntax error is underlined",
+        "(() => { const e = document.querySelector('#expr .cm-lintRange-error');
+           return e && e.textContent; })()",
+    );
+    assert_eq!(underlined.as_str(), Some("sum()"), "{underlined}");
+    // Ctrl+Shift+M lists the diagnostics with their messages.
+    tab.press("M", CTRL | SHIFT);
+    let diagnostics = tab.wait_until(
+        "the lint panel lists the error",
+        "[...document.querySelectorAll('.cm-panel-lint li')].map((li) => li.textContent).join('\\n')",
+    );
+    assert!(!diagnostics.as_str().unwrap().contains("No diagnostics"), "{diagnostics}");
+    tab.press("Escape", 0);
+    // Typing the argument removes the underline; then Enter runs the query.
+    tab.type_text("node_load1");
+    tab.wait_until(
+        "the underline is gone once the expression parses",
+        "document.querySelector('#expr .cm-content').innerText === 'sum(node_load1)' \
+         && document.querySelectorAll('#expr .cm-lintRange-error, #expr .cm-lintPoint').length === 0",
+    );
+    tab.press("Escape", 0);
+    tab.press("Enter", 0);
+    tab.wait_until("the query ran", "document.getElementById('status').dataset.state === 'done'");
+    assert_eq!(tab.eval("document.getElementById('result-table').dataset.rows"), "1");
+    let url = tab.eval("decodeURIComponent(location.search)");
+    assert!(url.as_str().unwrap().contains("q=sum(node_load1)"), "{url}");
+    tab.close();
+    assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());
+}
+
+/// Metrics named like node_exporter's, for completion: `node_cpu_seconds_total`, `node_load1`
+/// and `node_memory_MemAvailable_bytes`.
+fn load_node_data(strata: &Strata) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let lines = format!(
+        "node_cpu,cpu=0,mode=idle seconds_total=100 {now}\n\
+         node load1=0.5 {now}\n\
+         node_memory MemAvailable_bytes=1e9 {now}\n"
+    );
+    let reply = strata.post("/write?db=ui&precision=s", &[], lines.as_bytes());
+    assert_eq!(reply.status, 204, "{}", reply.body);
+}
+
 /// `demo_load{host=...}`: one hour at 15 s, written as line protocol (measurement `demo`,
 /// field `load`).
 fn load_demo_data(strata: &Strata) {
@@ -206,6 +304,195 @@ impl Browser {
         let (out, err) = (out.join().unwrap(), err.join().unwrap());
         assert!(status.success(), "Chromium failed ({status}) on {args:?}:\n{err}");
         out
+    }
+}
+
+/// `modifiers` of a CDP key event.
+const CTRL: u8 = 2;
+const SHIFT: u8 = 8;
+
+/// One page of a headless Chromium driven over the DevTools protocol (CDP) on
+/// `--remote-debugging-pipe`: requests are JSON objects ended by a NUL byte on Chromium's file
+/// descriptor 3, answers and events come the same way on descriptor 4.
+struct DevTools {
+    child: Child,
+    requests: ChildStdin,
+    messages: mpsc::Receiver<serde_json::Value>,
+    next_id: u64,
+    session: String,
+}
+
+impl DevTools {
+    /// Starts Chromium, opens a page and navigates it to `url`.
+    fn open(browser: &Browser, url: &str) -> DevTools {
+        // `sh` moves the pipes Rust can give a child (stdin, stdout) to the descriptors
+        // Chromium reads and writes the protocol on.
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(r#"exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null"#)
+            .arg(&browser.binary)
+            .args(CHROMIUM_FLAGS)
+            .arg(format!("--user-data-dir={}", browser.profile.display()))
+            .arg("--remote-debugging-pipe")
+            .arg("--window-size=1280,1000")
+            .arg("about:blank")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", browser.binary.display()));
+        let requests = child.stdin.take().unwrap();
+        let mut replies = BufReader::new(child.stdout.take().unwrap());
+        let (tx, messages) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut message = Vec::new();
+            while replies.read_until(0, &mut message).is_ok_and(|n| n > 0) {
+                if message.last() == Some(&0) {
+                    message.pop();
+                }
+                let parsed: Option<serde_json::Value> = serde_json::from_slice(&message).ok();
+                message.clear();
+                if parsed.is_some_and(|parsed| tx.send(parsed).is_err()) {
+                    break;
+                }
+            }
+        });
+        let mut tab = DevTools { child, requests, messages, next_id: 0, session: String::new() };
+        let target = tab.call("Target.createTarget", serde_json::json!({"url": "about:blank"}));
+        let attached = tab.call(
+            "Target.attachToTarget",
+            serde_json::json!({"targetId": target["targetId"], "flatten": true}),
+        );
+        tab.session = attached["sessionId"].as_str().unwrap().to_owned();
+        tab.call("Page.navigate", serde_json::json!({"url": url}));
+        tab.wait_until("the page loaded", "document.readyState === 'complete'");
+        tab
+    }
+
+    /// Sends one command (to the page once attached) and answers its result.
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut request = serde_json::json!({"id": id, "method": method, "params": params});
+        if !self.session.is_empty() {
+            request["sessionId"] = self.session.clone().into();
+        }
+        let mut bytes = serde_json::to_vec(&request).unwrap();
+        bytes.push(0);
+        self.requests.write_all(&bytes).and_then(|()| self.requests.flush()).expect("write to Chromium");
+        let deadline = Instant::now() + HANG_GUARD;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self
+                .messages
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no answer from Chromium to {method} ({e})"));
+            if message["id"] == id {
+                assert!(message.get("error").is_none(), "{method} failed: {message}");
+                return message["result"].clone();
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression in the page.
+    fn eval(&mut self, expression: &str) -> serde_json::Value {
+        let result = self.call(
+            "Runtime.evaluate",
+            serde_json::json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+        );
+        assert!(result.get("exceptionDetails").is_none(), "{expression} threw: {result}");
+        result["result"]["value"].clone()
+    }
+
+    /// Evaluates `expression` until it is truthy and answers that value. Polling a page that
+    /// runs timers (the linter waits 750 ms after the last change) and network requests; the
+    /// bound only stops a page that never gets there.
+    fn wait_until(&mut self, what: &str, expression: &str) -> serde_json::Value {
+        let deadline = Instant::now() + HANG_GUARD;
+        loop {
+            let value = self.eval(expression);
+            let truthy = match &value {
+                serde_json::Value::Null => false,
+                serde_json::Value::Bool(b) => *b,
+                serde_json::Value::String(s) => !s.is_empty(),
+                serde_json::Value::Number(n) => n.as_f64() != Some(0.0),
+                _ => true,
+            };
+            if truthy {
+                return value;
+            }
+            if Instant::now() > deadline {
+                let dom = self.eval("document.getElementById('query-form').outerHTML");
+                panic!("timed out waiting until {what}; the form is:\n{dom}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Types `text` into the focused element, one key press per character.
+    fn type_text(&mut self, text: &str) {
+        for c in text.chars() {
+            let key = c.to_string();
+            self.key_event(&key, Some(&key), 0, 0);
+        }
+    }
+
+    /// Presses a key that inserts nothing, or a shortcut: `key` as in `KeyboardEvent.key`,
+    /// `modifiers` a sum of [`CTRL`] and [`SHIFT`].
+    fn press(&mut self, key: &str, modifiers: u8) {
+        let code = match key {
+            "Backspace" => 8,
+            "Enter" => 13,
+            "Escape" => 27,
+            letter if letter.len() == 1 => u32::from(letter.to_ascii_uppercase().as_bytes()[0]),
+            other => panic!("no key code for {other}"),
+        };
+        // Enter has a text of its own; the editor's keymap decides what it does.
+        let text = (key == "Enter" && modifiers == 0).then_some("\r");
+        self.key_event(key, text, modifiers, code);
+    }
+
+    fn key_event(&mut self, key: &str, text: Option<&str>, modifiers: u8, code: u32) {
+        let mut down = serde_json::json!({
+            "type": "keyDown", "key": key, "modifiers": modifiers, "windowsVirtualKeyCode": code,
+        });
+        if let Some(text) = text {
+            down["text"] = text.into();
+        }
+        self.call("Input.dispatchKeyEvent", down);
+        let up = serde_json::json!({
+            "type": "keyUp", "key": key, "modifiers": modifiers, "windowsVirtualKeyCode": code,
+        });
+        self.call("Input.dispatchKeyEvent", up);
+    }
+
+    /// Closes the browser and waits for it to exit.
+    fn close(mut self) {
+        self.session.clear();
+        self.next_id += 1;
+        let request = serde_json::json!({"id": self.next_id, "method": "Browser.close"});
+        let mut bytes = serde_json::to_vec(&request).unwrap();
+        bytes.push(0);
+        let _ = self.requests.write_all(&bytes);
+        let deadline = Instant::now() + HANG_GUARD;
+        while self.child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for DevTools {
+    /// A failed assertion must not leave Chromium running.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 

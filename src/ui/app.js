@@ -1,12 +1,15 @@
 // strata's query UI: a PromQL console and a cardinality page over strata's HTTP API.
 //
-// Plain browser JavaScript, no build step. The page state lives in the URL (?q=, mode=,
-// range=, end=, step=, tab=, page=) so every view is a link; opening a URL with q= runs the
-// query at once. The history of queries is kept in localStorage. Charts are drawn by uPlot
+// Plain browser JavaScript, no build step (an ES module, loaded by index.html). The expression
+// is edited in CodeMirror 6 with Prometheus' PromQL package (highlighting, syntax errors
+// underlined, completion of functions and of metric and label names from strata's API):
+// ui/vendor/promql-editor.min.js, built from src/ui/editor/. The page state lives in the URL
+// (?q=, mode=, range=, end=, step=, tab=, page=) so every view is a link; opening a URL with
+// q= runs the query at once. The history of queries is kept in localStorage. Charts are drawn by uPlot
 // (ui/vendor/uPlot.iife.min.js). Elements the tests read carry data-* attributes: #status
 // data-state (idle, loading, done, error), #graph data-series / data-points / data-drawn,
 // tables data-rows.
-'use strict';
+import { createEditor } from './vendor/promql-editor.min.js';
 
 (function () {
   const HISTORY_KEY = 'strata.queryHistory';
@@ -21,7 +24,6 @@
   const $ = (id) => document.getElementById(id);
   const el = {
     form: $('query-form'),
-    expr: $('expr'),
     range: $('range'),
     end: $('end'),
     endLabel: $('end-label'),
@@ -36,6 +38,18 @@
     stats: $('stats'),
     examples: $('examples'),
   };
+
+  // The PromQL editor in place of a textarea: Enter runs, Shift+Enter adds a line, Enter with
+  // the completion list open picks the entry. Completion asks the API relative to this page
+  // (`api/v1/...`), so a reverse-proxy prefix is kept.
+  const editor = createEditor({
+    parent: $('expr'),
+    placeholder: 'PromQL expression, e.g. sum by (handler) (rate(strata_http_requests_total[5m]))   ' +
+      '(Enter runs, Shift+Enter adds a line)',
+    apiUrl: new URL('.', location.href).href.replace(/\/$/, ''),
+    onRun: () => runQuery(),
+  });
+  const exprText = () => editor.getValue();
 
   let plot = null;
   let lastMatrix = null;
@@ -212,7 +226,7 @@
 
   function updateUrl() {
     const params = new URLSearchParams();
-    params.set('q', el.expr.value);
+    params.set('q', exprText());
     params.set('mode', mode());
     if (mode() === 'range') {
       params.set('range', el.range.value);
@@ -258,7 +272,7 @@
   }
 
   async function runQuery() {
-    const expr = el.expr.value.trim();
+    const expr = exprText().trim();
     if (!expr) {
       setStatus(el.status, 'idle', 'Enter a PromQL expression.');
       return;
@@ -690,23 +704,18 @@
   }
 
   async function formatExpr() {
-    const expr = el.expr.value.trim();
+    const expr = exprText().trim();
     if (!expr) return;
     try {
       const { json } = await postForm('api/v1/format_query', { query: expr });
       if (json.status === 'success') {
-        el.expr.value = json.data;
-        autoGrow();
+        editor.setValue(json.data);
       } else {
         setStatus(el.status, 'error', `${json.errorType}: ${json.error}`);
       }
     } catch (e) {
       setStatus(el.status, 'error', `Request failed: ${e.message}`);
     }
-  }
-
-  function autoGrow() {
-    el.expr.rows = Math.min(Math.max(el.expr.value.split('\n').length, 2), 12);
   }
 
   function init() {
@@ -716,35 +725,27 @@
       e.preventDefault();
       runQuery();
     });
-    el.expr.addEventListener('keydown', (e) => {
-      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
-        e.preventDefault();
-        runQuery();
-      }
-    });
-    el.expr.addEventListener('input', autoGrow);
     for (const input of el.form.querySelectorAll('input[name=mode]')) {
       input.addEventListener('change', () => {
         setMode(mode());
         setTab(mode() === 'instant' ? 'table' : 'graph');
-        if (el.expr.value.trim()) runQuery();
+        if (exprText().trim()) runQuery();
       });
     }
-    el.range.addEventListener('change', () => el.expr.value.trim() && runQuery());
-    el.step.addEventListener('change', () => el.expr.value.trim() && runQuery());
-    el.end.addEventListener('change', () => el.expr.value.trim() && runQuery());
+    el.range.addEventListener('change', () => exprText().trim() && runQuery());
+    el.step.addEventListener('change', () => exprText().trim() && runQuery());
+    el.end.addEventListener('change', () => exprText().trim() && runQuery());
     $('now').addEventListener('click', () => {
       el.end.value = '';
-      if (el.expr.value.trim()) runQuery();
+      if (exprText().trim()) runQuery();
     });
     $('earlier').addEventListener('click', () => shiftRange(-1));
     $('later').addEventListener('click', () => shiftRange(1));
     $('format').addEventListener('click', formatExpr);
     el.history.addEventListener('change', () => {
       if (!el.history.value) return;
-      el.expr.value = el.history.value;
+      editor.setValue(el.history.value);
       el.history.selectedIndex = 0;
-      autoGrow();
       runQuery();
     });
     $('clear-history').addEventListener('click', () => {
@@ -758,7 +759,7 @@
     for (const button of document.querySelectorAll('.tabs [data-tab]')) {
       button.addEventListener('click', () => {
         setTab(button.dataset.tab);
-        if (el.expr.value.trim()) updateUrl();
+        if (exprText().trim()) updateUrl();
       });
     }
     $('tsdb-refresh').addEventListener('click', loadTsdb);
@@ -794,12 +795,11 @@
     if (end !== null) el.end.value = toLocalInput(end);
     const q = params.get('q');
     if (q) {
-      el.expr.value = q;
-      autoGrow();
+      editor.setValue(q);
       runQuery();
     } else {
       setStatus(el.status, 'idle', 'Enter a PromQL expression and press Enter.');
-      el.expr.focus();
+      editor.focus();
     }
   }
 

@@ -6,7 +6,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use tower::ServiceExt;
 
-use super::{ASSETS, routes};
+use super::{ASSETS, fnv1a, routes};
 
 async fn call(method: Method, path: &str, headers: &[(&str, &str)]) -> (StatusCode, HeaderMap, Vec<u8>) {
     let mut request = Request::builder().method(method).uri(path);
@@ -42,7 +42,14 @@ async fn the_page_and_every_file_it_references_are_served() {
     assert_eq!(headers[header::CONTENT_TYPE], "text/html; charset=utf-8");
     let html = String::from_utf8(body).unwrap();
     let assets = referenced_assets(&html);
-    for wanted in ["/ui/app.js", "/ui/app.css", "/ui/vendor/uPlot.iife.min.js", "/ui/vendor/uPlot.min.css"] {
+    for wanted in [
+        "/ui/app.js",
+        "/ui/app.css",
+        "/ui/vendor/uPlot.iife.min.js",
+        "/ui/vendor/uPlot.min.css",
+        "/ui/vendor/promql-editor.min.js",
+        "/ui/vendor/promql-editor.LICENSE",
+    ] {
         assert!(assets.iter().any(|a| a == wanted), "{wanted} not referenced by the page: {assets:?}");
     }
     for path in &assets {
@@ -66,6 +73,35 @@ async fn the_vendored_chart_library_keeps_its_license() {
 }
 
 #[tokio::test]
+async fn the_page_edits_promql_in_the_vendored_editor_which_keeps_its_licenses() {
+    // app.js is an ES module that imports the editor bundle (relative, so a prefix is kept).
+    let (_, _, html) = call(Method::GET, "/", &[]).await;
+    let html = String::from_utf8(html).unwrap();
+    assert!(html.contains(r#"<script type="module" src="ui/app.js">"#), "{html}");
+    let (_, _, app) = call(Method::GET, "/ui/app.js", &[]).await;
+    let app = String::from_utf8(app).unwrap();
+    assert!(app.contains("import { createEditor } from './vendor/promql-editor.min.js';"));
+    let (status, headers, script) = call(Method::GET, "/ui/vendor/promql-editor.min.js", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CONTENT_TYPE], "text/javascript; charset=utf-8");
+    let script = String::from_utf8(script).unwrap();
+    assert!(script.starts_with("/*! strata's PromQL editor, bundled by src/ui/editor"), "the header was lost");
+    let header_line = script.lines().next().unwrap();
+    assert!(header_line.contains("@prometheus-io/codemirror-promql@0."), "{header_line}");
+    assert!(script.contains("export{") && script.contains("createEditor"), "not an ES module exporting createEditor");
+    // Every package in the bundle has its license beside it.
+    let (status, _, license) = call(Method::GET, "/ui/vendor/promql-editor.LICENSE", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let license = String::from_utf8(license).unwrap();
+    for package in header_line.split(": ").nth(1).unwrap().split(", ") {
+        let name = package.rsplit_once('@').unwrap().0;
+        assert!(license.contains(&format!("\n{name} ")), "no license for {name}");
+    }
+    assert!(license.contains("Apache License") && license.contains("Version 2.0"), "Apache-2.0 text missing");
+    assert!(license.contains("MIT License") && license.contains("Marijn Haverbeke"), "CodeMirror's license missing");
+}
+
+#[tokio::test]
 async fn a_current_copy_gets_304_and_a_changed_one_the_file() {
     let (_, headers, _) = call(Method::GET, "/ui/app.js", &[]).await;
     let etag = headers[header::ETAG].to_str().unwrap().to_owned();
@@ -80,7 +116,7 @@ async fn a_current_copy_gets_304_and_a_changed_one_the_file() {
     assert_eq!(status, StatusCode::OK);
     assert!(!body.is_empty());
     // Every file has its own tag.
-    let mut tags: Vec<u64> = ASSETS.iter().map(|a| a.hash).collect();
+    let mut tags: Vec<u64> = ASSETS.iter().map(|a| fnv1a(a.body)).collect();
     tags.sort_unstable();
     tags.dedup();
     assert_eq!(tags.len(), ASSETS.len());
@@ -109,6 +145,11 @@ async fn head_and_gzip_are_answered() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers[header::CONTENT_ENCODING], "gzip");
     assert!(body.len() < 30_000, "{} bytes gzipped", body.len());
+    // The editor is the page's heaviest file: CodeMirror's view alone is a third of it.
+    let (_, headers, body) =
+        call(Method::GET, "/ui/vendor/promql-editor.min.js", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(headers[header::CONTENT_ENCODING], "gzip");
+    assert!(body.len() < 170_000, "{} bytes gzipped", body.len());
 }
 
 #[tokio::test]
