@@ -10,7 +10,18 @@
 //! license, which is served too. The page talks to strata only through the public HTTP API, as
 //! Grafana does, so it needs nothing from the server beyond these routes.
 //!
-//! Responses carry a weak ETag (a hash of the file computed at compile time) and
+//! The PromQL editor is the one Prometheus publishes, `@prometheus-io/codemirror-promql` on
+//! CodeMirror 6: highlighting, syntax errors underlined by its client-side parser, completion
+//! of functions and of the metric names, label names and values strata holds, which it asks
+//! strata's API for (`/api/v1/label/__name__/values`, `/api/v1/labels`, `/api/v1/series`,
+//! `/api/v1/label/<name>/values`, `/api/v1/metadata`, relative to the page). It is bundled
+//! outside the cargo build into one minified ES module, `src/ui/vendor/promql-editor.min.js`,
+//! with the license of every package in it in `promql-editor.LICENSE` (served too); the exact
+//! versions are in `src/ui/editor/package-lock.json` and in the bundle's first line. To rebuild
+//! it (Node 20+): `cd src/ui/editor && npm ci && npm run build`, then commit the lock file and
+//! the two files in `src/ui/vendor/` (`node_modules/` stays out of git).
+//!
+//! Responses carry a weak ETag (a hash of the file, computed when the router is built) and
 //! `Cache-Control: no-cache`: browsers revalidate and get a 304 until the binary changes, so an
 //! upgrade never leaves a stale script behind. The page gets a Content-Security-Policy that
 //! allows only this origin.
@@ -36,7 +47,8 @@ impl Asset {
     /// The ETag: FNV-1a of the body. Computed when the router is built, not at compile time:
     /// const evaluation of the editor bundle's half megabyte is too slow for rustc.
     fn etag(&self) -> HeaderValue {
-        HeaderValue::try_from(format!("W/\"{:016x}\"", fnv1a(self.body))).expect("hex is a valid header value")
+        HeaderValue::try_from(format!("W/\"{:016x}\"", fnv1a(self.body)))
+            .expect("hex is a valid header value")
     }
 }
 
@@ -75,6 +87,9 @@ static ASSETS: [Asset; 8] = [
 
 /// The page may load scripts, styles and data only from strata itself. uPlot sizes its
 /// elements through inline styles, hence `'unsafe-inline'` for styles (not for scripts).
+/// CodeMirror adds its theme at run time through style-mod: a constructed style sheet where the
+/// browser has them (current Chromium, Firefox, Safari), else a `<style>` element, which this
+/// also allows (`EditorView.cspNonce` could allow just that element, but uPlot needs the rest).
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
      img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
@@ -96,10 +111,10 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 
 /// Answers `asset`, or 304 when the browser's copy is current.
 fn serve(asset: &'static Asset, etag: HeaderValue, request: &HeaderMap) -> Response {
-    let fresh = request
-        .get(header::IF_NONE_MATCH)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|tags| tags.split(',').any(|tag| tag.trim().as_bytes() == etag.as_bytes() || tag.trim() == "*"));
+    let fresh =
+        request.get(header::IF_NONE_MATCH).and_then(|value| value.to_str().ok()).is_some_and(|tags| {
+            tags.split(',').any(|tag| tag.trim().as_bytes() == etag.as_bytes() || tag.trim() == "*")
+        });
     let mut response = if fresh {
         StatusCode::NOT_MODIFIED.into_response()
     } else {

@@ -28,6 +28,10 @@ use common::process::find_binary;
 /// Bound on one Chromium run. Not a performance bound: a page that hangs fails the test.
 const HANG_GUARD: Duration = Duration::from_secs(120);
 
+/// Bound on waiting for a page to get somewhere (the editor loaded, a completion list, an
+/// underline): seconds on a loaded machine, so a page that never gets there fails in time.
+const PAGE_WAIT: Duration = Duration::from_secs(30);
+
 /// Hosts of the test data; each is one series of `demo_load`.
 const HOSTS: [&str; 5] = ["a", "b", "c", "d", "e"];
 
@@ -408,7 +412,7 @@ impl DevTools {
     /// runs timers (the linter waits 750 ms after the last change) and network requests; the
     /// bound only stops a page that never gets there.
     fn wait_until(&mut self, what: &str, expression: &str) -> serde_json::Value {
-        let deadline = Instant::now() + HANG_GUARD;
+        let deadline = Instant::now() + PAGE_WAIT;
         loop {
             let value = self.eval(expression);
             let truthy = match &value {

@@ -85,10 +85,16 @@ async fn the_page_edits_promql_in_the_vendored_editor_which_keeps_its_licenses()
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers[header::CONTENT_TYPE], "text/javascript; charset=utf-8");
     let script = String::from_utf8(script).unwrap();
-    assert!(script.starts_with("/*! strata's PromQL editor, bundled by src/ui/editor"), "the header was lost");
+    assert!(
+        script.starts_with("/*! strata's PromQL editor, bundled by src/ui/editor"),
+        "the header was lost"
+    );
     let header_line = script.lines().next().unwrap();
     assert!(header_line.contains("@prometheus-io/codemirror-promql@0."), "{header_line}");
-    assert!(script.contains("export{") && script.contains("createEditor"), "not an ES module exporting createEditor");
+    assert!(
+        script.contains("export{") && script.contains("createEditor"),
+        "not an ES module exporting createEditor"
+    );
     // Every package in the bundle has its license beside it.
     let (status, _, license) = call(Method::GET, "/ui/vendor/promql-editor.LICENSE", &[]).await;
     assert_eq!(status, StatusCode::OK);
@@ -98,7 +104,10 @@ async fn the_page_edits_promql_in_the_vendored_editor_which_keeps_its_licenses()
         assert!(license.contains(&format!("\n{name} ")), "no license for {name}");
     }
     assert!(license.contains("Apache License") && license.contains("Version 2.0"), "Apache-2.0 text missing");
-    assert!(license.contains("MIT License") && license.contains("Marijn Haverbeke"), "CodeMirror's license missing");
+    assert!(
+        license.contains("MIT License") && license.contains("Marijn Haverbeke"),
+        "CodeMirror's license missing"
+    );
 }
 
 #[tokio::test]
