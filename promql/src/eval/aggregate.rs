@@ -7,9 +7,8 @@ use std::sync::Arc;
 use storage::{CounterResetHint, FloatHistogram, Label, Labels};
 
 use super::float_histogram::{self as fh, Combined};
-use super::functions::{go_max, go_min};
 use super::histogram_sum;
-use super::range_fn::{fmt_g, kahan_inc, quantile};
+use super::numeric::{fmt_g, go_max, go_min, kahan_inc, quantile};
 use super::series::{OutputBuilder, StepCursor};
 use super::{Evaluator, Grid, HashMap, Val, labels};
 use crate::error::{Error, Result};

@@ -15,7 +15,7 @@
 use storage::Labels;
 
 use super::aggregate::avg_add;
-use super::range_fn::kahan_inc;
+use super::numeric::kahan_inc;
 use super::series::{FPoint, Series};
 use super::{Evaluator, Grid};
 use crate::error::Result;

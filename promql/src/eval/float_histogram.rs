@@ -92,7 +92,7 @@ pub(crate) fn all_buckets(h: &FloatHistogram) -> Vec<Bucket> {
 /// label value): `{count:N, sum:S, [lo,up):c, ..., [-z,z]:c, (lo,up]:c}`, populated buckets only,
 /// in value order, numbers in Go's `%g`.
 pub(crate) fn to_string(h: &FloatHistogram) -> String {
-    use super::range_fn::fmt_g;
+    use super::numeric::fmt_g;
     let mut out = format!("{{count:{}, sum:{}", fmt_g(h.count), fmt_g(h.sum));
     for &(idx, c) in h.negative.iter().rev().filter(|b| b.1 != 0.0) {
         let (lo, up) = positive_bounds(h, idx);

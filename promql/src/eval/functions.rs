@@ -4,32 +4,11 @@ use std::cmp::Ordering;
 
 use storage::Labels;
 
+use super::numeric::{go_max, go_min};
 use super::selector::Pick;
 use super::{Evaluator, FPoint, Grid, Series, Val, duplicate_labelset, histogram_fns, labels, series};
 use crate::error::{Error, Result};
 use crate::parser::ast::{Call, Expr, ValueType};
-
-/// Go's `math.Min`: NaN wins, and -0 is smaller than +0.
-pub(crate) fn go_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        return f64::NAN;
-    }
-    if a == 0.0 && b == 0.0 {
-        return if a.is_sign_negative() { a } else { b };
-    }
-    if a < b { a } else { b }
-}
-
-/// Go's `math.Max`: NaN wins, and +0 is larger than -0.
-pub(crate) fn go_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        return f64::NAN;
-    }
-    if a == 0.0 && b == 0.0 {
-        return if a.is_sign_positive() { a } else { b };
-    }
-    if a > b { a } else { b }
-}
 
 fn math_fn(name: &str) -> Option<fn(f64) -> f64> {
     Some(match name {

@@ -3,7 +3,7 @@
 
 use storage::Labels;
 
-use super::range_fn::fmt_g;
+use super::numeric::fmt_g;
 use super::series::{OutputBuilder, StepCursor};
 use super::{Evaluator, Grid, HashMap, Val, drop_metric_labels, histogram_fns, labels};
 use crate::error::{Error, Result};

@@ -188,7 +188,7 @@ pub(crate) fn variance(h: &FloatHistogram) -> f64 {
             if b.upper < 0.0 { -v } else { v }
         };
         let delta = val - mean;
-        (sum, c) = super::range_fn::kahan_inc(b.count * delta * delta, sum, c);
+        (sum, c) = super::numeric::kahan_inc(b.count * delta * delta, sum, c);
     }
     (sum + c) / h.count
 }

@@ -1,7 +1,7 @@
 //! Sums and means of several native histograms with Prometheus' precision: every field (count,
 //! sum, zero bucket, each bucket) is summed with Kahan compensation, and a mean switches to an
 //! incremental computation where a plain sum would overflow, exactly like the float `sum` and
-//! `avg` (`range_fn::avg`). Used by the `sum`/`avg` aggregations and `sum_over_time`/
+//! `avg` (`numeric::avg`). Used by the `sum`/`avg` aggregations and `sum_over_time`/
 //! `avg_over_time`.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use storage::{CounterResetHint, FloatHistogram};
 
 use super::FPoint;
 use super::float_histogram::{self as fh, Combined, Incompatible};
-use super::range_fn::{avg, kahan_inc};
+use super::numeric::{avg, kahan_inc};
 
 /// The sum (or with `mean`, the mean) of `hs` (at least one), compacted, with what combining
 /// them noticed; an error if exponential and custom-bucket histograms meet.

@@ -20,6 +20,8 @@ mod histogram_sum;
 mod histogram_trim;
 mod info;
 mod labels;
+mod notes;
+mod numeric;
 mod parallel;
 mod prefetch;
 mod pushdown;

@@ -43,8 +43,8 @@
 use storage::SeriesRef;
 use storage::window::{Need, ScanStats, WindowAgg};
 
+use super::notes::note_possible_non_counter;
 use super::parallel::SeriesCtx;
-use super::range_fn::note_possible_non_counter;
 use super::rate::{Bounds, Sampled, extrapolate};
 use super::selector::WindowSpec;
 use super::{FPoint, Grid, Series, drop_metric_labels};

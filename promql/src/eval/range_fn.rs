@@ -3,6 +3,8 @@
 
 use storage::{Labels, is_stale};
 
+use super::notes::{note_ignored_histograms, note_possible_non_counter};
+use super::numeric::{avg, fmt_g, kahan_inc, quantile};
 use super::parallel::{SeriesCtx, estimate_points};
 use super::range_hist::{self, HWindow, Out};
 use super::rate::{Bounds, extended_rate, extrapolated_rate, first_index_at_or_before, instant_value};
@@ -12,9 +14,7 @@ use super::{
     Evaluator, FPoint, Grid, HPoint, Series, Val, drop_metric_labels, duplicate_labelset, labels, pushdown,
     start_timestamps,
 };
-use crate::annotations::Annotations;
 use crate::error::{Error, Result};
-use crate::options::EngineOptions;
 use crate::parser::ast::{Call, Expr};
 
 const ANCHORED_SAFE: &[&str] = &["changes", "delta", "increase", "rate", "resets"];
@@ -48,19 +48,6 @@ struct Window<'w> {
     scalars: &'w [f64],
 }
 
-/// Neumaier's improved Kahan summation step (Prometheus' `kahansum.Inc`).
-pub(crate) fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
-    let t = sum + inc;
-    let c = if t.is_infinite() {
-        0.0
-    } else if sum.abs() >= inc.abs() {
-        c + ((sum - t) + inc)
-    } else {
-        c + ((inc - t) + sum)
-    };
-    (t, c)
-}
-
 /// The first index in `from..end` whose point is later than `bound` (`end` if none), for points
 /// in time order from `from` on. A window moves a few points per step on a fine grid and a
 /// whole range per step on a coarse one (hourly steps over a day of 10 s samples): short moves
@@ -76,32 +63,6 @@ fn first_after(points: &[FPoint], from: usize, end: usize, bound: i64) -> usize 
         return i;
     }
     i + points[i..end].partition_point(|p| p.t <= bound)
-}
-
-/// The `q`-quantile of `values` with linear interpolation between closest ranks (sorts them).
-pub(crate) fn quantile(q: f64, values: &mut [f64]) -> f64 {
-    if values.is_empty() || q.is_nan() {
-        return f64::NAN;
-    }
-    if q < 0.0 {
-        return f64::NEG_INFINITY;
-    }
-    if q > 1.0 {
-        return f64::INFINITY;
-    }
-    // NaN sorts first, as in Prometheus' vectorByValueHeap.
-    values.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
-        (true, true) => std::cmp::Ordering::Equal,
-        (true, false) => std::cmp::Ordering::Less,
-        (false, true) => std::cmp::Ordering::Greater,
-        _ => a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal),
-    });
-    let n = values.len() as f64;
-    let rank = q * (n - 1.0);
-    let lower = rank.floor().max(0.0);
-    let upper = (lower + 1.0).min(n - 1.0);
-    let weight = rank - rank.floor();
-    values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
 }
 
 /// Least-squares slope and intercept (at `intercept_t`) with Kahan-compensated sums.
@@ -132,29 +93,6 @@ pub(crate) fn linear_regression(w: &[FPoint], intercept_t: i64) -> (f64, f64) {
     let var = sx2 - sx * sx / n;
     let slope = cov / var;
     (slope, sy / n - slope * sx / n)
-}
-
-pub(crate) fn avg(w: &[FPoint]) -> f64 {
-    let (mut sum, mut count) = (w[0].f, 1.0);
-    let (mut mean, mut c) = (0.0, 0.0);
-    let mut incremental = false;
-    for (i, p) in w[1..].iter().enumerate() {
-        count = (i + 2) as f64;
-        if !incremental {
-            let (ns, nc) = kahan_inc(p.f, sum, c);
-            if !ns.is_infinite() {
-                (sum, c) = (ns, nc);
-                continue;
-            }
-            // The sum would overflow: continue with an incremental mean.
-            incremental = true;
-            mean = sum / (count - 1.0);
-            c /= count - 1.0;
-        }
-        let q = (count - 1.0) / count;
-        (mean, c) = kahan_inc(p.f / count, q * mean, q * c);
-    }
-    if incremental { mean + c } else { sum / count + c / count }
 }
 
 fn variance(w: &[FPoint]) -> f64 {
@@ -732,7 +670,7 @@ impl RangeCall {
                     continue;
                 }
                 if !hw.is_empty() {
-                    range_hist::note_ignored(&mut ctx.annotations, labels, self.pos);
+                    note_ignored_histograms(&mut ctx.annotations, labels, self.pos);
                 }
                 let w = Window {
                     points: fw,
@@ -802,37 +740,6 @@ fn count_stale(samples: &[storage::Sample]) -> usize {
     samples.iter().fold(0, |n, s| n + usize::from(is_stale(s.v)))
 }
 
-/// Info for `rate`/`increase` over a metric whose name does not look like a counter.
-pub(crate) fn note_possible_non_counter(
-    opts: &EngineOptions,
-    annotations: &mut Annotations,
-    l: &Labels,
-    pos: usize,
-) {
-    let name = labels::metric_name(l);
-    if name.is_empty() {
-        return;
-    }
-    if opts.type_and_unit_labels {
-        let t = l.get("__type__").unwrap_or("");
-        if t != "counter" && t != "histogram" {
-            annotations.info(
-                format!(
-                    "metric might not be a counter, __type__ label is not set to \"counter\" or \"histogram\", got {t:?}: {name:?}"
-                ),
-                pos,
-            );
-        }
-    } else if !["_total", "_sum", "_count", "_bucket"].iter().any(|s| name.ends_with(s)) {
-        annotations.info(
-            format!(
-                "metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {name:?}"
-            ),
-            pos,
-        );
-    }
-}
-
 /// `absent_over_time`: 1 at every step where no series had a sample in its window.
 fn absent_over_time(present: &[Series], g: Grid, arg: &Expr) -> Vec<Series> {
     let mut found = vec![false; g.len()];
@@ -874,26 +781,6 @@ pub(crate) fn absent_labels(arg: &Expr) -> Labels {
         }
     }
     Labels::new(set.into_iter().map(|(n, v)| storage::Label::new(n.as_str(), v.as_str())).collect())
-}
-
-/// Formats a float like Go's `%g` (shortest representation; exponent form below 1e-4 and
-/// from 1e6 on).
-pub(crate) fn fmt_g(v: f64) -> String {
-    if v.is_nan() {
-        return "NaN".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "+Inf".into() } else { "-Inf".into() };
-    }
-    let e = format!("{v:e}");
-    let Some((mantissa, exp)) = e.split_once('e') else {
-        return e;
-    };
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if (-4..6).contains(&exp) {
-        return format!("{v}");
-    }
-    format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.unsigned_abs())
 }
 
 #[cfg(test)]

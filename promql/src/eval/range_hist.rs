@@ -75,17 +75,6 @@ pub(crate) fn ignores_histograms(name: &str) -> bool {
     FLOAT_ONLY.contains(&name)
 }
 
-/// Info for a window of a float-only function that also held histograms.
-pub(crate) fn note_ignored(a: &mut Annotations, l: &Labels, pos: usize) {
-    a.info(
-        format!(
-            "ignored histograms in a range containing both floats and histograms for metric name {:?}",
-            labels::metric_name(l)
-        ),
-        pos,
-    );
-}
-
 /// Evaluates `name` over a window holding at least one histogram; `None` for no result.
 pub(crate) fn apply(name: &str, w: &HWindow<'_>, a: &mut Annotations) -> Option<Out> {
     let (fl, hs) = (w.floats, w.hists);

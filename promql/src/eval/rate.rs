@@ -1,7 +1,7 @@
 //! `rate`, `increase`, `delta` (with Prometheus' extrapolation), their anchored/smoothed
 //! variants, and `irate`/`idelta`.
 
-use super::selector::interpolate;
+use super::numeric::interpolate;
 use super::{FPoint, start_timestamps};
 
 /// Where a window sits in time, for functions that look at its boundaries.

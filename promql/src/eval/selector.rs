@@ -10,6 +10,7 @@ use std::sync::Arc;
 use storage::query::StartTimestamp;
 use storage::{CounterResetHint, HistogramSample, Matcher, Sample, SeriesRef, is_stale};
 
+use super::numeric::interpolate;
 use super::parallel::{SeriesCtx, estimate_points};
 use super::{Evaluator, FPoint, Grid, HPoint, Series, Val, float_histogram, start_timestamps};
 use crate::error::{Error, Result};
@@ -106,11 +107,6 @@ pub(crate) fn explicit_reset_hints(hs: &mut [HPoint]) {
             prev = Some(full);
         }
     }
-}
-
-/// Linear interpolation between two points at time `t`.
-pub(crate) fn interpolate(p1: FPoint, p2: FPoint, t: i64) -> f64 {
-    p1.f + (p2.f - p1.f) * (t - p1.t) as f64 / (p2.t - p1.t) as f64
 }
 
 impl<'a> Evaluator<'a> {
