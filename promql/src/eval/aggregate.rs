@@ -8,6 +8,7 @@ use storage::{CounterResetHint, FloatHistogram, Label, Labels};
 
 use super::float_histogram::{self as fh, Combined};
 use super::histogram_sum;
+use super::labels::group_labels;
 use super::numeric::{fmt_g, go_max, go_min, kahan_inc, quantile};
 use super::series::{OutputBuilder, StepCursor};
 use super::{Evaluator, Grid, HashMap, Val, labels};
@@ -46,19 +47,6 @@ fn incompatible_warning(l: &Labels) -> String {
         "vector contains a mix of histograms with exponential and custom buckets schemas for metric name {:?}",
         labels::metric_name(l)
     )
-}
-
-/// Labels identifying an input series' group.
-pub(super) fn group_labels(l: &Labels, grouping: &[String], without: bool) -> Labels {
-    if without {
-        let mut names: Vec<&str> = grouping.iter().map(String::as_str).collect();
-        names.push(storage::METRIC_NAME);
-        labels::without(l, &names)
-    } else if grouping.is_empty() {
-        Labels::default()
-    } else {
-        labels::keep(l, grouping)
-    }
 }
 
 /// An aggregation parameter over all steps, with Go's NaN-propagating min and max.

@@ -23,10 +23,11 @@ use storage::window::{Extreme, ScanStats};
 
 use std::time::Instant;
 
+use super::labels::group_labels;
 use super::parallel::{SeriesCtx, estimate_points, run_items};
 use super::range_fn::Source;
 use super::series::OutputBuilder;
-use super::{Evaluator, Grid, HashMap, Val, aggregate::group_labels};
+use super::{Evaluator, Grid, HashMap, Val};
 use crate::error::Result;
 use crate::options::EngineOptions;
 use crate::parser::ast::{AggOp, AggregateExpr, Call, Expr};

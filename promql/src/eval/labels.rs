@@ -2,6 +2,13 @@
 
 use storage::{Label, Labels};
 
+/// Maps and sets keyed by label sets and signatures. foldhash (randomly seeded per map, like
+/// std's) instead of SipHash: hashing a TSBS series' ten labels with SipHash was 2 % of a
+/// small query, checking an eight-series result for duplicate label sets.
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// See [`HashMap`].
+pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 /// `l` without the labels named in `names`.
 pub(crate) fn without(l: &Labels, names: &[&str]) -> Labels {
     if !l.iter().any(|x| names.contains(&x.name.as_ref())) {
@@ -35,6 +42,25 @@ pub(crate) fn set(l: &Labels, name: &str, value: &str) -> Labels {
 /// The metric name or "".
 pub(crate) fn metric_name(l: &Labels) -> &str {
     l.metric_name().unwrap_or("")
+}
+
+/// Creates labels without `__name__`, `__type__` and `__unit__` (what Prometheus drops when a
+/// function changes a metric's meaning).
+pub(crate) fn drop_metric_labels(l: &Labels) -> Labels {
+    without(l, &[storage::METRIC_NAME, "__type__", "__unit__"])
+}
+
+/// Labels identifying an input series' group.
+pub(crate) fn group_labels(l: &Labels, grouping: &[String], without: bool) -> Labels {
+    if without {
+        let mut names: Vec<&str> = grouping.iter().map(String::as_str).collect();
+        names.push(storage::METRIC_NAME);
+        self::without(l, &names)
+    } else if grouping.is_empty() {
+        Labels::default()
+    } else {
+        keep(l, grouping)
+    }
 }
 
 /// A valid label name (UTF-8, non-empty), as Prometheus 3 accepts them.

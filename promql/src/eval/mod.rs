@@ -13,6 +13,7 @@ mod aggregate_columns;
 mod binary;
 pub(crate) mod float_histogram;
 mod functions;
+mod grid;
 mod group_extreme;
 mod histogram;
 mod histogram_fns;
@@ -34,7 +35,7 @@ mod start_timestamps;
 
 use std::time::Instant;
 
-use storage::{Labels, Querier};
+use storage::Querier;
 
 use crate::annotations::Annotations;
 use crate::error::{Error, Result};
@@ -45,50 +46,11 @@ use crate::parser::ast::{AtModifier, BinOp, DurationExpr, DurationOp, Expr, Subq
 /// `DetectReset`), for storages that assign counter-reset hints on append as Prometheus' TSDB
 /// does.
 pub use float_histogram::detect_reset as detect_histogram_reset;
-pub(crate) use series::{FPoint, HPoint, Series, has_duplicate_labels, merge_same_labelsets};
-
-/// Maps and sets keyed by label sets and signatures. foldhash (randomly seeded per map, like
-/// std's) instead of SipHash: hashing a TSBS series' ten labels with SipHash was 2 % of a
-/// small query, checking an eight-series result for duplicate label sets.
-pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-/// See [`HashMap`].
-pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
-
-/// The evaluation timestamps: `start, start+step, ..., <= end` (ms). `step >= 1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Grid {
-    pub start: i64,
-    pub end: i64,
-    pub step: i64,
-}
-
-impl Grid {
-    /// Number of evaluation steps.
-    pub fn len(&self) -> usize {
-        if self.end < self.start { 0 } else { (self.end.saturating_sub(self.start) / self.step) as usize + 1 }
-    }
-
-    /// Timestamp of step `i`.
-    pub fn ts(&self, i: usize) -> i64 {
-        self.start + i as i64 * self.step
-    }
-
-    /// Step index of timestamp `t` (which must be on the grid).
-    pub fn index(&self, t: i64) -> usize {
-        ((t - self.start) / self.step) as usize
-    }
-
-    /// A single evaluation (instant query, or a step-invariant part).
-    pub fn is_instant(&self) -> bool {
-        self.start == self.end
-    }
-
-    /// Iterates over all step timestamps.
-    pub fn timestamps(&self) -> impl Iterator<Item = i64> + use<> {
-        let g = *self;
-        (0..g.len()).map(move |i| g.ts(i))
-    }
-}
+pub(crate) use grid::Grid;
+pub(crate) use labels::{HashMap, drop_metric_labels};
+pub(crate) use series::{
+    FPoint, HPoint, Series, duplicate_labelset, has_duplicate_labels, merge_same_labelsets,
+};
 
 /// The value of a sub-expression over a grid.
 #[derive(Debug, Clone)]
@@ -204,11 +166,6 @@ impl HistStatsScope {
         self.below_bucket_user = true;
         self
     }
-}
-
-/// Error for duplicate output series; the exact text Prometheus uses.
-pub(crate) fn duplicate_labelset() -> Error {
-    Error::Execution("vector cannot contain metrics with the same labelset".to_string())
 }
 
 impl<'a> Evaluator<'a> {
@@ -472,10 +429,4 @@ impl<'a> Evaluator<'a> {
         }
         Ok((inner, range, refs))
     }
-}
-
-/// Creates labels without `__name__`, `__type__` and `__unit__` (what Prometheus drops when a
-/// function changes a metric's meaning).
-pub(crate) fn drop_metric_labels(l: &Labels) -> Labels {
-    labels::without(l, &[storage::METRIC_NAME, "__type__", "__unit__"])
 }

@@ -69,6 +69,20 @@ impl SeriesCtx<'_> {
         }
         Ok(())
     }
+
+    /// Reads the known start timestamps of one series in `[mint, maxt]` into `buf` (replacing
+    /// its contents).
+    pub(crate) fn load_start_timestamps(
+        &mut self,
+        r: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        buf: &mut Vec<StartTimestamp>,
+    ) -> Result<()> {
+        buf.clear();
+        self.querier.start_timestamps(r, mint, maxt, buf)?;
+        Ok(())
+    }
 }
 
 /// What Prometheus' `HistogramStatsIterator` (used where only a histogram's count and sum are

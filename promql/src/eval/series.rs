@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use storage::{FloatHistogram, Labels};
 
-use super::{Grid, HashMap, HashSet, drop_metric_labels, duplicate_labelset};
-use crate::error::Result;
+use super::grid::Grid;
+use super::labels::{HashMap, HashSet, drop_metric_labels};
+use crate::error::{Error, Result};
 
 /// A float point (ms, value). The layout of `storage::Sample`, so a series' samples read
 /// without stale markers are used as its points in place (`bytemuck::cast_slice`).
@@ -215,6 +216,11 @@ impl OutputBuilder {
         }
         Ok(self.series)
     }
+}
+
+/// Error for duplicate output series; the exact text Prometheus uses.
+pub(crate) fn duplicate_labelset() -> Error {
+    Error::Execution("vector cannot contain metrics with the same labelset".to_string())
 }
 
 /// True if two series share a label set.

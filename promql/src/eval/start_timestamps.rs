@@ -5,30 +5,13 @@
 //! in `rate`, `increase`, `irate` and `resets` to see counter resets the values hide, in
 //! `rate`/`increase` to count from zero at a start inside the range, and `start_timestamp()`
 //! returns them. They are read from storage only for those functions, and only for samples
-//! read by a selector: a subquery's points have none.
+//! read by a selector: a subquery's points have none. The reading is
+//! `SeriesCtx::load_start_timestamps`, next to the other readers in `selector`; this module is
+//! the rules, a leaf.
 
-use storage::SeriesRef;
 use storage::query::StartTimestamp;
 
 use super::FPoint;
-use super::parallel::SeriesCtx;
-use crate::error::Result;
-
-impl SeriesCtx<'_> {
-    /// Reads the known start timestamps of one series in `[mint, maxt]` into `buf` (replacing
-    /// its contents).
-    pub(crate) fn load_start_timestamps(
-        &mut self,
-        r: &SeriesRef,
-        mint: i64,
-        maxt: i64,
-        buf: &mut Vec<StartTimestamp>,
-    ) -> Result<()> {
-        buf.clear();
-        self.querier.start_timestamps(r, mint, maxt, buf)?;
-        Ok(())
-    }
-}
 
 /// Lines the (sparse, time-ordered) start timestamps up with `points`: `out[i]` is the start
 /// timestamp of `points[i]`, 0 if unknown. `out` stays empty when there are none at all, so

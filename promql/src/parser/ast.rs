@@ -10,8 +10,6 @@ use std::fmt;
 
 use storage::Matcher;
 
-use super::functions::FunctionSpec;
-
 /// Byte offset into the query text.
 pub type Pos = usize;
 
@@ -395,6 +393,22 @@ pub struct AggregateExpr {
     pub without: bool,
     /// Position of the operator keyword.
     pub start: Pos,
+}
+
+/// The signature of a PromQL function (the table of all of them is [`super::functions`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct FunctionSpec {
+    /// Name as written in queries.
+    pub name: &'static str,
+    /// Argument types; with `variadic != 0` the last type repeats.
+    pub args: &'static [ValueType],
+    /// 0: exactly `args.len()` arguments; n > 0: the last argument may repeat up to n times more
+    /// (or be left out); -1: the last argument may repeat without limit.
+    pub variadic: i32,
+    /// Result type.
+    pub ret: ValueType,
+    /// Needs the experimental-functions feature flag.
+    pub experimental: bool,
 }
 
 /// A function call.

@@ -2,8 +2,8 @@
 
 use storage::METRIC_NAME;
 
-use super::ParseError;
 use super::ast::*;
+use super::parse_error::ParseError;
 
 /// Checks types and structural rules; may mark `info()` label selectors and drop vector
 /// matching from operations that involve a scalar.

@@ -1,22 +1,7 @@
 //! The function table: name, argument types, result type (Prometheus' `parser/functions.go`).
 
+pub use super::ast::FunctionSpec;
 use super::ast::ValueType;
-
-/// The signature of a PromQL function.
-#[derive(Debug, PartialEq, Eq)]
-pub struct FunctionSpec {
-    /// Name as written in queries.
-    pub name: &'static str,
-    /// Argument types; with `variadic != 0` the last type repeats.
-    pub args: &'static [ValueType],
-    /// 0: exactly `args.len()` arguments; n > 0: the last argument may repeat up to n times more
-    /// (or be left out); -1: the last argument may repeat without limit.
-    pub variadic: i32,
-    /// Result type.
-    pub ret: ValueType,
-    /// Needs the experimental-functions feature flag.
-    pub experimental: bool,
-}
 
 use ValueType::{Matrix as M, Scalar as S, String as Str, Vector as V};
 

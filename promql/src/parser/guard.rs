@@ -11,7 +11,7 @@
 //! operators are counted), so the limit applies to "operators and groups per enclosing group"
 //! more than to exact tree depth.
 
-use super::ParseError;
+use super::parse_error::ParseError;
 
 #[derive(Default)]
 struct Frame {

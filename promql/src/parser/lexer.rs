@@ -9,7 +9,7 @@
 //! The whole input is tokenized up front (linear time, no recursion), which keeps the parser
 //! simple and lets it look ahead freely.
 
-use super::ParseError;
+use super::parse_error::ParseError;
 
 /// Keywords of the language. Matching is case-insensitive (`SUM BY`, `Offset`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,89 +19,16 @@ pub mod guard;
 mod lexer;
 mod modifiers;
 mod parse;
+mod parse_error;
 mod printer;
 pub mod strings;
 
 use storage::{Label, Labels, Matcher};
 
 pub use ast::Expr;
+pub use parse::{DEFAULT_MAX_DEPTH, ParseOptions};
+pub use parse_error::{ParseError, line_col};
 pub use printer::format_labels;
-
-/// Default limit on nesting depth (parentheses, unary signs, calls, `^` chains).
-pub const DEFAULT_MAX_DEPTH: usize = 256;
-
-/// Which optional parts of the language the parser accepts.
-#[derive(Debug, Clone)]
-pub struct ParseOptions {
-    /// Experimental functions and aggregations (`limitk`, `info`, `sort_by_label`, ...).
-    pub experimental_functions: bool,
-    /// Arithmetic inside durations: `[5m + 30s]`, `offset step()`.
-    pub duration_expressions: bool,
-    /// `anchored` and `smoothed` range-selector modifiers.
-    pub extended_range_selectors: bool,
-    /// `fill()`, `fill_left()`, `fill_right()` binary-operator modifiers.
-    pub binop_fill_modifiers: bool,
-    /// Maximum nesting depth; deeper queries are rejected before recursion can overflow.
-    pub max_depth: usize,
-}
-
-impl Default for ParseOptions {
-    fn default() -> Self {
-        ParseOptions {
-            experimental_functions: false,
-            duration_expressions: false,
-            extended_range_selectors: false,
-            binop_fill_modifiers: false,
-            max_depth: DEFAULT_MAX_DEPTH,
-        }
-    }
-}
-
-impl ParseOptions {
-    /// Everything enabled (what Prometheus' own test runner uses).
-    pub fn all_features() -> Self {
-        ParseOptions {
-            experimental_functions: true,
-            duration_expressions: true,
-            extended_range_selectors: true,
-            binop_fill_modifiers: true,
-            max_depth: DEFAULT_MAX_DEPTH,
-        }
-    }
-}
-
-/// A syntax or type error at a byte offset of the query.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseError {
-    /// Byte offset of the offending token.
-    pub pos: usize,
-    /// What is wrong.
-    pub msg: String,
-}
-
-impl ParseError {
-    pub(crate) fn new(pos: usize, msg: impl Into<String>) -> Self {
-        ParseError { pos, msg: msg.into() }
-    }
-
-    /// The message in Prometheus' format, `<line>:<column>: parse error: <msg>`.
-    pub fn render(&self, input: &str) -> String {
-        let (line, col) = line_col(input, self.pos);
-        format!("{line}:{col}: parse error: {}", self.msg)
-    }
-}
-
-/// 1-based line and byte column of `pos` in `input`.
-pub fn line_col(input: &str, pos: usize) -> (usize, usize) {
-    let pos = pos.min(input.len());
-    let before = &input.as_bytes()[..pos];
-    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
-    let col = match before.iter().rposition(|b| *b == b'\n') {
-        Some(nl) => pos - nl,
-        None => pos + 1,
-    };
-    (line, col)
-}
 
 /// Parses and type-checks a query.
 pub fn parse(input: &str, opts: &ParseOptions) -> Result<Expr, ParseError> {

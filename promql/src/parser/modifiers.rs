@@ -2,10 +2,10 @@
 //! arithmetic with `step()`, `range()`, `min_of`, `max_of`), `offset`, `@`, and the
 //! `anchored`/`smoothed` modifiers.
 
-use super::ParseError;
 use super::ast::*;
 use super::lexer::{Keyword, Tok};
 use super::parse::{PREC_UNARY_OPERAND, Parser, parse_number};
+use super::parse_error::ParseError;
 
 type PResult<T> = Result<T, ParseError>;
 

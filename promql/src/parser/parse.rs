@@ -14,8 +14,51 @@ use super::ast::*;
 use super::functions::{self, FunctionSpec};
 use super::lexer::{Keyword, Tok, Token};
 use super::modifiers::{set_at, set_extended, set_offset};
+use super::parse_error::ParseError;
 use super::strings::unquote;
-use super::{ParseError, ParseOptions};
+
+/// Default limit on nesting depth (parentheses, unary signs, calls, `^` chains).
+pub const DEFAULT_MAX_DEPTH: usize = 256;
+
+/// Which optional parts of the language the parser accepts.
+#[derive(Debug, Clone)]
+pub struct ParseOptions {
+    /// Experimental functions and aggregations (`limitk`, `info`, `sort_by_label`, ...).
+    pub experimental_functions: bool,
+    /// Arithmetic inside durations: `[5m + 30s]`, `offset step()`.
+    pub duration_expressions: bool,
+    /// `anchored` and `smoothed` range-selector modifiers.
+    pub extended_range_selectors: bool,
+    /// `fill()`, `fill_left()`, `fill_right()` binary-operator modifiers.
+    pub binop_fill_modifiers: bool,
+    /// Maximum nesting depth; deeper queries are rejected before recursion can overflow.
+    pub max_depth: usize,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            experimental_functions: false,
+            duration_expressions: false,
+            extended_range_selectors: false,
+            binop_fill_modifiers: false,
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
+    }
+}
+
+impl ParseOptions {
+    /// Everything enabled (what Prometheus' own test runner uses).
+    pub fn all_features() -> Self {
+        ParseOptions {
+            experimental_functions: true,
+            duration_expressions: true,
+            extended_range_selectors: true,
+            binop_fill_modifiers: true,
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
+    }
+}
 
 type PResult<T> = Result<T, ParseError>;
 
