@@ -14,7 +14,7 @@
 //! would need a custom collector per family anyway, the storage crate would have to depend on it
 //! for its histograms, and its text encoder writes OpenMetrics rather than the 0.0.4 format asked
 //! for. Hot paths only do relaxed atomic adds (and, once per request, a read lock to find the
-//! route's counters); histograms have fixed buckets ([`storage::stats::Histogram`]).
+//! route's counters); histograms have fixed buckets ([`storage::buckets::BucketHistogram`]).
 
 mod database;
 mod exposition;

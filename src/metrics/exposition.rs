@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use storage::stats::HistogramSnapshot;
+use storage::buckets::BucketSnapshot;
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -76,7 +76,7 @@ impl Exposition {
 
     /// The samples of one histogram series. Values and bounds in the snapshot are divided by
     /// `divisor` (1e9 turns nanoseconds into the seconds Prometheus wants; 1 keeps counts).
-    pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &HistogramSnapshot, divisor: f64) {
+    pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &BucketSnapshot, divisor: f64) {
         let bucket = format!("{name}_bucket");
         let mut le = String::new();
         for (bound, count) in h.bounds.iter().zip(&h.cumulative) {
@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn golden_output_of_every_kind() {
         static BOUNDS: &[u64] = &[250_000, 1_000_000_000];
-        let h = HistogramSnapshot { bounds: BOUNDS, cumulative: vec![1, 3], count: 4, sum: 7_500_000_000 };
+        let h = BucketSnapshot { bounds: BOUNDS, cumulative: vec![1, 3], count: 4, sum: 7_500_000_000 };
         let mut out = Exposition::default();
         out.family("demo_requests_total", Kind::Counter, "Requests.\nSecond line with a \\.");
         out.sample("demo_requests_total", &[("handler", "/a"), ("code", "200")], 5);
@@ -178,7 +178,7 @@ demo_up 1
     #[test]
     fn unlabelled_histograms_have_only_le() {
         static BOUNDS: &[u64] = &[1, 2];
-        let h = HistogramSnapshot { bounds: BOUNDS, cumulative: vec![0, 2], count: 2, sum: 4 };
+        let h = BucketSnapshot { bounds: BOUNDS, cumulative: vec![0, 2], count: 2, sum: 4 };
         let mut out = Exposition::default();
         out.histogram("batch_records", &[], &h, 1.0);
         assert_eq!(

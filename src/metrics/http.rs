@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use storage::stats::Histogram;
+use storage::buckets::BucketHistogram;
 
 use super::exposition::{Exposition, Kind};
 
@@ -49,14 +49,14 @@ struct Endpoint {
     /// Requests answered, indexed by `code - FIRST_CODE`.
     codes: Box<[AtomicU64]>,
     /// Time from the request reaching the router to the response head being ready, in ns.
-    duration: Histogram,
+    duration: BucketHistogram,
 }
 
 impl Endpoint {
     fn new() -> Endpoint {
         Endpoint {
             codes: (0..CODES).map(|_| AtomicU64::new(0)).collect(),
-            duration: Histogram::new(REQUEST_NANOS_BUCKETS),
+            duration: BucketHistogram::new(REQUEST_NANOS_BUCKETS),
         }
     }
 

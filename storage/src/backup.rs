@@ -149,7 +149,7 @@ mod tests {
     }
 
     fn now_s() -> i64 {
-        crate::db::now_ms() / 1000
+        crate::clock::now_ms() / 1000
     }
 
     #[test]

@@ -15,12 +15,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch_codec::{self, IdMap};
 use crate::batch_ref::BatchRef;
+use crate::buckets::{BucketHistogram, MAINTENANCE_NANOS_BUCKETS};
+use crate::clock::now_ms;
 use crate::compact::CompactMode;
 use crate::error::{Error, Result};
 use crate::filenames;
@@ -29,12 +31,11 @@ use crate::head::Head;
 use crate::index::Index;
 use crate::labels_ref::RawLabels;
 use crate::limits::{Cardinality, CardinalityStats, RejectedSeries, SeriesRejections};
-use crate::manifest::{FileEntry, Manifest, Tombstone};
+use crate::manifest::Manifest;
 use crate::options::Options;
 use crate::partition::PartitionFile;
 use crate::series_table::SeriesTable;
-use crate::snapshot::Snapshot;
-use crate::stats::{Histogram, MAINTENANCE_NANOS_BUCKETS};
+use crate::snapshot::{LiveFile, ReadState, Snapshot, State};
 use crate::types::{Batch, HistogramSample, Labels, Sample, SeriesId};
 use crate::wal::{Wal, WalOptions};
 
@@ -95,29 +96,6 @@ struct Accepted<'b> {
     hists: std::ops::Range<usize>,
 }
 
-/// A live partition file: its manifest entry and the open file.
-#[derive(Debug)]
-pub(crate) struct LiveFile {
-    pub entry: FileEntry,
-    pub file: PartitionFile,
-}
-
-/// A head that was frozen by a flush, with the WAL segment its successor starts at.
-pub(crate) struct Frozen {
-    pub head: Arc<Head>,
-    pub wal_end_segment: u64,
-}
-
-/// The immutable view readers snapshot.
-pub(crate) struct State {
-    pub head: Arc<Head>,
-    /// Frozen heads, oldest first, still being written to files.
-    pub frozen: Vec<Arc<Frozen>>,
-    /// Partition start -> live files ordered by seq.
-    pub partitions: BTreeMap<i64, Vec<Arc<LiveFile>>>,
-    pub tombstones: Arc<Vec<Tombstone>>,
-}
-
 /// Monotonic counters for `/metrics`. Bumped with relaxed atomic adds where the event happens;
 /// read at scrape time.
 #[derive(Debug)]
@@ -148,7 +126,7 @@ pub struct Counters {
     /// Total flush time in microseconds.
     pub flush_micros: AtomicU64,
     /// Duration of each completed flush, in nanoseconds.
-    pub flush_duration: Histogram,
+    pub flush_duration: BucketHistogram,
     /// Bytes written by flushes.
     pub flush_bytes: AtomicU64,
     /// Compactions completed.
@@ -158,7 +136,7 @@ pub struct Counters {
     /// Total compaction time in microseconds.
     pub compaction_micros: AtomicU64,
     /// Duration of each completed compaction, in nanoseconds.
-    pub compaction_duration: Histogram,
+    pub compaction_duration: BucketHistogram,
     /// Bytes written by compactions.
     pub compaction_bytes: AtomicU64,
     /// Partitions removed by retention.
@@ -188,12 +166,12 @@ impl Default for Counters {
             flushes: zero(),
             flush_failures: zero(),
             flush_micros: zero(),
-            flush_duration: Histogram::new(MAINTENANCE_NANOS_BUCKETS),
+            flush_duration: BucketHistogram::new(MAINTENANCE_NANOS_BUCKETS),
             flush_bytes: zero(),
             compactions: zero(),
             compaction_failures: zero(),
             compaction_micros: zero(),
-            compaction_duration: Histogram::new(MAINTENANCE_NANOS_BUCKETS),
+            compaction_duration: BucketHistogram::new(MAINTENANCE_NANOS_BUCKETS),
             compaction_bytes: zero(),
             retention_partitions_removed: zero(),
             maintenance_errors: zero(),
@@ -206,20 +184,17 @@ impl Default for Counters {
 pub(crate) struct Inner {
     pub opts: Options,
     pub dir: PathBuf,
-    pub index: Index,
+    /// What snapshots read besides the [`State`]: the index, the series table, the partition
+    /// width and the deletion flag.
+    pub shared: Arc<ReadState>,
     /// Cardinality limits; every series created while the database is open goes through it.
     pub cardinality: Cardinality,
-    pub series: SeriesTable,
     pub wal: Wal,
     pub appending: RwLock<()>,
     pub state: RwLock<Arc<State>>,
     pub maint: Mutex<Manifest>,
     pub counters: Counters,
     pub closed: AtomicBool,
-    /// Set by the first [`Db::delete`] of this process, or at open if tombstones are live: from
-    /// then on a series' newest accepted timestamp may name a deleted sample, so lookups stop
-    /// taking it as proof of data (see `snapshot::in_range`).
-    pub deleted: AtomicBool,
     /// Wakes the maintenance thread; shared with the WAL, which pulls it when it is poisoned
     /// (also from its background syncer, where no append is there to notice).
     pub wake: Arc<(Mutex<bool>, Condvar)>,
@@ -449,17 +424,21 @@ impl Db {
         }
         let inner = Arc::new(Inner {
             cardinality: Cardinality::new(opts.series_limits),
+            shared: Arc::new(ReadState {
+                index,
+                series,
+                partition_ms: opts.partition_ms,
+                block_grid_ms: opts.block_grid_ms,
+                deleted: AtomicBool::new(deleted),
+            }),
             opts,
             dir,
-            index,
-            series,
             wal,
             appending: RwLock::new(()),
             state: RwLock::new(Arc::new(state)),
             maint: Mutex::new(manifest),
             counters: Counters::default(),
             closed: AtomicBool::new(false),
-            deleted: AtomicBool::new(deleted),
             wake,
             sweep_pending: AtomicBool::new(false),
             newest: AtomicI64::new(newest.unwrap_or(i64::MIN)),
@@ -478,7 +457,7 @@ impl Db {
             files = stats.files,
             wal_records = stats.wal_records,
             wal_samples = stats.wal_samples,
-            series = inner.index.len(),
+            series = inner.shared.index.len(),
             ms = stats.duration.as_millis() as u64,
             "database opened"
         );
@@ -506,7 +485,7 @@ impl Db {
 
     /// A consistent read view. Cheap; take one per query.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::new(self.inner.clone(), self.inner.state.read().clone())
+        Snapshot::new(self.inner.shared.clone(), self.inner.state.read().clone())
     }
 
     /// Writes the head to partition files now.
@@ -545,7 +524,7 @@ impl Db {
     /// Deletes the samples in `[mint, maxt]` of series matching `matchers` (a tombstone; the data
     /// is dropped from disk by the next compaction or [`Db::clean_tombstones`]).
     pub fn delete(&self, matchers: &[crate::Matcher], mint: i64, maxt: i64) -> Result<()> {
-        self.inner.deleted.store(true, Ordering::Release);
+        self.inner.shared.deleted.store(true, Ordering::Release);
         let mut m = self.inner.maint.lock();
         self.inner.delete_locked(&mut m, matchers, mint, maxt)
     }
@@ -606,14 +585,14 @@ impl Db {
 
     /// Number of series in the index.
     pub fn series_count(&self) -> usize {
-        self.inner.index.len()
+        self.inner.shared.index.len()
     }
 
     /// Approximate heap bytes of the series index and the heads.
     pub fn memory_bytes(&self) -> (usize, usize) {
         let s = self.inner.state.read().clone();
         let heads = s.head.memory_bytes() + s.frozen.iter().map(|f| f.head.memory_bytes()).sum::<usize>();
-        (self.inner.index.memory_bytes(), heads)
+        (self.inner.shared.index.memory_bytes(), heads)
     }
 
     /// The data directory.
@@ -709,7 +688,7 @@ impl Inner {
         let mut accepted: Vec<Accepted<'_>> = Vec::with_capacity(batch.len());
         let mut kept: Vec<Sample> = Vec::with_capacity(batch.sample_count());
         let mut out_of_order = 0u64;
-        let resolved = self.cardinality.resolve(&self.index, batch, now)?;
+        let resolved = self.cardinality.resolve(&self.shared.index, batch, now)?;
         out.series_created = resolved.created;
         out.series_rejected = resolved.rejected;
         out.first_rejected_series = resolved.first_rejected;
@@ -726,7 +705,7 @@ impl Inner {
                 out.series_limited += samples.len() as u64;
                 continue;
             };
-            let mut max_t = self.series.max_t(id);
+            let mut max_t = self.shared.series.max_t(id);
             let start = kept.len();
             let starts_from = kept_starts.len();
             let mut next_start = starts.iter().peekable();
@@ -778,7 +757,7 @@ impl Inner {
             let Some(mine) = kept.get_mut(start..).filter(|k| !k.is_empty()) else { continue };
             // Raise the series' newest timestamp now, not after the WAL write, so a later entry
             // for the same series in this batch (or a concurrent batch) sees it.
-            self.series.observe(id, max_t);
+            self.shared.series.observe(id, max_t);
             let mine_starts = kept_starts.get_mut(starts_from..).filter(|k| !k.is_empty());
             if !mine.windows(2).all(|w| w[0].t < w[1].t) {
                 // Stable: among equal timestamps the later sample stays later and so wins.
@@ -806,7 +785,7 @@ impl Inner {
         let hists_of = |a: &Accepted<'_>| kept_hists.get(a.hists.clone()).unwrap_or_default();
 
         let head = self.state.read().head.clone();
-        let series = &self.series;
+        let series = &self.shared.series;
         let written = self.wal.append(|segment, buf| {
             let mark = segment + 1;
             let mut defs = Vec::new();
@@ -957,18 +936,6 @@ impl Inner {
     }
 }
 
-impl State {
-    /// A copy sharing every `Arc`.
-    pub(crate) fn clone_shallow(&self) -> State {
-        State {
-            head: self.head.clone(),
-            frozen: self.frozen.clone(),
-            partitions: self.partitions.clone(),
-            tombstones: self.tombstones.clone(),
-        }
-    }
-}
-
 /// Sorts one series' samples by time together with their start timestamps (stable: among
 /// equal timestamps the later sample stays later and so wins).
 fn sort_with_starts(samples: &mut [Sample], starts: &mut [i64]) {
@@ -977,11 +944,6 @@ fn sort_with_starts(samples: &mut [Sample], starts: &mut [i64]) {
     for ((s, st), (ds, dst)) in pairs.into_iter().zip(samples.iter_mut().zip(starts.iter_mut())) {
         (*ds, *dst) = (s, st);
     }
-}
-
-/// Milliseconds since the epoch by the wall clock.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// Takes an exclusive lock on the data directory so two processes never share it.

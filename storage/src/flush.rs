@@ -21,14 +21,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::db::{Frozen, Inner, LiveFile};
+use crate::db::Inner;
 use crate::error::Result;
 use crate::filenames;
 use crate::fsutil;
 use crate::head::{Head, Part, PartRead};
 use crate::manifest::{FileEntry, Manifest};
 use crate::partition::{FileWriter, PartitionFile};
-use crate::types::{Labels, Sample, SeriesId};
+use crate::snapshot::{Frozen, LiveFile};
+use crate::types::{Labels, SeriesId};
 
 impl Inner {
     /// Flushes the active head and any frozen heads left by an earlier failed flush.
@@ -199,7 +200,7 @@ impl Inner {
         let mut opened = Vec::with_capacity(entries.len());
         for e in &entries {
             let path = filenames::partition_file(&self.dir, e.partition, e.id);
-            let file = PartitionFile::open(&path, |labels, _| self.index.get_or_create(labels).0)?;
+            let file = PartitionFile::open(&path, |labels, _| self.shared.index.get_or_create(labels).0)?;
             opened.push(Arc::new(LiveFile { entry: e.clone(), file }));
         }
         Ok((entries, opened, bytes))
@@ -229,79 +230,8 @@ impl Inner {
         ids: impl IntoIterator<Item = SeriesId>,
     ) -> Vec<(SeriesId, Labels)> {
         let mut v: Vec<(SeriesId, Labels)> =
-            ids.into_iter().filter_map(|id| self.index.labels(id).map(|l| (id, l))).collect();
+            ids.into_iter().filter_map(|id| self.shared.index.labels(id).map(|l| (id, l))).collect();
         v.sort_by(|a, b| a.1.cmp(&b.1));
         v
-    }
-}
-
-/// Merges per-source sample runs (each sorted, unique timestamps) given in priority order:
-/// where sources share a timestamp the later source wins.
-pub(crate) fn merge_sources(mut runs: Vec<Vec<Sample>>, out: &mut Vec<Sample>) {
-    // One source into an empty output: it is the answer as it stands (sorted, unique).
-    if out.is_empty() && runs.len() == 1 {
-        if let Some(run) = runs.pop() {
-            *out = run;
-        }
-        return;
-    }
-    let mut merge = SourceConcat::new(out);
-    for r in runs {
-        let from = out.len();
-        out.extend(r);
-        merge.added(out, from);
-    }
-    merge.finish(out);
-}
-
-/// Keeps, in `v[from..]`, only the samples for which `keep` holds.
-pub(crate) fn keep_from(v: &mut Vec<Sample>, from: usize, keep: impl Fn(&Sample) -> bool) {
-    let mut w = from;
-    for r in from..v.len() {
-        if keep(&v[r]) {
-            v[w] = v[r];
-            w += 1;
-        }
-    }
-    v.truncate(w);
-}
-
-/// [`merge_sources`] for sources read straight into the output vector, one after the other in
-/// priority order, so a query's read of a series copies its samples once instead of once per
-/// level (file, partition, snapshot). Mark each source with [`SourceConcat::added`] after
-/// appending it, then call [`SourceConcat::finish`]. Sources that follow each other in time (the
-/// usual case: one file, or files then head) are left as appended; otherwise the whole tail is
-/// stably sorted by time and the last copy of each timestamp kept, which is the same answer.
-#[derive(Debug)]
-pub(crate) struct SourceConcat {
-    start: usize,
-    last: Option<i64>,
-    ordered: bool,
-}
-
-impl SourceConcat {
-    /// Starts a merge at the end of `out`.
-    pub(crate) fn new(out: &[Sample]) -> Self {
-        SourceConcat { start: out.len(), last: None, ordered: true }
-    }
-
-    /// Notes the source appended at `out[from..]` (sorted, unique timestamps; may be empty).
-    pub(crate) fn added(&mut self, out: &[Sample], from: usize) {
-        if let (Some(f), Some(l)) = (out.get(from), out.get(from..).and_then(<[Sample]>::last)) {
-            if self.last.is_some_and(|prev| f.t <= prev) {
-                self.ordered = false;
-            }
-            self.last = Some(l.t);
-        }
-    }
-
-    /// Sorts and de-duplicates the sources if they overlap in time.
-    pub(crate) fn finish(self, out: &mut Vec<Sample>) {
-        if !self.ordered {
-            if let Some(tail) = out.get_mut(self.start..) {
-                tail.sort_by_key(|s| s.t);
-            }
-            crate::head::dedup_keep_last(out, self.start);
-        }
     }
 }

@@ -37,6 +37,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::encoding::XorChunk;
 use crate::hist;
+use crate::merge::dedup_keep_last;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
 use crate::types::{FloatHistogram, HistogramSample, Sample, SeriesId};
@@ -325,21 +326,6 @@ struct Shard {
     hists: HashMap<SeriesId, BTreeMap<i64, FloatHistogram>>,
 }
 
-/// Removes all but the last sample of each run of equal timestamps in `v[start..]` (sorted).
-pub(crate) fn dedup_keep_last(v: &mut Vec<Sample>, start: usize) {
-    let mut w = start;
-    for r in start..v.len() {
-        let s = v[r];
-        if w > start && v[w - 1].t == s.t {
-            v[w - 1] = s;
-        } else {
-            v[w] = s;
-            w += 1;
-        }
-    }
-    v.truncate(w);
-}
-
 /// Ids per chunk of [`SeriesBounds`] (64 KiB of bounds per chunk).
 const BOUNDS_CHUNK_BITS: u32 = 12;
 const BOUNDS_CHUNK: usize = 1 << BOUNDS_CHUNK_BITS;
@@ -450,7 +436,7 @@ impl Head {
             min_t: AtomicI64::new(i64::MAX),
             max_t: AtomicI64::new(i64::MIN),
             time_sum_s: AtomicI64::new(0),
-            base_ms: crate::db::now_ms(),
+            base_ms: crate::clock::now_ms(),
             created: Instant::now(),
         }
     }

@@ -12,6 +12,8 @@
 pub mod backup;
 pub mod batch_codec;
 pub mod batch_ref;
+pub mod buckets;
+mod clock;
 mod compact;
 pub mod db;
 pub mod encoding;
@@ -29,6 +31,7 @@ pub mod limits;
 pub mod manifest;
 pub mod matcher;
 pub mod mem;
+mod merge;
 mod mmap;
 pub mod options;
 pub mod partition;
@@ -48,10 +51,11 @@ pub use db::{AppendOutcome, Db, Health};
 pub use error::{Error, Result};
 pub use labels_ref::{LabelPair, LabelsRef, RawLabels, RawPair};
 pub use matcher::{MatchOp, Matcher};
-pub use options::{Options, WalSync};
+pub use options::Options;
 pub use query::{Querier, SeriesRef};
 pub use snapshot::{BlockView, Snapshot};
 pub use types::{
     Batch, CounterResetHint, FloatHistogram, HistogramSample, Label, Labels, METRIC_NAME, STALE_NAN_BITS,
     Sample, SeriesId, is_stale, stale_nan,
 };
+pub use wal::WalSync;

@@ -5,18 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::limits::SeriesLimits;
-use crate::wal::ReplayProgress;
-
-/// When an appended batch counts as durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WalSync {
-    /// fsync before acknowledging every batch (concurrent batches share one fsync). Nothing
-    /// acknowledged is lost on power loss. The default.
-    PerBatch,
-    /// Acknowledge after the write(2) and fsync in the background every interval: a process
-    /// crash loses nothing, a power loss may lose up to the last interval.
-    Interval(Duration),
-}
+use crate::wal::{ReplayProgress, WalSync};
 
 /// Everything `Db::open` needs to know.
 #[derive(Debug, Clone)]

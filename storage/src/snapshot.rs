@@ -4,29 +4,31 @@
 //! snapshot may see samples appended after it was taken (never fewer than existed at that time).
 
 mod extreme;
+pub(crate) mod files;
 mod in_range;
+mod state;
 mod window;
 
 use std::sync::Arc;
 
-use crate::compact::{read_files, read_files_histograms, read_files_with_starts};
-use crate::db::{Inner, State};
 use crate::error::Result;
-use crate::flush::SourceConcat;
 use crate::hist;
 use crate::index::IndexStats;
 use crate::matcher::{Matcher, matches_all};
+use crate::merge::SourceConcat;
 use crate::partition::BlockMeta;
 use crate::query::{Querier, SeriesRef, StartTimestamp, check_selective};
 use crate::start_ts;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
 use crate::window::{Extreme, Need, ScanStats, WindowAgg};
+use files::{read_files, read_files_histograms, read_files_with_starts};
 use in_range::InRange;
+pub(crate) use state::{Frozen, LiveFile, ReadState, State};
 
 /// A consistent read view of the database; implements [`Querier`].
 #[derive(Clone)]
 pub struct Snapshot {
-    inner: Arc<Inner>,
+    shared: Arc<ReadState>,
     state: Arc<State>,
 }
 
@@ -43,16 +45,16 @@ pub struct BlockView {
 }
 
 impl Snapshot {
-    pub(crate) fn new(inner: Arc<Inner>, state: Arc<State>) -> Self {
-        Snapshot { inner, state }
+    pub(crate) fn new(shared: Arc<ReadState>, state: Arc<State>) -> Self {
+        Snapshot { shared, state }
     }
 
     fn labels(&self, id: SeriesId) -> Option<Labels> {
-        self.inner.index.labels(id)
+        self.shared.index.labels(id)
     }
 
-    fn partitions_in(&self, mint: i64, maxt: i64) -> impl Iterator<Item = &Vec<Arc<crate::db::LiveFile>>> {
-        let pms = self.inner.opts.partition_ms.max(1);
+    fn partitions_in(&self, mint: i64, maxt: i64) -> impl Iterator<Item = &Vec<Arc<LiveFile>>> {
+        let pms = self.shared.partition_ms.max(1);
         let lo = mint.div_euclid(pms).saturating_mul(pms);
         self.state.partitions.range(lo..=maxt).map(|(_, f)| f)
     }
@@ -198,7 +200,7 @@ impl Snapshot {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
-        for id in self.inner.index.select(matchers) {
+        for id in self.shared.index.select(matchers) {
             let Some(labels) = self.labels(id) else { continue };
             if in_range.has_data(id, Some(&labels))? {
                 out.push(SeriesRef { id, labels });
@@ -210,14 +212,14 @@ impl Snapshot {
 
     /// The series `matchers` select (all live series if there are none); None stands for all.
     fn candidates(&self, matchers: &[Matcher]) -> Option<Vec<SeriesId>> {
-        (!matchers.is_empty()).then(|| self.inner.index.select(matchers))
+        (!matchers.is_empty()).then(|| self.shared.index.select(matchers))
     }
 
     /// Cardinality statistics of the live series (the `/api/v1/status/tsdb` lists), each list
     /// the `limit` largest entries. Computed from the index alone, whatever the time range of
     /// the series' data.
     pub fn index_stats(&self, limit: usize) -> IndexStats {
-        self.inner.index.stats(limit)
+        self.shared.index.stats(limit)
     }
 
     /// Chunks held in memory by the active and frozen heads.
@@ -304,7 +306,7 @@ impl Querier for Snapshot {
     }
 
     fn block_grid_ms(&self) -> Option<i64> {
-        let grid = self.inner.opts.block_grid_ms;
+        let grid = self.shared.block_grid_ms;
         (grid > 0).then_some(grid)
     }
 
@@ -314,7 +316,7 @@ impl Querier for Snapshot {
             return Ok(Vec::new());
         }
         let candidates = self.candidates(matchers);
-        self.inner.index.label_names_where(candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
+        self.shared.index.label_names_where(candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
     }
 
     fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
@@ -323,7 +325,7 @@ impl Querier for Snapshot {
             return Ok(Vec::new());
         }
         let candidates = self.candidates(matchers);
-        self.inner
+        self.shared
             .index
             .label_values_where(name, candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
     }

@@ -11,8 +11,8 @@ use crate::encoding::{
     integral_indexed_values, integral_values, sum_block_until,
 };
 use crate::error::{Error, Result};
-use crate::flush::keep_from;
 use crate::hist;
+use crate::merge::keep_from;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
 use crate::types::{HistogramSample, Label, Labels, Sample, SeriesId};

@@ -27,7 +27,7 @@
 use super::Snapshot;
 use super::window::{Block, contained, exclusive, file_blocks, read_heads, well_ordered};
 use crate::error::Result;
-use crate::flush::merge_sources;
+use crate::merge::merge_sources;
 use crate::query::{Querier, SeriesRef};
 use crate::types::Sample;
 use crate::window::{Extreme, ScanStats, fold_extreme, span};

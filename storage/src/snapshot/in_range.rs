@@ -25,9 +25,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use super::LiveFile;
 use super::Snapshot;
-use crate::compact::read_files;
-use crate::db::LiveFile;
+use super::files::read_files;
 use crate::error::Result;
 use crate::head::Head;
 use crate::manifest::Tombstone;
@@ -86,7 +86,7 @@ impl<'a> InRange<'a> {
                 check.files.push(FileCheck { file, covered: e.min_t >= mint && e.max_t <= maxt, tombstones });
             }
         }
-        let nothing_deleted = s.tombstones.is_empty() && !snap.inner.deleted.load(Ordering::Acquire);
+        let nothing_deleted = s.tombstones.is_empty() && !snap.shared.deleted.load(Ordering::Acquire);
         // Retention removes whole partitions, oldest first: a sample in or after the oldest kept
         // partition was not removed by it. Without partitions, the heads hold all the data.
         let kept_from = match s.partitions.keys().next() {
@@ -111,7 +111,7 @@ impl<'a> InRange<'a> {
         if self.is_empty() {
             return Ok(false);
         }
-        let newest = self.snap.inner.series.max_t(id);
+        let newest = self.snap.shared.series.max_t(id);
         if newest < self.mint {
             return Ok(false);
         }

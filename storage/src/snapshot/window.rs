@@ -38,11 +38,11 @@
 
 use std::sync::Arc;
 
+use super::LiveFile;
 use super::Snapshot;
-use crate::db::LiveFile;
 use crate::error::Result;
-use crate::flush::{keep_from, merge_sources};
 use crate::matcher::matches_all;
+use crate::merge::{keep_from, merge_sources};
 use crate::partition::BlockMeta;
 use crate::query::SeriesRef;
 use crate::types::{Sample, is_stale};

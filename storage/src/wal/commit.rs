@@ -29,8 +29,8 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::buckets::{BucketHistogram, BucketSnapshot, GROUP_COMMIT_RECORDS_BUCKETS};
 use crate::error::Result;
-use crate::stats::{GROUP_COMMIT_RECORDS_BUCKETS, Histogram, HistogramSnapshot};
 
 /// Syncs a segment file, poisoning the WAL on failure.
 pub(crate) type FsyncFn<'a> = &'a dyn Fn(&File) -> Result<()>;
@@ -45,7 +45,7 @@ pub(crate) struct Commit {
     /// Signalled when an appender leaves while a leader is gathering.
     drained: Condvar,
     /// Records each successful fsync made durable (those that made none are not counted).
-    batch_records: Histogram,
+    batch_records: BucketHistogram,
 }
 
 struct State {
@@ -103,7 +103,7 @@ impl Commit {
             }),
             changed: Condvar::new(),
             drained: Condvar::new(),
-            batch_records: Histogram::new(GROUP_COMMIT_RECORDS_BUCKETS),
+            batch_records: BucketHistogram::new(GROUP_COMMIT_RECORDS_BUCKETS),
         }
     }
 
@@ -194,7 +194,7 @@ impl Commit {
     }
 
     /// How many records each fsync made durable, since the WAL opened.
-    pub fn batch_records(&self) -> HistogramSnapshot {
+    pub fn batch_records(&self) -> BucketSnapshot {
         self.batch_records.snapshot()
     }
 

@@ -40,18 +40,28 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::buckets::{BucketHistogram, BucketSnapshot, FSYNC_NANOS_BUCKETS};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::fault::{self, Op};
 use crate::fsutil;
-use crate::options::WalSync;
-use crate::stats::{FSYNC_NANOS_BUCKETS, Histogram, HistogramSnapshot};
 
 use commit::Commit;
 use format::{FRAME_HEADER_LEN, MAX_PAYLOAD_LEN};
 use segment::ActiveSegment;
 
 pub use progress::{ReplayProgress, ReplayStatus};
+
+/// When an appended batch counts as durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalSync {
+    /// fsync before acknowledging every batch (concurrent batches share one fsync). Nothing
+    /// acknowledged is lost on power loss. The default.
+    PerBatch,
+    /// Acknowledge after the write(2) and fsync in the background every interval: a process
+    /// crash loses nothing, a power loss may lose up to the last interval.
+    Interval(Duration),
+}
 
 /// How to open a WAL.
 #[derive(Debug, Clone)]
@@ -163,7 +173,7 @@ struct Counters {
     fsync_nanos_total: AtomicU64,
     fsync_nanos_max: AtomicU64,
     /// Latency of every fdatasync, in nanoseconds.
-    fsync_duration: Histogram,
+    fsync_duration: BucketHistogram,
 }
 
 impl Default for Counters {
@@ -174,7 +184,7 @@ impl Default for Counters {
             fsyncs: AtomicU64::new(0),
             fsync_nanos_total: AtomicU64::new(0),
             fsync_nanos_max: AtomicU64::new(0),
-            fsync_duration: Histogram::new(FSYNC_NANOS_BUCKETS),
+            fsync_duration: BucketHistogram::new(FSYNC_NANOS_BUCKETS),
         }
     }
 }
@@ -427,12 +437,12 @@ impl Wal {
     }
 
     /// fdatasync latency since open, in nanoseconds.
-    pub fn fsync_durations(&self) -> HistogramSnapshot {
+    pub fn fsync_durations(&self) -> BucketSnapshot {
         self.inner.counters.fsync_duration.snapshot()
     }
 
     /// Records made durable per fdatasync since open: how well group commit batches.
-    pub fn group_commit_records(&self) -> HistogramSnapshot {
+    pub fn group_commit_records(&self) -> BucketSnapshot {
         self.inner.commit.batch_records()
     }
 }
