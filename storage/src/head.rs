@@ -9,7 +9,7 @@
 //! a sender that writes everything out of order (a backfill, batches taken from one shared
 //! queue) is bounded by the same flush thresholds. Reads merge the parts, out-of-order writes
 //! winning at equal timestamps (last write wins); a flush writes the two parts to separate
-//! files (`crate::flush`). The head is sharded by series id: an append locks only the shards
+//! files (`crate::db::flush`). The head is sharded by series id: an append locks only the shards
 //! of the series it touches, and a read locks one shard for one series at a time.
 //!
 //! Beside the shards, [`SeriesBounds`] keeps each series' oldest and newest timestamp in a vector

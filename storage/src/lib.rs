@@ -9,19 +9,16 @@
 //!
 //! This crate knows nothing about HTTP, wire formats or PromQL.
 
-pub mod backup;
 pub mod batch_codec;
 pub mod batch_ref;
 pub mod buckets;
 mod clock;
-mod compact;
 pub mod db;
 pub mod encoding;
 pub mod error;
 pub mod failpoint;
 pub mod fault;
 pub mod filenames;
-mod flush;
 pub mod fsutil;
 pub mod head;
 pub mod hist;
@@ -37,11 +34,9 @@ pub mod options;
 pub mod partition;
 pub mod powercut;
 pub mod query;
-mod recovery;
 pub mod series_table;
 pub mod snapshot;
 pub mod start_ts;
-pub mod stats;
 pub mod types;
 pub mod wal;
 pub mod window;

@@ -14,7 +14,7 @@
 //! again. Two ways out: a restart (recovery sorts out what reached the disk), or
 //! [`Wal::restart_after_poison`], which starts a fresh segment once the caller has stored every
 //! acknowledged record elsewhere (the database flushes its heads to partition files first, see
-//! `crate::recovery`).
+//! `crate::db::recovery`).
 
 // Recovery reads whatever a crash left on disk: no panicking shortcuts outside tests.
 #![cfg_attr(

@@ -23,10 +23,14 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::db::Inner;
+use super::Inner;
 use crate::error::Result;
 use crate::filenames;
 use crate::manifest::Manifest;
+
+/// The log target this module had before it moved into `db/` (operators filter by it, and
+/// docs/operations.md quotes it).
+const LOG_TARGET: &str = "storage::recovery";
 
 /// The first retry comes this long after a failed attempt ...
 const BACKOFF_MIN: Duration = Duration::from_millis(250);
@@ -82,6 +86,7 @@ impl Inner {
             Ok(()) => {
                 let (took, attempts) = backoff.succeeded();
                 tracing::info!(
+                    target: LOG_TARGET,
                     ms = took.as_millis() as u64,
                     attempts,
                     "storage recovered from an I/O failure: writes are accepted again"
@@ -91,6 +96,7 @@ impl Inner {
             Err(e) => {
                 backoff.failed(Instant::now());
                 tracing::warn!(
+                    target: LOG_TARGET,
                     error = %e,
                     attempts = backoff.attempts,
                     retry_in_ms = backoff.wait(Instant::now()).as_millis() as u64,
@@ -115,7 +121,7 @@ impl Inner {
         if result.is_ok()
             && let Err(e) = self.sweep_locked(m)
         {
-            tracing::warn!(error = %e, "could not remove files left by failed writes; will retry");
+            tracing::warn!(target: LOG_TARGET, error = %e, "could not remove files left by failed writes; will retry");
         }
         result
     }
@@ -157,11 +163,11 @@ impl Inner {
         let swept = m
             .store(&filenames::manifest(&self.dir))
             .map_err(crate::error::Error::from)
-            .and_then(|()| crate::db::remove_strays(&self.dir, m));
+            .and_then(|()| super::remove_strays(&self.dir, m));
         match swept {
             Ok(n) => {
                 if n > 0 {
-                    tracing::info!(removed = n, "removed files left by failed writes");
+                    tracing::info!(target: LOG_TARGET, removed = n, "removed files left by failed writes");
                 }
                 Ok(())
             }

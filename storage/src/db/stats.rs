@@ -6,10 +6,10 @@
 //! computed when asked (head and disk statistics, read at scrape time so they cost nothing
 //! between scrapes).
 //!
-//! [`Counters`]: crate::db::Counters
+//! [`Counters`]: super::Counters
 
+use super::Db;
 use crate::buckets::BucketSnapshot;
-use crate::db::Db;
 use crate::error::Result;
 use crate::filenames;
 

@@ -9,6 +9,12 @@
 //! - `maint` serialises maintenance (flush, compaction, retention, deletion) and guards the
 //!   in-memory copy of the manifest; it is never taken on the append or query path.
 
+pub mod backup;
+mod compact;
+mod flush;
+mod recovery;
+pub mod stats;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -23,7 +29,6 @@ use crate::batch_codec::{self, IdMap};
 use crate::batch_ref::BatchRef;
 use crate::buckets::{BucketHistogram, MAINTENANCE_NANOS_BUCKETS};
 use crate::clock::now_ms;
-use crate::compact::CompactMode;
 use crate::error::{Error, Result};
 use crate::filenames;
 use crate::fsutil;
@@ -38,6 +43,7 @@ use crate::series_table::SeriesTable;
 use crate::snapshot::{LiveFile, ReadState, Snapshot, State};
 use crate::types::{Batch, HistogramSample, Labels, Sample, SeriesId};
 use crate::wal::{Wal, WalOptions};
+use compact::CompactMode;
 
 /// Whether the database can take writes right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -537,9 +543,9 @@ impl Db {
 
     /// Writes a consistent copy of the database into `dir` (new or empty) that a new strata can
     /// open: the admin API's snapshot. `with_head` flushes the head first so the copy has every
-    /// acknowledged sample. See [`crate::backup`].
-    pub fn backup_to(&self, dir: &Path, with_head: bool) -> Result<crate::backup::BackupStats> {
-        crate::backup::backup_to(&self.inner, dir, with_head)
+    /// acknowledged sample. See [`backup`].
+    pub fn backup_to(&self, dir: &Path, with_head: bool) -> Result<backup::BackupStats> {
+        backup::backup_to(&self.inner, dir, with_head)
     }
 
     /// Writable or not, and why.
@@ -872,7 +878,7 @@ impl Inner {
     }
 
     fn maintenance_loop(&self) {
-        let mut backoff = crate::recovery::Backoff::new();
+        let mut backoff = recovery::Backoff::new();
         loop {
             {
                 let wait = if self.wal.poisoned().is_some() {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::db::Inner;
+use super::Inner;
 use crate::error::Result;
 use crate::filenames;
 use crate::fsutil;
@@ -30,6 +30,10 @@ use crate::manifest::{FileEntry, Manifest};
 use crate::partition::{FileWriter, PartitionFile};
 use crate::snapshot::{Frozen, LiveFile};
 use crate::types::{Labels, SeriesId};
+
+/// The log target this module had before it moved into `db/` (operators filter by it, and
+/// docs/operations.md quotes it).
+const LOG_TARGET: &str = "storage::flush";
 
 impl Inner {
     /// Flushes the active head and any frozen heads left by an earlier failed flush.
@@ -117,13 +121,14 @@ impl Inner {
         crate::failpoint::hit("flush.before_wal_remove");
         if let Err(e) = self.wal.remove_segments_before(frozen.wal_end_segment) {
             // Committed: replay starts after them, and a later flush or startup deletes them.
-            tracing::warn!(error = %e, "flush: could not delete flushed WAL segments; will retry");
+            tracing::warn!(target: LOG_TARGET, error = %e, "flush: could not delete flushed WAL segments; will retry");
         }
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.counters.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.counters.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         self.counters.flush_duration.observe_duration(started.elapsed());
         tracing::debug!(
+            target: LOG_TARGET,
             files = opened.len(),
             bytes,
             ms = started.elapsed().as_millis() as u64,
@@ -213,7 +218,7 @@ impl Inner {
         for path in created {
             for p in [path.clone(), fsutil::tmp_path(path)] {
                 if let Err(e) = fsutil::remove_path(&p) {
-                    tracing::warn!(error = %e, "could not remove a file of a failed write; will retry");
+                    tracing::warn!(target: LOG_TARGET, error = %e, "could not remove a file of a failed write; will retry");
                     self.sweep_pending.store(true, Ordering::Release);
                 }
             }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::db::Inner;
+use super::Inner;
 use crate::error::Result;
 use crate::filenames;
 use crate::fsutil;
@@ -31,6 +31,10 @@ use crate::partition::{FileWriter, PartitionFile};
 use crate::snapshot::LiveFile;
 use crate::snapshot::files::{read_files_histograms, read_files_with_starts};
 use crate::types::SeriesId;
+
+/// The log target this module had before it moved into `db/` (operators filter by it, and
+/// docs/operations.md quotes it).
+const LOG_TARGET: &str = "storage::compact";
 
 /// Which files a compaction pass merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,7 +207,7 @@ impl Inner {
         for f in run {
             if let Err(e) = fsutil::remove_path(f.file.path()) {
                 // Committed: the input is no longer listed, so a sweep or startup removes it.
-                tracing::warn!(error = %e, "compaction: could not delete an input file; will retry");
+                tracing::warn!(target: LOG_TARGET, error = %e, "compaction: could not delete an input file; will retry");
                 self.sweep_pending.store(true, Ordering::Release);
             }
         }
@@ -214,6 +218,7 @@ impl Inner {
         self.counters.compaction_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         self.counters.compaction_duration.observe_duration(started.elapsed());
         tracing::debug!(
+            target: LOG_TARGET,
             partition = p,
             inputs = run.len(),
             ms = started.elapsed().as_millis() as u64,
@@ -263,14 +268,14 @@ impl Inner {
         crate::failpoint::hit("retention.before_remove");
         for p in &expired {
             if let Err(e) = fsutil::remove_path(&filenames::partition_dir(&self.dir, *p)) {
-                tracing::warn!(error = %e, "retention: could not delete a partition; will retry");
+                tracing::warn!(target: LOG_TARGET, error = %e, "retention: could not delete a partition; will retry");
                 self.sweep_pending.store(true, Ordering::Release);
             }
         }
         self.partition_writes.lock().retain(|p, _| !expired.contains(p));
         self.counters.retention_partitions_removed.fetch_add(expired.len() as u64, Ordering::Relaxed);
         self.collect_dead_series();
-        tracing::info!(partitions = expired.len(), cutoff, "retention removed partitions");
+        tracing::info!(target: LOG_TARGET, partitions = expired.len(), cutoff, "retention removed partitions");
         Ok(expired.len())
     }
 
@@ -294,7 +299,7 @@ impl Inner {
         if !dead.is_empty() {
             self.shared.index.remove(&dead);
             self.counters.series_removed.fetch_add(dead.len() as u64, Ordering::Relaxed);
-            tracing::info!(series = dead.len(), "removed series with no data left");
+            tracing::info!(target: LOG_TARGET, series = dead.len(), "removed series with no data left");
         }
     }
 
