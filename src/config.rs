@@ -345,7 +345,7 @@ impl Cli {
         opts.head_span_max_ms = self.head_span_max.as_millis();
         opts.maintenance_interval = self.maintenance_interval.as_std();
         opts.compact_files_min = self.compact_files_min;
-        opts.series_limits = storage::limits::SeriesLimits {
+        opts.series_limits = storage::cardinality::SeriesLimits {
             max_series: self.series_max,
             max_series_per_metric: self.series_per_metric_max,
             max_new_series_per_day: self.new_series_per_day_max,

@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::http::HeaderMap;
-use storage::limits::SeriesLimit;
+use storage::cardinality::SeriesLimit;
 use storage::{AppendOutcome, BatchRef};
 
 use crate::error::ApiError;
@@ -264,13 +264,13 @@ mod tests {
         let labels = Labels::from_pairs(&[("__name__", "req"), ("id", "42")]);
         let outcome = AppendOutcome {
             appended: 5,
-            series_rejected: storage::limits::SeriesRejections {
+            series_rejected: storage::cardinality::SeriesRejections {
                 max_series_per_metric: 2,
                 max_new_series_per_day: 1,
                 ..Default::default()
             },
             series_limited: 3,
-            first_rejected_series: Some(storage::limits::RejectedSeries {
+            first_rejected_series: Some(storage::cardinality::RejectedSeries {
                 labels,
                 limit: SeriesLimit::MaxSeriesPerMetric,
                 max: 100,

@@ -77,7 +77,7 @@ fn write_series_and_head(db: &Db, out: &mut Exposition) {
          --new-series-per-day-max), each time a write brought one.",
     );
     let refused = db.series_rejected_total();
-    for limit in storage::limits::SeriesLimit::ALL {
+    for limit in storage::cardinality::SeriesLimit::ALL {
         out.sample("strata_series_rejected_total", &[("limit", limit.name())], refused.get(limit));
     }
     out.single(

@@ -12,6 +12,10 @@
 //! same code that ships. Unlike [`crate::failpoint`], which aborts the process, these return
 //! errors and let the process carry on.
 
+// Without the `testing` feature only the hooks are called; arming faults ([`inject`], [`Fault`]) is
+// for tests, which reach it through the feature.
+#![cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -12,34 +12,41 @@
 pub mod batch_codec;
 pub mod batch_ref;
 pub mod buckets;
+pub mod cardinality;
 mod clock;
 pub mod db;
 pub mod encoding;
 pub mod error;
-pub mod failpoint;
+mod failpoint;
+#[cfg(feature = "testing")]
 pub mod fault;
+#[cfg(not(feature = "testing"))]
+mod fault;
 pub mod filenames;
 pub mod fsutil;
 pub mod head;
 pub mod hist;
 pub mod index;
 pub mod labels_ref;
-pub mod limits;
 pub mod manifest;
 pub mod matcher;
+#[cfg(any(test, feature = "testing"))]
 pub mod mem;
 mod merge;
 mod mmap;
 pub mod options;
 pub mod partition;
+#[cfg(feature = "testing")]
 pub mod powercut;
+#[cfg(not(feature = "testing"))]
+mod powercut;
 pub mod query;
 pub mod series_table;
 pub mod snapshot;
 pub mod start_ts;
 pub mod types;
 pub mod wal;
-pub mod window;
+pub mod window_agg;
 
 pub use batch_ref::{BatchRef, SeriesBuilder};
 pub use db::{AppendOutcome, Db, Health};

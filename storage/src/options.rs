@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::limits::SeriesLimits;
+use crate::cardinality::SeriesLimits;
 use crate::wal::{ReplayProgress, WalSync};
 
 /// Everything `Db::open` needs to know.
@@ -53,7 +53,7 @@ pub struct Options {
     /// A partition with at least this many files gets compacted into one.
     pub compact_files_min: usize,
     /// Cardinality limits on series creation (all 0, unlimited, by default); see
-    /// [`crate::limits`].
+    /// [`crate::cardinality`].
     pub series_limits: SeriesLimits,
 }
 

@@ -3,10 +3,13 @@
 //! `promql` and the HTTP API only ever talk to storage through [`Querier`], so they can be
 //! tested against [`crate::mem::MemStore`] and cannot reach into the engine's internals.
 
+mod decode;
+
 use crate::error::Result;
 use crate::matcher::Matcher;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
-use crate::window::{Extreme, Need, ScanStats, WindowAgg};
+use crate::window_agg::{Extreme, Need, ScanStats, WindowAgg};
+pub use decode::{decode_group_extremes, decode_window_aggregates};
 
 /// A series picked by [`Querier::select`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +114,7 @@ pub trait Querier: Send + Sync {
     /// mostly without exact sums; windows may then be [partial](WindowAgg::is_partial). With
     /// [`Need::Ends`] (`delta`) every window's [times](WindowAgg::times) are known, with
     /// [`Need::Resets`] (`rate`, `increase`) also its [resets](WindowAgg::resets), except where
-    /// a window holds more than [`MAX_RESETS`](crate::window::MAX_RESETS).
+    /// a window holds more than [`MAX_RESETS`](crate::window_agg::MAX_RESETS).
     fn window_aggregates(
         &self,
         _series: &SeriesRef,
@@ -133,7 +136,7 @@ pub trait Querier: Send + Sync {
     /// (per group of an aggregation's `by`/`without`): a storage with block statistics
     /// answers whole blocks in a window from them and leaves out blocks that cannot change the
     /// answer ([`Extreme::cannot_change`]), with exactly the bits the decoded samples give
-    /// ([`decode_group_extremes`](crate::window::decode_group_extremes), the oracle). The
+    /// ([`decode_group_extremes`](decode_group_extremes), the oracle). The
     /// default has no statistics and returns false.
     fn group_extremes(
         &self,

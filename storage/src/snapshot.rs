@@ -20,7 +20,7 @@ use crate::partition::BlockMeta;
 use crate::query::{Querier, SeriesRef, StartTimestamp, check_selective};
 use crate::start_ts;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
-use crate::window::{Extreme, Need, ScanStats, WindowAgg};
+use crate::window_agg::{Extreme, Need, ScanStats, WindowAgg};
 use files::{read_files, read_files_histograms, read_files_with_starts};
 use in_range::InRange;
 pub(crate) use state::{Frozen, LiveFile, ReadState, State};

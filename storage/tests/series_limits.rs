@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use storage::limits::{SeriesLimit, SeriesLimits};
+use storage::cardinality::{SeriesLimit, SeriesLimits};
 use storage::{Batch, Db, Labels, Options, Sample};
 
 fn now_ms() -> i64 {

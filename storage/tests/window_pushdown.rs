@@ -9,7 +9,8 @@
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
 use proptest::prelude::*;
-use storage::window::{Extreme, Need, ScanStats, WindowAgg, decode_group_extremes, decode_window_aggregates};
+use storage::query::{decode_group_extremes, decode_window_aggregates};
+use storage::window_agg::{Extreme, Need, ScanStats, WindowAgg};
 use storage::{Batch, Db, Labels, Matcher, Options, Querier, Sample, stale_nan};
 
 /// A whole hour, so hourly windows line up with hour-grid blocks.

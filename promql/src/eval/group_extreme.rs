@@ -11,7 +11,7 @@
 //! Same answer, bit for bit: the aggregation folds the per-series results with the rule
 //! `max_over_time` folds samples with, so the group's answer is that fold over all its samples
 //! in series order (the order the selector returns them, the order of the aggregation's input),
-//! which is what storage computes (see `storage::window::Extreme`). Series that end up in
+//! which is what storage computes (see `storage::window_agg::Extreme`). Series that end up in
 //! one group are grouped exactly as `aggregate.rs` groups the calls' results: the call drops the
 //! metric name, so grouping by the series' own labels gives the same groups, as long as the
 //! grouping does not name `__name__` (then this path is not taken).
@@ -19,7 +19,7 @@
 //! What differs: work, and the counters that measure it. Series with native histograms (whose
 //! annotations the engine produces) make storage decline, and the call is evaluated as usual.
 
-use storage::window::{Extreme, ScanStats};
+use storage::window_agg::{Extreme, ScanStats};
 
 use std::time::Instant;
 
@@ -78,7 +78,7 @@ impl<'a> Evaluator<'a> {
     ///
     /// Groups are cut into contiguous pieces of their series, worked on by the query pool as
     /// `map_series` works on series; each group's answer is its pieces' answers folded in
-    /// order, which is the fold over all its series (see `storage::window::Extreme`).
+    /// order, which is the fold over all its series (see `storage::window_agg::Extreme`).
     pub(crate) fn eval_group_extreme(&mut self, a: &AggregateExpr, g: Grid) -> Result<Option<Val>> {
         let Some((c, which)) = group_extreme_call(a, self.opts) else { return Ok(None) };
         // Windows storage would decline: leave before selecting anything (a declined query

@@ -115,7 +115,7 @@ pub(crate) struct Evaluator<'a> {
     pub samples_read: u64,
     pub series_selected: u64,
     /// What push-down cost (blocks from statistics, blocks and samples decoded).
-    pub scan: storage::window::ScanStats,
+    pub scan: storage::window_agg::ScanStats,
     /// Where in the query the evaluation is: decides whether selectors read histograms as
     /// Prometheus' `HistogramStatsIterator` would.
     pub hist_stats: HistStatsScope,
@@ -184,7 +184,7 @@ impl<'a> Evaluator<'a> {
             samples: SampleCounter { current: 0, peak: 0, max: opts.max_samples },
             samples_read: 0,
             series_selected: 0,
-            scan: storage::window::ScanStats::default(),
+            scan: storage::window_agg::ScanStats::default(),
             hist_stats: HistStatsScope::default(),
             ticks: 0,
             inline_points: 0,

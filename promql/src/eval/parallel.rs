@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use storage::window::ScanStats;
+use storage::window_agg::ScanStats;
 use storage::{Querier, Sample, SeriesRef};
 
 use super::{Evaluator, Series};

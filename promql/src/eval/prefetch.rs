@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use storage::SeriesRef;
-use storage::window::ScanStats;
+use storage::window_agg::ScanStats;
 
 use super::group_extreme::group_extreme_call;
 use super::parallel::{SeriesCtx, estimate_points};

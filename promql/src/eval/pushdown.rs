@@ -6,7 +6,7 @@
 //!
 //! Storage answers whole blocks from their statistics where that is exact (for sums also the
 //! part of a block after a window boundary, as its sum less the decoded part before it) and
-//! decodes the rest, with the same fold as these functions (`storage::window::WindowAgg`), so the result is
+//! decodes the rest, with the same fold as these functions (`storage::window_agg::WindowAgg`), so the result is
 //! the same bit for bit. Where it can answer nothing from statistics it says so, and the series
 //! is decoded by the usual path (a plain sample read is faster than storage's merge of decoded
 //! blocks with statistics). `EngineOptions::pushdown = false` keeps the decoding path, which is
@@ -41,7 +41,7 @@
 //! blocks that cannot change a group's answer.
 
 use storage::SeriesRef;
-use storage::window::{Need, ScanStats, WindowAgg};
+use storage::window_agg::{Need, ScanStats, WindowAgg};
 
 use super::notes::note_possible_non_counter;
 use super::parallel::SeriesCtx;

@@ -28,6 +28,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::batch_codec::{self, IdMap};
 use crate::batch_ref::BatchRef;
 use crate::buckets::{BucketHistogram, MAINTENANCE_NANOS_BUCKETS};
+use crate::cardinality::{Cardinality, CardinalityStats, RejectedSeries, SeriesRejections};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::filenames;
@@ -35,7 +36,6 @@ use crate::fsutil;
 use crate::head::Head;
 use crate::index::Index;
 use crate::labels_ref::RawLabels;
-use crate::limits::{Cardinality, CardinalityStats, RejectedSeries, SeriesRejections};
 use crate::manifest::Manifest;
 use crate::options::Options;
 use crate::partition::PartitionFile;
@@ -74,7 +74,7 @@ pub struct AppendOutcome {
     pub too_far_future: u64,
     /// The first rejected sample, for error messages.
     pub first_rejected: Option<(Labels, Sample)>,
-    /// New series refused by a cardinality limit, per limit ([`crate::limits`]).
+    /// New series refused by a cardinality limit, per limit ([`crate::cardinality`]).
     pub series_rejected: SeriesRejections,
     /// Samples not stored because their series was refused.
     pub series_limited: u64,
@@ -472,7 +472,7 @@ impl Db {
 
     /// Appends a batch. Returns once the batch is durable (per the WAL sync mode) and visible
     /// to new snapshots. Samples outside the accepted time window, and new series beyond a
-    /// cardinality limit ([`crate::limits`]), are rejected and counted in the outcome; the rest
+    /// cardinality limit ([`crate::cardinality`]), are rejected and counted in the outcome; the rest
     /// of the batch is stored. A series with an empty label set fails the
     /// whole batch with `InvalidInput` before anything is written.
     ///

@@ -199,7 +199,7 @@ fn decode_checked(
 /// True if every non-stale value of the block is an integer of magnitude below 2^53 other than
 /// -0.0, told from the header and the value codec's parameters without decoding a sample:
 /// then any sum of its values whose partial sums stay below 2^53 is exact, in any order (what
-/// push-down of `sum_over_time`/`avg_over_time` needs, see `crate::window`). `stale_count` is
+/// push-down of `sum_over_time`/`avg_over_time` needs, see `crate::window_agg`). `stale_count` is
 /// the block's stale-marker count from its statistics.
 ///
 /// False whenever that cannot be told cheaply: a timestamp section other than a constant

@@ -1,4 +1,4 @@
-//! Series per metric name, for the per-metric series limit ([`crate::limits`]): the length of
+//! Series per metric name, for the per-metric series limit ([`crate::cardinality`]): the length of
 //! the `__name__="<metric>"` postings, read under that name's lock, with no label set read.
 
 use super::Index;

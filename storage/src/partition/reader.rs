@@ -16,7 +16,7 @@ use crate::merge::keep_from;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
 use crate::types::{HistogramSample, Label, Labels, Sample, SeriesId};
-use crate::window::ScanStats;
+use crate::window_agg::ScanStats;
 
 use super::block_lists::BlockLists;
 use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, HISTS_TAG, MAGIC, STARTS_TAG, VERSION, VERSION_MIN};

@@ -30,7 +30,7 @@ use crate::error::Result;
 use crate::merge::merge_sources;
 use crate::query::{Querier, SeriesRef};
 use crate::types::Sample;
-use crate::window::{Extreme, ScanStats, fold_extreme, span};
+use crate::window_agg::{Extreme, ScanStats, fold_extreme, span};
 
 /// A run of one series' data in time order.
 enum Source<'a> {

@@ -13,7 +13,7 @@ use crate::merge::{SourceConcat, keep_from, merge_sources};
 use crate::query::StartTimestamp;
 use crate::start_ts;
 use crate::types::{HistogramSample, Labels, Sample, SeriesId};
-use crate::window::ScanStats;
+use crate::window_agg::ScanStats;
 
 /// Reads a series from `files` (ascending seq) in `[mint, maxt]`, hiding tombstoned samples and
 /// letting later files win at equal timestamps. The blocks it decodes and their samples are

@@ -34,7 +34,7 @@ use crate::manifest::Tombstone;
 use crate::matcher::matches_all;
 use crate::partition::BlockMeta;
 use crate::types::{Labels, SeriesId};
-use crate::window::ScanStats;
+use crate::window_agg::ScanStats;
 
 /// A partition file that may hold data in the range.
 struct FileCheck<'a> {

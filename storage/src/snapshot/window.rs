@@ -46,7 +46,7 @@ use crate::merge::{keep_from, merge_sources};
 use crate::partition::BlockMeta;
 use crate::query::SeriesRef;
 use crate::types::{Sample, is_stale};
-use crate::window::{EXACT_LIMIT, Need, ScanStats, WindowAgg, span};
+use crate::window_agg::{EXACT_LIMIT, Need, ScanStats, WindowAgg, span};
 
 /// What a block contributes to the windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -598,9 +598,7 @@ fn fault_write(mut file: &File, path: &std::path::Path, header: &[u8]) -> io::Re
 /// are records written in two halves, so normal runs keep one syscall per record.
 fn mid_record_failpoint_armed() -> bool {
     static ARMED: OnceLock<bool> = OnceLock::new();
-    *ARMED.get_or_init(|| {
-        std::env::var("STRATA_FAILPOINT").is_ok_and(|spec| spec.split(':').next() == Some("wal.mid_record"))
-    })
+    *ARMED.get_or_init(|| failpoint::is_armed("wal.mid_record"))
 }
 
 /// Writes the first half of a frame, passes the `wal.mid_record` crash point, writes the rest.

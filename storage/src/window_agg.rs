@@ -1,7 +1,7 @@
 //! Windowed aggregates: per window of time, the count, minimum, maximum, first and last of a
 //! series' values, as `min|max|count|first|last|present_over_time` need them.
 //!
-//! The point is push-down: a [`Querier`] that keeps per-block statistics (the
+//! The point is push-down: a [`Querier`](crate::Querier) that keeps per-block statistics (the
 //! [`Snapshot`](crate::Snapshot)) answers whole blocks from them instead of decoding their
 //! samples. That is only worth anything if the answer is the same, bit for bit, as folding the
 //! decoded samples one by one, so the fold here is defined once ([`WindowAgg::push`]) and a
@@ -26,8 +26,6 @@
 //! [`WindowAgg::resets`] say where that is known.
 
 use crate::encoding::BlockStats;
-use crate::error::Result;
-use crate::query::{Querier, SeriesRef};
 use crate::types::{Sample, is_stale};
 
 /// The aggregate of one window's non-stale samples (stale markers are not values in PromQL).
@@ -85,8 +83,8 @@ pub const MAX_RESETS: usize = 2;
 /// `n_resets` once the resets are not known.
 const RESETS_UNKNOWN: u8 = u8::MAX;
 
-/// What the caller of [`Querier::window_aggregates`] needs of each window, which decides which
-/// blocks statistics can answer.
+/// What the caller of [`Querier::window_aggregates`](crate::Querier::window_aggregates) needs of
+/// each window, which decides which blocks statistics can answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
     /// Count, min, max, first and last values (`min|max|count|first|last|present_over_time`):
@@ -335,29 +333,9 @@ impl ScanStats {
     }
 }
 
-/// The decoding answer, for any [`Querier`]: reads the samples covering all windows once and
-/// folds each window. The oracle the push-down path is tested against.
-pub fn decode_window_aggregates<Q: Querier + ?Sized>(
-    q: &Q,
-    series: &SeriesRef,
-    windows: &[(i64, i64)],
-    out: &mut Vec<WindowAgg>,
-    stats: &mut ScanStats,
-) -> Result<()> {
-    let Some((mint, maxt)) = span(windows) else {
-        out.extend(windows.iter().map(|_| WindowAgg::default()));
-        return Ok(());
-    };
-    let mut samples = Vec::new();
-    q.samples(series, mint, maxt, &mut samples)?;
-    stats.samples_decoded += samples.len() as u64;
-    aggregate_sorted(&samples, windows, out);
-    Ok(())
-}
-
 /// Which extreme a group of series is folded to per window: what PromQL's
 /// `max(max_over_time(x[r]))` and `min(min_over_time(x[r]))` compute, with or without grouping
-/// labels ([`Querier::group_extremes`]).
+/// labels ([`Querier::group_extremes`](crate::Querier::group_extremes)).
 ///
 /// Both levels of those queries fold with one rule: starting from the first value, a value
 /// replaces the running one if it is larger (`Max`; smaller for `Min`) or the running one is
@@ -413,33 +391,6 @@ impl Extreme {
         };
         bound.is_nan() || loses || (bound == best && best != 0.0)
     }
-}
-
-/// The decoding answer for [`Querier::group_extremes`], for any [`Querier`]: every series'
-/// samples read once and folded into each window, series by series in `group` order. Appends
-/// one entry per window (`None`: no series has a non-stale sample in it). The oracle the
-/// push-down path is tested against.
-pub fn decode_group_extremes<Q: Querier + ?Sized>(
-    q: &Q,
-    group: &[SeriesRef],
-    windows: &[(i64, i64)],
-    which: Extreme,
-    out: &mut Vec<Option<f64>>,
-    stats: &mut ScanStats,
-) -> Result<()> {
-    let base = out.len();
-    out.extend(windows.iter().map(|_| None));
-    let Some((mint, maxt)) = span(windows) else { return Ok(()) };
-    let mut samples = Vec::new();
-    for s in group {
-        samples.clear();
-        q.samples(s, mint, maxt, &mut samples)?;
-        stats.samples_decoded += samples.len() as u64;
-        for (acc, &(lo, hi)) in out[base..].iter_mut().zip(windows) {
-            fold_extreme(which, acc, &samples, lo, hi);
-        }
-    }
-    Ok(())
 }
 
 /// Folds the non-stale values of `samples` (ascending by time) in `[lo, hi]` into `acc`.
