@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use storage::Db;
-use storage::wal::ReplayProgress;
+use storage::ReplayProgress;
 
 use crate::api::query::QueryService;
 use crate::api::read::RemoteReadService;

@@ -128,7 +128,7 @@ fn write_series_and_head(db: &Db, out: &mut Exposition) {
         "strata_storage_block_lists_bytes",
         Kind::Gauge,
         "Bytes of decoded block lists kept for queries (at most 64 MiB, freed with their files).",
-        storage::partition::block_list_bytes() as u64,
+        storage::block_list_bytes() as u64,
     );
 }
 

@@ -242,7 +242,8 @@ impl<'a> DecodedBatch<'a> {
 
 /// Decodes a batch record. Total: never panics, bounds every allocation by the input length.
 /// Labels are made to follow the rules of [`crate::Labels`] as `Labels::new` would (a record
-/// written by strata always does).
+/// written by strata always does). Replay decodes with [`decode_where`]; this is for tests.
+#[cfg(test)]
 pub fn decode(buf: &[u8]) -> Result<DecodedBatch<'_>> {
     let mut out = DecodedBatch::default();
     decode_where(buf, |_| true, &mut out)?;

@@ -3,7 +3,7 @@
 //! The rule: a file becomes visible under its final name only after its bytes are synced, and a
 //! rename is durable only after the directory is synced.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::path::Path;
 
@@ -53,15 +53,17 @@ impl From<ReplaceError> for Error {
     }
 }
 
-/// Atomically replaces `path` with `bytes`: writes `path.tmp`, fsyncs it, renames it over
-/// `path`, fsyncs the directory. After a crash `path` holds either the old or the new bytes,
-/// never a mix; a leftover `.tmp` is garbage that [`remove_tmp_files`] deletes.
+/// [`replace_atomic`] for tests, which do not care whether a failure left the new bytes in place.
+#[cfg(test)]
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     replace_atomic(path, bytes).map_err(Error::from)
 }
 
-/// [`write_atomic`], telling on failure whether the new bytes are already in place. A failure
-/// before the rename removes the `.tmp` (a full disk should not be left fuller).
+/// Atomically replaces `path` with `bytes`: writes `path.tmp`, fsyncs it, renames it over
+/// `path`, fsyncs the directory. After a crash `path` holds either the old or the new bytes,
+/// never a mix; a leftover `.tmp` is garbage that [`remove_tmp_files`] deletes. Tells on
+/// failure whether the new bytes are already in place. A failure before the rename removes the
+/// `.tmp` (a full disk should not be left fuller).
 pub fn replace_atomic(path: &Path, bytes: &[u8]) -> std::result::Result<(), ReplaceError> {
     let tmp = tmp_path(path);
     let written = (|| -> Result<()> {
@@ -153,17 +155,6 @@ pub fn remove_empty_dir(dir: &Path) -> Result<()> {
         powercut::removing(dir);
     }
     fs::remove_dir(dir).map_err(|e| Error::io(format!("remove dir {}", dir.display()), e))
-}
-
-/// Opens a file for appending, creating it if needed (the caller syncs the directory after
-/// creation if the file's existence must be durable).
-pub fn open_append(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .read(true)
-        .open(path)
-        .map_err(|e| Error::io(format!("open {}", path.display()), e))
 }
 
 /// The temporary name used while `path` is being written.

@@ -445,7 +445,9 @@ impl Head {
         &self.shards[id as usize % SHARDS]
     }
 
-    /// Appends samples (sorted by time) of one series, without start timestamps.
+    /// Appends samples (sorted by time) of one series, without start timestamps (for tests;
+    /// the database appends with [`Head::append_with_starts`]).
+    #[cfg(test)]
     pub fn append(&self, id: SeriesId, samples: &[Sample]) {
         self.append_with_starts(id, samples, &[]);
     }

@@ -2,7 +2,7 @@
 //!
 //! It is the commit point of every flush, compaction, deletion and retention run: the new
 //! manifest is written to a temporary file, fsynced and renamed over the old one
-//! ([`crate::fsutil::write_atomic`]). Whatever is on disk but not listed is garbage from an
+//! ([`crate::fsutil::replace_atomic`]). Whatever is on disk but not listed is garbage from an
 //! interrupted operation and is removed at startup. A small line-oriented text format with a
 //! trailing CRC, so an operator can read it; layout in `docs/format/manifest.md`.
 
@@ -184,7 +184,7 @@ impl Manifest {
 
     /// Reads the manifest at `path`; `None` if there is none (a new database).
     pub fn load(path: &Path) -> Result<Option<Manifest>> {
-        match std::fs::read(path) {
+        match crate::file_source::read_manifest(path) {
             Ok(bytes) => {
                 let text =
                     String::from_utf8(bytes).map_err(|_| Error::corruption(path, None, "not UTF-8"))?;

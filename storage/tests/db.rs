@@ -16,7 +16,7 @@ fn series(name: &str, host: &str) -> Labels {
     Labels::from_pairs(&[("__name__", name), ("host", host)])
 }
 
-fn append(db: &Db, l: &Labels, samples: &[(i64, f64)]) -> storage::db::AppendOutcome {
+fn append(db: &Db, l: &Labels, samples: &[(i64, f64)]) -> storage::AppendOutcome {
     let mut b = Batch::new();
     b.push(l.clone(), samples.iter().map(|&(t, v)| Sample::new(t, v)).collect());
     db.append(&b).unwrap()

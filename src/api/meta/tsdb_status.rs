@@ -18,7 +18,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use storage::index::Stat;
+use storage::Stat;
 
 use crate::api::params::Params;
 use crate::api::respond::Success;

@@ -63,7 +63,7 @@ impl PartitionFile {
     /// Opens and verifies a file (magic, version, index checksum), resolving each series' labels
     /// to a runtime id with `resolve(labels, newest timestamp of the series in this file)`.
     pub fn open(path: &Path, mut resolve: impl FnMut(&Labels, i64) -> SeriesId) -> Result<Self> {
-        let mmap = crate::mmap::map_file(path)?;
+        let mmap = crate::file_source::map_partition_file(path)?;
         let corrupt = |offset: Option<u64>, reason: &str| Error::corruption(path, offset, reason);
         let len = mmap.len();
         if len < HEADER_LEN + FOOTER_LEN {
