@@ -83,7 +83,7 @@ fn write_series_and_head(db: &Db, out: &mut Exposition) {
     out.single(
         "strata_storage_series_removed_total",
         Kind::Counter,
-        "Series removed from the index because retention left no data of theirs.",
+        "Series removed from the index because retention or cleaned tombstones left no data of theirs.",
         load(&c.series_removed),
     );
 

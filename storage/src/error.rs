@@ -65,6 +65,9 @@ pub enum Error {
         /// The limit.
         limit: u64,
     },
+    /// Another process holds the data directory's lock (a second strata started on it).
+    #[error("data directory {} is in use by another strata process", .0.display())]
+    DirectoryInUse(PathBuf),
     /// The database is shutting down.
     #[error("storage is closed")]
     Closed,

@@ -215,6 +215,31 @@ fn delete_hides_then_clean_tombstones_removes() {
     assert!(!m.contains("tombstone"), "tombstone should be gone after cleaning:\n{m}");
 }
 
+/// A series deleted whole leaves the index (and `strata_storage_series`) when its tombstone is
+/// cleaned, as retention removes the series whose data it dropped; one with data left stays.
+#[test]
+fn clean_tombstones_removes_series_left_without_data() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(opts(d.path())).unwrap();
+    let pts: Vec<(i64, f64)> = (0..10).map(|i| (BASE + i * 1000, i as f64)).collect();
+    for host in ["a", "b", "c"] {
+        append(&db, &series("m", host), &pts);
+    }
+    assert_eq!(db.series_count(), 3);
+    db.delete(&[Matcher::equal("host", "a")], i64::MIN, i64::MAX).unwrap();
+    db.delete(&[Matcher::equal("host", "b")], BASE, BASE + 4_000).unwrap();
+    // Hidden, but the files still hold the data until the tombstones are cleaned.
+    assert_eq!(db.series_count(), 3);
+    db.clean_tombstones().unwrap();
+    assert_eq!(db.series_count(), 2);
+    assert!(read(&db, &series("m", "a")).is_empty());
+    assert_eq!(read(&db, &series("m", "b")), bits(&pts[5..]));
+    // A series of the deleted name written again is a new series.
+    append(&db, &series("m", "a"), &[(BASE + 20_000, 1.0)]);
+    assert_eq!(db.series_count(), 3);
+    assert_eq!(read(&db, &series("m", "a")), bits(&[(BASE + 20_000, 1.0)]));
+}
+
 #[test]
 fn retention_drops_old_partitions() {
     let d = tempfile::tempdir().unwrap();
@@ -293,7 +318,12 @@ fn second_open_of_same_dir_is_refused() {
     let d = tempfile::tempdir().unwrap();
     let _db = Db::open(opts(d.path())).unwrap();
     let err = Db::open(opts(d.path())).err().unwrap();
-    assert!(err.to_string().contains("in use"), "{err}");
+    // Its own error, not "invalid input: ...": nothing about the request was wrong.
+    assert!(matches!(err, storage::Error::DirectoryInUse(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!("data directory {} is in use by another strata process", d.path().display())
+    );
 }
 
 /// Copies a directory tree (the golden databases are opened from a copy: opening writes).

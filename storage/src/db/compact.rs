@@ -80,6 +80,7 @@ impl Inner {
                 return Err(e);
             }
         }
+        let mut collect = false;
         // Tombstones that no longer apply to any file are done.
         let live: Vec<Tombstone> = {
             let s = self.state.read();
@@ -90,6 +91,9 @@ impl Inner {
                 .collect()
         };
         if live.len() != m.tombstones.len() {
+            // Data a tombstone hid is gone from the files now: a series deleted whole has
+            // nothing left, and leaves the index as retention's do.
+            collect = true;
             let mut next = m.clone();
             next.tombstones = live.clone();
             next.store(&filenames::manifest(&self.dir))?;
@@ -99,6 +103,9 @@ impl Inner {
                 n.tombstones = Arc::new(live);
                 n
             });
+        }
+        if collect {
+            self.collect_dead_series();
         }
         Ok(())
     }

@@ -971,10 +971,7 @@ fn lock_dir(dir: &Path) -> Result<File> {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::InvalidInput(format!(
-                    "data directory {} is in use by another strata process",
-                    dir.display()
-                )));
+                return Err(Error::DirectoryInUse(dir.to_path_buf()));
             }
             Err(std::fs::TryLockError::Error(e)) => {
                 return Err(Error::io(format!("lock {}", path.display()), e));
