@@ -1,4 +1,4 @@
-//! Measures push-down of range aggregations and the block grid's trade-off (issue 7): for each
+//! Measures push-down of range aggregations and the block grid's trade-off: for each
 //! block grid (1 min, 5 min, 1 h), one day of 15 s data for 1000 series is flushed into
 //! partition files; then `max_over_time(x[B])` stepped every B over the day, for query buckets
 //! B of 1 min, 5 min and 1 h, is timed with `EngineOptions::pushdown` on and off, and the disk

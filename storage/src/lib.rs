@@ -36,7 +36,7 @@ pub mod window_agg;
 
 // Internals storage's own tests and examples read (file formats, the WAL, the index). Still
 // public: made private, their test-only functions would be dead code in a server build.
-// TODO(issue 36): gate those functions and move these under `testing_pub_mod!`.
+// TODO: gate those functions and move these under `testing_pub_mod!`.
 pub mod encoding;
 pub mod filenames;
 pub mod hist;

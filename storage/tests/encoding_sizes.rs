@@ -234,7 +234,7 @@ fn bytes_per_sample_by_shape() {
     let slow = std::env::var("STRATA_SLOW_TESTS").as_deref() == Ok("1");
     // Upper bounds (bytes/sample) for disk at 360- and 1024-sample blocks and for the Gorilla
     // chunk, ~10% above what the encoders reach, so a regression fails. The TSBS bound at 360
-    // stays below VictoriaMetrics' 0.368-0.392 in the TSBS harness (issue 7's target).
+    // stays below VictoriaMetrics' 0.368-0.392 in the TSBS harness.
     let shapes: [(&str, Shape, [f64; 2], f64); 8] = [
         ("tsbs", tsbs, [0.35, 0.33], 1.0),
         ("noisy_floats", noisy_floats, [7.6, 7.5], 7.6),
