@@ -207,6 +207,17 @@ fn check(ctx: &Ctx, command: &str) -> Result<(), String> {
         ["strata-bench", args @ ..] => bench(ctx, args),
         ["strata", args @ ..] => strata_flags(args),
         ["cargo", rest @ ..] => cargo(ctx, &dir, &env, rest),
+        // The grown corpus a fuzz run writes to: `<fuzz dir>/corpus/<target>` of a real target.
+        ["mkdir", "-p", path] => {
+            let path = Path::new(path);
+            let target = path.file_name().and_then(|n| n.to_str()).ok_or("mkdir without a name")?;
+            match path.parent().and_then(Path::parent) {
+                Some(fuzz_dir) if path.parent().is_some_and(|p| p.ends_with("corpus")) => {
+                    exists(&dir.join(fuzz_dir).join(format!("fuzz_targets/{target}.rs")))
+                }
+                _ => Err("mkdir -p of something other than a fuzz corpus directory".into()),
+            }
+        }
         _ => Err("a command this test does not know how to check; teach bench/tests/doc_commands.rs".into()),
     }
 }
@@ -252,7 +263,7 @@ fn cargo(ctx: &Ctx, dir: &Path, env: &[&str], words: &[&str]) -> Result<(), Stri
     match *sub {
         "fmt" | "clippy" => ci_runs(ctx, &format!("cargo {sub}")),
         "fuzz" => match strip_fuzz_build_flags(opts).as_slice() {
-            ["run" | "cmin", "--fuzz-dir", fuzz_dir, target, ..] => {
+            ["run" | "cmin" | "tmin", "--fuzz-dir", fuzz_dir, target, ..] => {
                 exists(&dir.join(fuzz_dir).join(format!("fuzz_targets/{target}.rs")))
             }
             ["run" | "cmin", PLACEHOLDER, ..] => exists(&package.join("fuzz_targets")),
@@ -279,6 +290,8 @@ fn cargo(ctx: &Ctx, dir: &Path, env: &[&str], words: &[&str]) -> Result<(), Stri
                 Some(p) => Err(format!("cargo run -p {p}: unknown binary")),
             }
         }
+        // The one tool a doc tells to install: the fuzz runner.
+        "install" if rest == ["cargo-fuzz"] => Ok(()),
         "test" => {
             if opts.contains(&"--workspace") {
                 return ci_runs(ctx, "cargo test --workspace");
