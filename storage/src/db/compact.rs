@@ -186,15 +186,7 @@ impl Inner {
         } else {
             w.abort();
         }
-        if let Err(e) = next.store(&filenames::manifest(&self.dir)) {
-            drop(opened);
-            if e.replaced {
-                self.sweep_pending.store(true, Ordering::Release);
-            } else {
-                self.remove_attempt(&created);
-            }
-            return Err(e.error);
-        }
+        let opened = self.store_manifest(&next, &created, opened)?;
         *m = next;
         self.update_state(|s| {
             let mut n = s.clone_shallow();

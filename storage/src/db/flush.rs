@@ -92,15 +92,7 @@ impl Inner {
         let mut next = m.clone();
         next.files.extend(entries);
         next.wal_first_segment = frozen.wal_end_segment;
-        if let Err(e) = next.store(&filenames::manifest(&self.dir)) {
-            drop(opened);
-            if e.replaced {
-                self.sweep_pending.store(true, Ordering::Release);
-            } else {
-                self.remove_attempt(&created);
-            }
-            return Err(e.error);
-        }
+        let opened = self.store_manifest(&next, &created, opened)?;
         *m = next;
         {
             let mut writes = self.partition_writes.lock();
@@ -209,6 +201,23 @@ impl Inner {
             opened.push(Arc::new(LiveFile { entry: e.clone(), file }));
         }
         Ok((entries, opened, bytes))
+    }
+
+    /// Commits `next` as the manifest, handing `opened` (the mappings of the files it adds)
+    /// back. On failure the attempt is given up: its mappings are dropped first, then its
+    /// `created` files are removed, unless the new manifest may already have replaced the old
+    /// one, in which case the next sweep decides which files are live.
+    pub(crate) fn store_manifest<T>(&self, next: &Manifest, created: &[PathBuf], opened: T) -> Result<T> {
+        if let Err(e) = next.store(&filenames::manifest(&self.dir)) {
+            drop(opened);
+            if e.replaced {
+                self.sweep_pending.store(true, Ordering::Release);
+            } else {
+                self.remove_attempt(created);
+            }
+            return Err(e.error);
+        }
+        Ok(opened)
     }
 
     /// Removes the files a failed flush or compaction created (final names and `.tmp`s) and

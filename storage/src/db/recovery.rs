@@ -142,12 +142,7 @@ impl Inner {
         if m.wal_first_segment < next_segment {
             let mut next = m.clone();
             next.wal_first_segment = next_segment;
-            if let Err(e) = next.store(&filenames::manifest(&self.dir)) {
-                if e.replaced {
-                    self.sweep_pending.store(true, Ordering::Release);
-                }
-                return Err(e.error);
-            }
+            self.store_manifest(&next, &[], ())?;
             *m = next;
         }
         self.wal.restart_after_poison(next_segment)
