@@ -4,10 +4,13 @@
 //! corpus (`fuzz/corpus/<target>/`, see docs/fuzzing.md) is replayed too. Each file starts with
 //! the fuzz targets' mode byte.
 
+#[path = "../fuzz/fuzz_targets/checks.rs"]
+mod checks;
+
 use std::path::PathBuf;
 
 use remote::Limits;
-use remote::line::{self, Precision};
+use remote::line;
 use remote::prw::{self, Version};
 use remote::read;
 
@@ -38,40 +41,10 @@ fn files_of(dir: &std::path::Path) -> Vec<PathBuf> {
     files
 }
 
-/// The line_parse target's precision: the mode byte modulo 6.
-fn line_precision(mode: u8) -> Precision {
-    [Precision::Ns, Precision::Us, Precision::Ms, Precision::S, Precision::M, Precision::H]
-        [usize::from(mode) % 6]
-}
-
 #[test]
 fn line_corpus() {
     for data in corpus("line_parse") {
-        // The fuzz target's reading of the mode byte (precision, tight label limits) and its checks.
-        let (mode, body) = data.split_first().map(|(m, b)| (*m, b)).unwrap_or((0, &data[..]));
-        let limits = if mode & 0x80 != 0 {
-            Limits {
-                labels_per_series_max: 3,
-                label_name_bytes_max: 5,
-                label_value_bytes_max: 8,
-                ..Limits::default()
-            }
-        } else {
-            Limits::default()
-        };
-        let p = line::parse(body, line_precision(mode), 1_700_000_000_000_000_000, &limits);
-        assert_eq!(p.fields as usize, p.batch.sample_count());
-        assert!(p.errors.len() <= line::LINE_ERRORS_MAX);
-        assert!(p.bad_lines as usize >= p.errors.len());
-        assert!(p.errors.iter().all(|e| e.line >= 1));
-        for (labels, samples) in &p.batch.series {
-            assert!(!samples.is_empty());
-            assert!(labels.metric_name().is_some_and(|n| !n.is_empty()));
-            assert!(labels.len() <= limits.labels_per_series_max);
-            let names: Vec<&str> = labels.iter().map(|l| l.name.as_ref()).collect();
-            assert!(names.windows(2).all(|w| w[0] < w[1]), "{labels}");
-            assert!(labels.iter().all(|l| !l.value.is_empty()));
-        }
+        checks::line_parse(&data);
     }
 }
 
@@ -85,7 +58,7 @@ fn line_seeds_are_what_they_say() {
         let name = path.file_name().unwrap().to_str().unwrap().to_owned();
         let data = std::fs::read(&path).unwrap();
         let (mode, body) = data.split_first().unwrap();
-        let p = line::parse(body, line_precision(*mode), 0, &Limits::default());
+        let p = line::parse(body, checks::line_precision(*mode), 0, &Limits::default());
         if name.starts_with("seed_error_") || name == "seed_many_bad_lines" {
             assert!(p.bad_lines > 0, "{name}: no bad line");
         } else {
