@@ -212,7 +212,7 @@ fn refused_series_message(outcome: &AppendOutcome) -> Option<String> {
 }
 
 #[cfg(test)]
-mod status_matrix;
+mod status_matrix_tests;
 
 #[cfg(test)]
 mod tests {

@@ -772,20 +772,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn report_shows_every_figure_with_its_ratio() {
-        let ds = report_dataset();
-        let runs = vec![
-            run_result(System::Strata, Protocol::Prw, 0.5, 400_000, 2.0),
-            run_result(System::VictoriaMetrics, Protocol::Prw, 1.0, 800_000, 4.0),
-        ];
-        let ctx = Context {
+    /// The context of a by-host run of [`report_dataset`] with one query client, every system
+    /// present, started by `command`.
+    fn report_context(command: &str) -> Context {
+        Context {
             started_utc: "2026-12-01T00:00:00Z".into(),
-            command: "strata-bench compare --hosts 100".into(),
+            command: command.into(),
             machine: "test machine".into(),
             load_start: 0.1,
             load_end: 0.2,
-            dataset: ds,
+            dataset: report_dataset(),
             workers: 4,
             arrival: Arrival::ByHost,
             batch_rows: 3000,
@@ -800,9 +796,22 @@ mod tests {
             clients: vec![1],
             query_rounds: 1,
             query_types: vec!["lastpoint"],
-            absent: vec![System::InfluxDb],
+            absent: Vec::new(),
             mismatches: Vec::new(),
+            answer_sizes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn report_shows_every_figure_with_its_ratio() {
+        let runs = vec![
+            run_result(System::Strata, Protocol::Prw, 0.5, 400_000, 2.0),
+            run_result(System::VictoriaMetrics, Protocol::Prw, 1.0, 800_000, 4.0),
+        ];
+        let ctx = Context {
+            absent: vec![System::InfluxDb],
             answer_sizes: vec![("lastpoint", 1000, 1000)],
+            ..report_context("strata-bench compare --hosts 100")
         };
         let text = report::render(&ctx, &runs);
         assert!(text.contains("strata-bench compare --hosts 100"));
@@ -852,29 +861,13 @@ mod tests {
         vm.load.refused_points = 1000;
         vm.load.first_refusal = Some("write answered 400: too old".into());
         let ctx = Context {
-            started_utc: "2026-12-01T00:00:00Z".into(),
-            command: "strata-bench compare --arrival shared-queue".into(),
-            machine: "test machine".into(),
-            load_start: 0.1,
-            load_end: 0.2,
-            dataset: ds,
-            workers: 4,
             arrival: Arrival::SharedQueue,
             batch_rows: 10_000,
             round_secs: 1000,
             batches: 10,
             prometheus_ooo_window_secs: prometheus_ooo_window_secs(Arrival::SharedQueue, &ds),
             strata_args: vec!["--ooo-window=30d".into()],
-            gzip: true,
-            gzip_answers: true,
-            generate_secs: 1.0,
-            queries_per_type: 1,
-            clients: vec![1],
-            query_rounds: 1,
-            query_types: vec!["lastpoint"],
-            absent: Vec::new(),
-            mismatches: Vec::new(),
-            answer_sizes: Vec::new(),
+            ..report_context("strata-bench compare --arrival shared-queue")
         };
         let text = report::render(&ctx, &[strata.clone(), vm.clone()]);
         assert!(text.contains("Arrival order: `shared-queue`"), "{text}");

@@ -51,7 +51,7 @@ fn golden_three_samples() {
 }
 
 /// A chunk Prometheus 2.42 itself wrote (taken from the `chunks/000001` file of a TSDB
-/// snapshot after remote-writing these samples to it; tests/remote_read_e2e.rs repeats the
+/// snapshot after remote-writing these samples to it; tests/e2e/remote_read.rs repeats the
 /// comparison live): stale marker, NaN, infinities, -0.0 and irregular timestamps.
 #[test]
 fn golden_prometheus_chunk() {

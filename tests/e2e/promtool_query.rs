@@ -3,12 +3,10 @@
 //! gzip on every request, as Grafana's data source does: these answers come back gzipped
 //! (src/api/gzip.rs), and must decode to what a plain request gets.
 
-mod common;
-
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::Strata;
+use crate::common::Strata;
 use serde_json::Value;
 
 /// `promtool ARGS`: `None` if promtool is missing (allowed outside CI), else its stdout, after
@@ -18,7 +16,10 @@ fn promtool(args: &[&str]) -> Option<String> {
         Ok(out) => out,
         Err(_) => {
             let message = "promtool is not on PATH (Debian package `prometheus`; .ci/run installs it)";
-            common::skip_outside_ci("promtool_reads_gzipped_answers_as_plain_clients_read_them", message);
+            crate::common::skip_outside_ci(
+                "promtool_reads_gzipped_answers_as_plain_clients_read_them",
+                message,
+            );
             return None;
         }
     };

@@ -14,16 +14,14 @@
 //! Skipped, with a notice, when `chromium` is not installed and `CI` is not set; under CI its
 //! absence is a failure (`.ci/run` installs it).
 
-mod common;
-
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::Strata;
-use common::process::find_binary;
+use crate::common::Strata;
+use crate::common::process::peer;
 
 /// Bound on one Chromium run. Not a performance bound: a page that hangs fails the test.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -50,10 +48,7 @@ const CHROMIUM_FLAGS: [&str; 8] = [
 
 #[test]
 fn query_ui_renders_in_headless_chromium() {
-    let Some(chromium) = find_binary("chromium") else {
-        let message =
-            "chromium must be on PATH for the browser test (Debian package `chromium`; .ci/run installs it)";
-        common::skip_outside_ci("query_ui_renders_in_headless_chromium", message);
+    let Some(chromium) = peer("chromium", "chromium", "query_ui_renders_in_headless_chromium") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -139,10 +134,9 @@ fn query_ui_renders_in_headless_chromium() {
 
 #[test]
 fn query_editor_completes_metric_names_and_underlines_syntax_errors() {
-    let Some(chromium) = find_binary("chromium") else {
-        let message =
-            "chromium must be on PATH for the browser test (Debian package `chromium`; .ci/run installs it)";
-        common::skip_outside_ci("query_editor_completes_metric_names_and_underlines_syntax_errors", message);
+    let Some(chromium) =
+        peer("chromium", "chromium", "query_editor_completes_metric_names_and_underlines_syntax_errors")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -4,13 +4,11 @@
 //! `--write-max-queue-duration`, get 503 with `Retry-After`, while the request holding the slot
 //! completes normally.
 
-mod common;
-
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::Strata;
+use crate::common::Strata;
 
 /// Reads until the server closes the connection, returning what it sent and how long the close
 /// took; fails if the connection is still open after `guard`.

@@ -4,11 +4,9 @@
 //! the request is stored, the refusals are counted in `/metrics`, and `/api/v1/status/tsdb`
 //! names the metric that creates series.
 
-mod common;
-
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::Strata;
+use crate::common::Strata;
 use remote::prw::{self, Version};
 use serde_json::Value;
 use storage::{Batch, Labels, Sample};
@@ -24,7 +22,7 @@ fn now_ms() -> i64 {
 }
 
 /// A remote-write 1.0 request with one sample at `t` for each series `(metric, id)`.
-fn remote_write(strata: &Strata, series: &[(&str, &str)], t: i64) -> common::Reply {
+fn remote_write(strata: &Strata, series: &[(&str, &str)], t: i64) -> crate::common::Reply {
     let mut batch = Batch::new();
     for &(metric, id) in series {
         batch.push(Labels::from_pairs(&[("__name__", metric), ("id", id)]), vec![Sample::new(t, 1.0)]);

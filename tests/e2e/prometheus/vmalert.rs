@@ -26,10 +26,8 @@ use serde_json::Value;
 use storage::{Batch, Labels, Sample};
 
 use super::now_ms;
-use crate::common::process::{Process, find_binary, free_port, get_text, wait_for};
+use crate::common::process::{Process, free_port, get_text, peer, wait_for};
 use crate::common::{Strata, urlencode};
-
-const VMALERT: &str = "vmalert";
 
 const V1_HEADERS: [(&str, &str); 3] = [
     ("Content-Type", "application/x-protobuf"),
@@ -54,17 +52,8 @@ const RULES: &str = "groups:
 
 #[test]
 fn vmalert_records_alerts_and_restores_its_state_through_strata() {
-    let Some(vmalert) = find_binary(VMALERT) else {
-        let message = format!(
-            "{VMALERT} must be on PATH for the ruler test (Debian package `victoria-metrics`; .ci/run \
-             installs it)"
-        );
-        crate::common::skip_outside_ci(
-            "vmalert_records_alerts_and_restores_its_state_through_strata",
-            &message,
-        );
-        return;
-    };
+    let test = "vmalert_records_alerts_and_restores_its_state_through_strata";
+    let Some(vmalert) = peer("vmalert", "victoria-metrics", test) else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut strata = Strata::start(&dir.path().join("strata"));
     strata.wait_ready();

@@ -4,15 +4,13 @@
 //! (the real Debian `prometheus`, skipped when absent outside CI) and Grafana's way of sending
 //! basic auth to the query API.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::process::{Prometheus, free_port, peer};
+use crate::common::{Reply, Strata};
 use base64::Engine as _;
-use common::process::{Process, find_binary, free_port};
-use common::{Reply, Strata};
 use nix::sys::signal::Signal;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
 
@@ -215,7 +213,7 @@ fn a_missing_secret_file_stops_startup_naming_the_flag() {
     assert!(log.contains("--auth.write.bearer-token-file") && log.contains("no-such-token"), "{log}");
 
     // A user without a password file is refused by the flag parser.
-    let output = common::run_to_exit(&["--auth.read.basic-user=grafana"]);
+    let output = crate::common::run_to_exit(&["--auth.read.basic-user=grafana"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--auth.read.basic-password-file"));
 }
@@ -321,11 +319,7 @@ fn tls_serves_reloads_and_shuts_down_gracefully() {
 /// when the body was left unread.
 #[test]
 fn refused_uploads_get_their_answer_on_http1_and_http2() {
-    let Some(curl) = find_binary("curl") else {
-        common::skip_outside_ci(
-            "refused_uploads_get_their_answer_on_http1_and_http2",
-            "curl is not installed",
-        );
+    let Some(curl) = peer("curl", "curl", "refused_uploads_get_their_answer_on_http1_and_http2") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -407,36 +401,21 @@ fn a_broken_certificate_stops_startup() {
 
 #[test]
 fn prometheus_remote_writes_with_basic_auth() {
-    let Some(prometheus) = find_binary("prometheus") else {
-        let message = "prometheus must be on PATH for this test (Debian package `prometheus`)";
-        common::skip_outside_ci("prometheus_remote_writes_with_basic_auth", message);
+    let Some(prometheus) = peer("prometheus", "prometheus", "prometheus_remote_writes_with_basic_auth")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let strata = start_with_auth(dir.path(), &[]);
     let prom_addr = format!("127.0.0.1:{}", free_port());
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: prometheus\n    static_configs:\n      \
+    let config = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: prometheus\n    static_configs:\n      \
              - targets: ['{prom_addr}']\nremote_write:\n  - url: {url}\n    basic_auth:\n      username: {WRITE_USER}\n      \
              password_file: {password}\n    queue_config:\n      batch_send_deadline: 1s\n",
-            url = strata.url("/api/v1/write"),
-            password = dir.path().join("write-password").display(),
-        ),
-    )
-    .unwrap();
-    let log_path = dir.path().join("prometheus.log");
-    let _prometheus = Process::spawn(
-        &prometheus,
-        &[
-            &format!("--config.file={}", config.display()),
-            &format!("--storage.tsdb.path={}", dir.path().join("prometheus-data").display()),
-            &format!("--web.listen-address={prom_addr}"),
-        ],
-        &log_path,
+        url = strata.url("/api/v1/write"),
+        password = dir.path().join("write-password").display(),
     );
+    let prom = Prometheus::start(&prometheus, dir.path(), &prom_addr, &config, &[]);
 
     // Prometheus scrapes itself and sends the samples; they arrive only if strata took its
     // credentials. Read back with Grafana's read credentials.
@@ -453,7 +432,7 @@ fn prometheus_remote_writes_with_basic_auth() {
         assert!(
             Instant::now() < deadline,
             "no samples from Prometheus; its log:\n{}\nstrata's log:\n{}",
-            std::fs::read_to_string(&log_path).unwrap_or_default(),
+            std::fs::read_to_string(prom.log()).unwrap_or_default(),
             strata.log()
         );
         std::thread::sleep(Duration::from_millis(200));

@@ -7,13 +7,11 @@
 //! Skipped, with a message, when `influxd` is not installed and `CI` is not set; under CI its
 //! absence is a failure (`.ci/run` installs it).
 
-mod common;
-
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::process::{Process, find_binary, free_port, wait_for};
-use common::{Strata, urlencode};
+use crate::common::process::{Process, free_port, peer, wait_for};
+use crate::common::{Strata, urlencode};
 
 /// Probe lines; `{m}` stands for a measurement name unique to the line, so that no line sees
 /// another's field types.
@@ -236,12 +234,7 @@ fn strata_values(strata: &Strata, metric: &str) -> Vec<f64> {
 
 #[test]
 fn line_protocol_agrees_with_influxdb_1_6() {
-    let Some(influxd) = find_binary("influxd") else {
-        let message = "influxd must be on PATH for the line-protocol comparison (Debian package `influxdb`; \
-                       .ci/run installs it)";
-        common::skip_outside_ci("line_protocol_agrees_with_influxdb_1_6", message);
-        return;
-    };
+    let Some(influxd) = peer("influxd", "influxdb", "line_protocol_agrees_with_influxdb_1_6") else { return };
     let dir = tempfile::tempdir().unwrap();
     let (_influxd, http) = start_influxd(&influxd, dir.path());
     let agent = ureq::Agent::config_builder().http_status_as_error(true).build().new_agent();

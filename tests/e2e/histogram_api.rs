@@ -4,11 +4,9 @@
 //! Prometheus' exact JSON (`histogram`/`histograms` keys, string counts, bucket boundary rules),
 //! and evaluated with `rate` and `histogram_quantile` over HTTP.
 
-mod common;
-
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::Strata;
+use crate::common::Strata;
 use remote::prw::{self, Version};
 use serde_json::Value;
 use storage::{Batch, CounterResetHint, FloatHistogram, HistogramSample, Labels, Sample};

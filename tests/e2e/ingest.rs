@@ -2,11 +2,9 @@
 //! sender (Prometheus 2.42 cannot send 2.0), 1.0 and line protocol side by side, and what
 //! storage holds after a clean stop.
 
-mod common;
-
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{Strata, stored_histograms, stored_series};
+use crate::common::{Strata, stored_histograms, stored_series};
 use remote::prw::{self, Version};
 use storage::{Batch, CounterResetHint, FloatHistogram, HistogramSample, Labels, Sample};
 

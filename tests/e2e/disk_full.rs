@@ -6,15 +6,13 @@
 //! Needs `mount -t tmpfs` (root, as in CI); without it the test prints why it is skipped. The
 //! same recovery is tested with injected errors, always, in `storage/tests/disk_full.rs`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::Strata;
+use crate::common::Strata;
 use remote::prw::{self, Version};
 use serde_json::Value;
 use storage::{Batch, Labels, Sample};
@@ -79,7 +77,7 @@ fn now_ms() -> i64 {
 }
 
 /// Remote-writes batch `k`: one sample of `disk_full_e2e` at `t0 + k s` with value `k`.
-fn write(strata: &Strata, t0: i64, k: i64) -> common::Reply {
+fn write(strata: &Strata, t0: i64, k: i64) -> crate::common::Reply {
     let mut b = Batch::new();
     b.push(Labels::from_pairs(&[("__name__", "disk_full_e2e")]), vec![Sample::new(t0 + k * 1000, k as f64)]);
     strata.post("/api/v1/write", &V1_HEADERS, &prw::encode(Version::V1, &b, &[]))

@@ -1,9 +1,7 @@
 //! The command line of the real binary: `--help` documents every flag, bad values stop it with
 //! a message naming the flag.
 
-mod common;
-
-use common::run_to_exit;
+use crate::common::run_to_exit;
 
 /// Every flag the operations guide promises.
 const FLAGS: &[&str] = &[

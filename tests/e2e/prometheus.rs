@@ -11,18 +11,13 @@
 //! The `vmalert` module runs a ruler of the same ecosystem against strata (recording rules,
 //! alerts and their restored state); it shares this binary rather than linking another.
 
-mod common;
-#[path = "prometheus_e2e/vmalert.rs"]
 mod vmalert;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::process::{Process, find_binary, free_port, get_text, highest_sent_ms, wait_for};
-use common::{Strata, stored_series};
-
-const PROMETHEUS: &str = "prometheus";
-const NODE_EXPORTER: &str = "prometheus-node-exporter";
+use crate::common::process::{Prometheus, free_port, highest_sent_ms, peer, start_node_exporter, wait_for};
+use crate::common::{Strata, matrix_series, stored_series};
 
 /// How long Prometheus scrapes and sends. The compared interval leaves 5 s at each end.
 const RUN: Duration = Duration::from_secs(18);
@@ -35,13 +30,11 @@ type SeriesMap = BTreeMap<Vec<(String, String)>, Vec<(i64, u64)>>;
 
 #[test]
 fn strata_stores_exactly_what_prometheus_scraped() {
-    let (Some(prometheus), Some(node_exporter)) = (find_binary(PROMETHEUS), find_binary(NODE_EXPORTER))
-    else {
-        let message = format!(
-            "{PROMETHEUS} and {NODE_EXPORTER} must be on PATH for the end-to-end test (Debian packages \
-             `prometheus` and `prometheus-node-exporter`; .ci/run installs them)"
-        );
-        common::skip_outside_ci("strata_stores_exactly_what_prometheus_scraped", &message);
+    let test = "strata_stores_exactly_what_prometheus_scraped";
+    let (Some(prometheus), Some(node_exporter)) = (
+        peer("prometheus", "prometheus", test),
+        peer("prometheus-node-exporter", "prometheus-node-exporter", test),
+    ) else {
         return;
     };
 
@@ -50,45 +43,13 @@ fn strata_stores_exactly_what_prometheus_scraped() {
     let mut strata = Strata::start(&strata_dir);
     strata.wait_ready();
 
-    let node_addr = format!("127.0.0.1:{}", free_port());
-    let _node = Process::spawn(
-        &node_exporter,
-        &[
-            &format!("--web.listen-address={node_addr}"),
-            // A few cheap, always-present collectors instead of the full default set.
-            "--collector.disable-defaults",
-            "--collector.cpu",
-            "--collector.loadavg",
-            "--collector.meminfo",
-            "--collector.netdev",
-            "--collector.stat",
-        ],
-        &dir.path().join("node-exporter.log"),
-    );
-
+    let collectors = ["cpu", "loadavg", "meminfo", "netdev", "stat"];
+    let (_node, node_addr) = start_node_exporter(&node_exporter, dir.path(), &collectors);
     let prom_addr = format!("127.0.0.1:{}", free_port());
-    let config = dir.path().join("prometheus.yml");
     let strata_addr = strata.addr().to_string();
-    std::fs::write(
-        &config,
-        prometheus_config(&node_addr, &prom_addr, &strata_addr, &strata.url("/api/v1/write")),
-    )
-    .unwrap();
-    let prom_log = dir.path().join("prometheus.log");
-    let mut prom = Process::spawn(
-        &prometheus,
-        &[
-            &format!("--config.file={}", config.display()),
-            &format!("--storage.tsdb.path={}", dir.path().join("prometheus-data").display()),
-            &format!("--web.listen-address={prom_addr}"),
-        ],
-        &prom_log,
-    );
+    let config = prometheus_config(&node_addr, &prom_addr, &strata_addr, &strata.url("/api/v1/write"));
+    let mut prom = Prometheus::start(&prometheus, dir.path(), &prom_addr, &config, &[]);
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-    let prom_url = format!("http://{prom_addr}");
-    wait_for(&prom_log, "Prometheus to become ready", || {
-        get_text(&agent, &format!("{prom_url}/-/ready")).is_some_and(|(status, _)| status == 200)
-    });
 
     let started = now_ms();
     std::thread::sleep(RUN);
@@ -102,10 +63,10 @@ fn strata_stores_exactly_what_prometheus_scraped() {
     // flushes the queue only partly. The gauge is set once strata has answered a batch, in
     // whole seconds; 3 s past `to` also covers scrapes that end (and are queued) after later
     // scrapes of the other target started.
-    wait_for(&prom_log, "remote write to send past the interval", || {
-        highest_sent_ms(&agent, &prom_url).is_some_and(|sent| sent >= to + 3000)
+    wait_for(prom.log(), "remote write to send past the interval", || {
+        highest_sent_ms(&agent, &prom.url).is_some_and(|sent| sent >= to + 3000)
     });
-    let expected = prometheus_samples(&agent, &prom_url, from, to);
+    let expected = prometheus_samples(&prom, from, to);
 
     prom.terminate();
     assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());
@@ -200,52 +161,15 @@ remote_write:
 }
 
 /// The raw samples Prometheus holds in `(from, to]` for every series, stale markers hidden.
-fn prometheus_samples(agent: &ureq::Agent, url: &str, from: i64, to: i64) -> SeriesMap {
-    let range_s = (to - from) / 1000;
-    let query = format!("{{__name__=~\".+\"}}[{range_s}s]");
-    let reply = agent
-        .get(format!("{url}/api/v1/query"))
-        .query("query", &query)
-        .query("time", (to / 1000).to_string())
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_str(&reply).unwrap();
-    assert_eq!(json["status"], "success", "{reply}");
-    assert_eq!(json["data"]["resultType"], "matrix");
-    let mut out = SeriesMap::new();
-    for series in json["data"]["result"].as_array().unwrap() {
-        let mut labels: Vec<(String, String)> = series["metric"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
-            .collect();
-        labels.sort();
-        let samples = series["values"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|pair| {
-                let seconds = pair[0].as_f64().unwrap();
-                // Go formats with the shortest representation that parses back to the same bits.
-                let value = parse_go_float(pair[1].as_str().unwrap());
-                ((seconds * 1000.0).round() as i64, value_bits(value))
-            })
-            .collect();
-        out.insert(labels, samples);
-    }
-    out
-}
-
-fn parse_go_float(text: &str) -> f64 {
-    match text {
-        "+Inf" => f64::INFINITY,
-        "-Inf" => f64::NEG_INFINITY,
-        other => other.parse().unwrap(),
-    }
+fn prometheus_samples(prom: &Prometheus, from: i64, to: i64) -> SeriesMap {
+    let query = format!("{{__name__=~\".+\"}}[{}s]", (to - from) / 1000);
+    let answer = prom.query(&[("query", &query), ("time", &(to / 1000).to_string())]);
+    matrix_series(&answer)
+        .into_iter()
+        .map(|(labels, samples)| {
+            (labels, samples.into_iter().map(|(t, v)| (t, value_bits(f64::from_bits(v)))).collect())
+        })
+        .collect()
 }
 
 /// A value's bits for comparison. The JSON API writes every NaN as "NaN", so NaN payloads

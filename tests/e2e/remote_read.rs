@@ -13,30 +13,20 @@
 //! The Prometheus tests are skipped, with a message, when `prometheus` is not installed and
 //! `CI` is not set; under CI its absence is a failure (`.ci/run` installs it).
 
-mod common;
-
-use std::fs::File;
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use common::Strata;
-use common::process::find_binary;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use crate::common::process::{Prometheus, free_port, peer};
+use crate::common::{FlatSeries, Strata, matrix_series};
 use remote::prw::{self, Version};
 use remote::read::proto::{
     LabelMatcher, MATCH_RE, Query, RESPONSE_SAMPLES, RESPONSE_STREAMED_XOR_CHUNKS, ReadRequest,
 };
 use storage::{Batch, CounterResetHint, FloatHistogram, HistogramSample, Labels, STALE_NAN_BITS, Sample};
 
-/// Bound on waiting for an event (a process ready). Not a performance bound.
-const HANG_GUARD: Duration = Duration::from_secs(60);
-
 /// Series with their samples as (ms, value bits), labels as sorted pairs.
-type Flat = Vec<(Vec<(String, String)>, Vec<(i64, u64)>)>;
+type Flat = Vec<FlatSeries>;
 
 const V1_HEADERS: [(&str, &str); 3] = [
     ("Content-Type", "application/x-protobuf"),
@@ -46,7 +36,10 @@ const V1_HEADERS: [(&str, &str); 3] = [
 
 #[test]
 fn prometheus_queries_data_only_strata_holds() {
-    let Some(prometheus) = prometheus_binary("prometheus_queries_data_only_strata_holds") else { return };
+    let Some(prometheus) = peer("prometheus", "prometheus", "prometheus_queries_data_only_strata_holds")
+    else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     // Debug logging of the remote-read handler records which answer type Prometheus chose.
     let mut strata =
@@ -66,7 +59,7 @@ fn prometheus_queries_data_only_strata_holds() {
     assert_eq!(sampled, vec![flat(&written)]);
     assert_eq!(streamed, sampled);
 
-    let prom = PrometheusProcess::start(
+    let prom = start_prometheus(
         &prometheus,
         dir.path(),
         &format!("remote_read:\n  - url: {}\n    read_recent: true\n", strata.url("/api/v1/read")),
@@ -82,7 +75,7 @@ fn prometheus_queries_data_only_strata_holds() {
 
     // A range selector returns the raw samples, NaN included and stale markers hidden.
     let range = prom.query(&[("query", "strata_only_metric[1h]"), ("time", &secs(end))]);
-    let mut got = prometheus_matrix(&range);
+    let mut got = matrix_series(&range);
     got.sort();
     let mut expected = flat(&written);
     for (_, samples) in &mut expected {
@@ -123,11 +116,13 @@ fn prometheus_queries_data_only_strata_holds() {
 
 #[test]
 fn xor_chunks_are_byte_identical_to_prometheus_own() {
-    let Some(prometheus) = prometheus_binary("xor_chunks_are_byte_identical_to_prometheus_own") else {
+    let Some(prometheus) =
+        peer("prometheus", "prometheus", "xor_chunks_are_byte_identical_to_prometheus_own")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let prom = PrometheusProcess::start(
+    let prom = start_prometheus(
         &prometheus,
         dir.path(),
         "",
@@ -408,41 +403,6 @@ fn remote_read(strata: &Strata, queries: &[Query], types: &[i32]) -> Vec<Flat> {
     out
 }
 
-/// Prometheus' matrix answer as `Flat`, values parsed back to bits.
-fn prometheus_matrix(answer: &serde_json::Value) -> Flat {
-    assert_eq!(answer["data"]["resultType"], "matrix", "{answer}");
-    answer["data"]["result"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|series| {
-            let mut labels: Vec<(String, String)> = series["metric"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
-                .collect();
-            labels.sort();
-            let samples = series["values"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|pair| {
-                    let ms = (pair[0].as_f64().unwrap() * 1000.0).round() as i64;
-                    let value: f64 = match pair[1].as_str().unwrap() {
-                        "NaN" => f64::NAN,
-                        "+Inf" => f64::INFINITY,
-                        "-Inf" => f64::NEG_INFINITY,
-                        other => other.parse().unwrap(),
-                    };
-                    (ms, value.to_bits())
-                })
-                .collect();
-            (labels, samples)
-        })
-        .collect()
-}
-
 /// The `data` of every chunk in a Prometheus block chunks file (tsdb/docs/format/chunks.md):
 /// an 8-byte header (magic 0x85BD40DD, version, padding), then per chunk
 /// `len <uvarint> | encoding <1 byte> | data <len bytes> | CRC32C <4 bytes>`.
@@ -490,6 +450,12 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Prometheus on a free port, scraping nothing, with `extra_config` appended to its config.
+fn start_prometheus(binary: &Path, dir: &Path, extra_config: &str, flags: &[&str]) -> Prometheus {
+    let addr = format!("127.0.0.1:{}", free_port());
+    Prometheus::start(binary, dir, &addr, &format!("global:\n  scrape_interval: 1m\n{extra_config}"), flags)
+}
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).build().into()
 }
@@ -503,107 +469,6 @@ fn secs(ms: i64) -> String {
     format!("{}.{:03}", ms / 1000, ms % 1000)
 }
 
-/// `prometheus` from PATH, or `None` (after saying so) when it is missing outside CI.
-fn prometheus_binary(test: &str) -> Option<PathBuf> {
-    let found = find_binary("prometheus");
-    if found.is_none() {
-        let message =
-            "prometheus must be on PATH for this test (Debian package `prometheus`; .ci/run installs it)";
-        common::skip_outside_ci(test, message);
-    }
-    found
-}
-
-/// A running Prometheus with its own data directory, log file and ephemeral port; killed on
-/// drop.
-struct PrometheusProcess {
-    child: Child,
-    url: String,
-    data: PathBuf,
-    log: PathBuf,
-    agent: ureq::Agent,
-}
-
-impl PrometheusProcess {
-    /// Starts Prometheus with `extra_config` appended to a config without scrape jobs, and
-    /// waits until it is ready.
-    fn start(binary: &Path, dir: &Path, extra_config: &str, flags: &[&str]) -> PrometheusProcess {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let config = dir.join("prometheus.yml");
-        std::fs::write(&config, format!("global:\n  scrape_interval: 1m\n{extra_config}")).unwrap();
-        let data = dir.join("prometheus-data");
-        let log = dir.join("prometheus.log");
-        let out = File::create(&log).unwrap();
-        let err = out.try_clone().unwrap();
-        let mut args = vec![
-            format!("--config.file={}", config.display()),
-            format!("--storage.tsdb.path={}", data.display()),
-            format!("--web.listen-address=127.0.0.1:{port}"),
-        ];
-        args.extend(flags.iter().map(|f| (*f).to_owned()));
-        let child = Command::new(binary)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        let prom =
-            PrometheusProcess { child, url: format!("http://127.0.0.1:{port}"), data, log, agent: agent() };
-        let deadline = Instant::now() + HANG_GUARD;
-        loop {
-            let ready =
-                prom.agent.get(format!("{}/-/ready", prom.url)).call().is_ok_and(|r| r.status() == 200);
-            if ready {
-                return prom;
-            }
-            assert!(Instant::now() < deadline, "Prometheus did not become ready; log:\n{}", prom.log_text());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `GET /api/v1/query` with `params`; the answer must be a success.
-    fn query(&self, params: &[(&str, &str)]) -> serde_json::Value {
-        let mut request = self.agent.get(format!("{}/api/v1/query", self.url));
-        for (name, value) in params {
-            request = request.query(*name, *value);
-        }
-        let text = request.call().unwrap().body_mut().read_to_string().unwrap();
-        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(json["status"], "success", "{text}; log:\n{}", self.log_text());
-        json
-    }
-
-    /// `POST path` with an empty body; the answer must be a success.
-    fn post_json(&self, path: &str) -> serde_json::Value {
-        let text = self
-            .agent
-            .post(format!("{}{path}", self.url))
-            .send_empty()
-            .unwrap()
-            .body_mut()
-            .read_to_string()
-            .unwrap();
-        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(json["status"], "success", "{text}");
-        json
-    }
-}
-
-impl Drop for PrometheusProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(0));
-            let _ = kill(pid, Signal::SIGTERM);
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// Native histograms against Prometheus' own code (2.42, `--enable-feature=native-histograms`):
 /// the same histograms remote-written to Prometheus and to strata come back from both query APIs
 /// as the same bytes (instant, range selector, rate, sum, range query), and the `HISTOGRAM` and
@@ -612,9 +477,11 @@ impl Drop for PrometheusProcess {
 /// encoder writes for the same samples, counter-reset headers included.
 #[test]
 fn native_histograms_match_prometheus_own() {
-    let Some(prometheus) = prometheus_binary("native_histograms_match_prometheus_own") else { return };
+    let Some(prometheus) = peer("prometheus", "prometheus", "native_histograms_match_prometheus_own") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
-    let prom = PrometheusProcess::start(
+    let prom = start_prometheus(
         &prometheus,
         dir.path(),
         "",

@@ -4,8 +4,6 @@
 //! Every wait here is for an event (a log line, the process exiting), bounded by a generous
 //! guard so a hung server fails the test with its log instead of hanging CI.
 
-#![allow(dead_code)] // Each test binary uses a different subset.
-
 pub mod process;
 
 use std::ffi::{OsStr, OsString};
@@ -303,6 +301,50 @@ pub fn urlencode(s: &str) -> String {
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
             _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A series as the tests compare them: label pairs sorted by name, samples as (ms, value bits).
+pub type FlatSeries = (Vec<(String, String)>, Vec<(i64, u64)>);
+
+/// The series of a `matrix` query answer (strata's or Prometheus'), in answer order, with values
+/// parsed back from Go's shortest float text (`NaN`, `+Inf`, `-Inf` included) to their bits.
+pub fn matrix_series(answer: &serde_json::Value) -> Vec<FlatSeries> {
+    assert_eq!(answer["status"], "success", "{answer}");
+    assert_eq!(answer["data"]["resultType"], "matrix", "{answer}");
+    let parse = |text: &str| -> f64 {
+        match text {
+            "NaN" => f64::NAN,
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            other => other.parse().unwrap(),
+        }
+    };
+    answer["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|series| {
+            let mut labels: Vec<(String, String)> = series["metric"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                .collect();
+            labels.sort();
+            let samples = series["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|pair| {
+                    (
+                        (pair[0].as_f64().unwrap() * 1000.0).round() as i64,
+                        parse(pair[1].as_str().unwrap()).to_bits(),
+                    )
+                })
+                .collect();
+            (labels, samples)
         })
         .collect()
 }

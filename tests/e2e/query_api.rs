@@ -2,11 +2,9 @@
 //! write come back through `/api/v1/query` and `/api/v1/query_range`, GET and form POST, and
 //! the status endpoints describe the running server.
 
-mod common;
-
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{Strata, urlencode};
+use crate::common::{Strata, urlencode};
 use remote::prw::{self, Version};
 use serde_json::{Value, json};
 use storage::{Batch, Labels, Sample};

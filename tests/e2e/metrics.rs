@@ -1,15 +1,13 @@
 //! `/metrics` of the real binary: after writes it shows the requests, the stored samples, a
 //! flush with the partition it wrote, and the process' own numbers; and `promtool check
 //! metrics` (Debian's `prometheus` package) accepts it. That Prometheus can scrape it and strata
-//! can store the result is in tests/prometheus_e2e.rs.
-
-mod common;
+//! can store the result is in `prometheus.rs`.
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::Strata;
+use crate::common::Strata;
 
 /// Bound on waiting for the background flush. Not a performance bound.
 const HANG_GUARD: Duration = Duration::from_secs(60);
@@ -85,7 +83,7 @@ fn metrics_show_writes_flushes_partitions_and_the_process() {
         }
         None => {
             let message = "promtool is not on PATH (Debian package `prometheus`; .ci/run installs it)";
-            common::skip_outside_ci("the promtool check", message);
+            crate::common::skip_outside_ci("the promtool check", message);
         }
     }
     assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());

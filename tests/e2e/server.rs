@@ -1,11 +1,9 @@
 //! The real `strata` binary over real sockets: health endpoints, startup failures, and graceful
 //! shutdown on SIGTERM/SIGINT followed by a restart on the same data directory.
 
-mod common;
-
 use std::ffi::OsStr;
 
-use common::Strata;
+use crate::common::Strata;
 use nix::sys::signal::Signal;
 
 #[test]

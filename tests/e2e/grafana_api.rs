@@ -16,11 +16,9 @@
 //! - The resource client's fallback: a POST answered 400 or 405 is retried as a GET with the
 //!   body's parameters moved to the URL; label values are GET-only in Prometheus (405 on POST).
 
-mod common;
-
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{Reply, Strata};
+use crate::common::{Reply, Strata};
 use remote::metadata::{MetricMetadata, MetricType};
 use remote::prw::{self, Version};
 use serde_json::Value;

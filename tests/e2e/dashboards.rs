@@ -14,15 +14,15 @@
 //! and remote-wrote to strata. That second test is skipped with a notice when the two programs
 //! are missing, and fails under `CI` (`.ci/run` installs them).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::Strata;
-use common::process::{Process, find_binary, free_port, get_text, highest_sent_ms, wait_for};
+use crate::common::Strata;
+use crate::common::process::{
+    Prometheus, free_port, get_text, highest_sent_ms, peer, start_node_exporter, wait_for,
+};
 use serde_json::Value;
 
 /// The provisioned data source's uid, which every dashboard's `datasource` variable defaults to.
@@ -279,12 +279,11 @@ impl Devops {
 /// and compacts often. Then every panel of `strata-health.json` and `node-exporter.json`.
 #[test]
 fn health_and_node_exporter_dashboards_panels_return_data() {
-    let (Some(prometheus), Some(node_exporter)) =
-        (find_binary("prometheus"), find_binary("prometheus-node-exporter"))
-    else {
-        let message = "prometheus and prometheus-node-exporter must be on PATH (Debian packages \
-                       `prometheus` and `prometheus-node-exporter`; .ci/run installs them)";
-        common::skip_outside_ci("health_and_node_exporter_dashboards", message);
+    let test = "health_and_node_exporter_dashboards_panels_return_data";
+    let (Some(prometheus), Some(node_exporter)) = (
+        peer("prometheus", "prometheus", test),
+        peer("prometheus-node-exporter", "prometheus-node-exporter", test),
+    ) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -296,53 +295,21 @@ fn health_and_node_exporter_dashboards_panels_return_data() {
     );
     strata.wait_ready();
 
-    let node_addr = format!("127.0.0.1:{}", free_port());
-    let _node = Process::spawn(
-        &node_exporter,
-        &[
-            &format!("--web.listen-address={node_addr}"),
-            // The collectors the dashboard reads (all of them are in node-exporter's defaults).
-            "--collector.disable-defaults",
-            "--collector.cpu",
-            "--collector.diskstats",
-            "--collector.filesystem",
-            "--collector.loadavg",
-            "--collector.meminfo",
-            "--collector.netdev",
-            "--collector.stat",
-            "--collector.uname",
-        ],
-        &dir.path().join("node-exporter.log"),
-    );
+    // The collectors the dashboard reads (all of them are in node-exporter's defaults).
+    let collectors = ["cpu", "diskstats", "filesystem", "loadavg", "meminfo", "netdev", "stat", "uname"];
+    let (_node, node_addr) = start_node_exporter(&node_exporter, dir.path(), &collectors);
     let prom_addr = format!("127.0.0.1:{}", free_port());
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: node\n    \
-             static_configs:\n      - targets: ['{node_addr}']\n  - job_name: strata\n    static_configs:\n      \
-             - targets: ['{strata}']\nremote_write:\n  - url: {write}\n    queue_config:\n      \
-             batch_send_deadline: 1s\n",
-            strata = strata.addr(),
-            write = strata.url("/api/v1/write"),
-        ),
-    )
-    .unwrap();
-    let prom_log = dir.path().join("prometheus.log");
-    let mut prom = Process::spawn(
-        &prometheus,
-        &[
-            &format!("--config.file={}", config.display()),
-            &format!("--storage.tsdb.path={}", dir.path().join("prometheus-data").display()),
-            &format!("--web.listen-address={prom_addr}"),
-        ],
-        &prom_log,
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: node\n    \
+         static_configs:\n      - targets: ['{node_addr}']\n  - job_name: strata\n    static_configs:\n      \
+         - targets: ['{strata}']\nremote_write:\n  - url: {write}\n    queue_config:\n      \
+         batch_send_deadline: 1s\n",
+        strata = strata.addr(),
+        write = strata.url("/api/v1/write"),
     );
+    let mut prom = Prometheus::start(&prometheus, dir.path(), &prom_addr, &config, &[]);
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-    let prom_url = format!("http://{prom_addr}");
-    wait_for(&prom_log, "Prometheus to become ready", || {
-        get_text(&agent, &format!("{prom_url}/-/ready")).is_some_and(|(status, _)| status == 200)
-    });
+    let prom_url = prom.url.clone();
 
     // Clients while Prometheus scrapes: Grafana-like reads, and one sender of bad writes.
     let stop = AtomicBool::new(false);
@@ -356,7 +323,7 @@ fn health_and_node_exporter_dashboards_panels_return_data() {
         let scraped = "min_over_time(strata_storage_compactions_total[3s]) >= 1 \
                        and min_over_time(strata_storage_flushes_total[3s]) >= 3";
         let url = format!("{prom_url}/api/v1/query?{}", form(&[("query", scraped)]));
-        wait_for(&prom_log, "Prometheus to scrape flushes and a compaction", || {
+        wait_for(prom.log(), "Prometheus to scrape flushes and a compaction", || {
             let answer = get_text(&agent, &url).map(|(_, t)| t).unwrap_or_default();
             let found = serde_json::from_str::<Value>(&answer)
                 .is_ok_and(|json| json["data"]["result"].as_array().is_some_and(|r| !r.is_empty()));
@@ -367,7 +334,7 @@ fn health_and_node_exporter_dashboards_panels_return_data() {
     let to = now_ms();
     // Everything scraped before `to` must have reached strata; 3 s past it also covers a
     // target whose scrape ended after the other target's later scrape started.
-    wait_for(&prom_log, "remote write to send past the run", || {
+    wait_for(prom.log(), "remote write to send past the run", || {
         highest_sent_ms(&agent, &prom_url).is_some_and(|sent| sent >= to + 3000)
     });
     prom.terminate();
