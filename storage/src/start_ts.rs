@@ -46,6 +46,7 @@ impl StRuns {
     }
 
     /// The runs, in time order.
+    #[cfg(test)]
     pub fn runs(&self) -> &[StRun] {
         &self.runs
     }

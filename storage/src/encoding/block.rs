@@ -23,6 +23,9 @@ use crate::types::Sample;
 ///
 /// The caller guarantees the preconditions (the head and compaction produce sorted, deduplicated
 /// runs); they are checked in debug builds. Any `f64` bits are stored exactly.
+///
+/// Only tests call it: flush and compaction write their blocks with [`encode_indexed_block`].
+#[cfg(any(test, feature = "testing"))]
 pub fn encode_block(samples: &[Sample], out: &mut Vec<u8>) -> BlockStats {
     encode_block_with(samples, out, None, None)
 }
@@ -75,6 +78,7 @@ pub(crate) fn encode_block_with(
 
 /// The codecs and sample count in a block's header, without decoding it. Callers that enforce a
 /// sample limit check `count` before [`decode_block`] allocates.
+#[cfg(any(test, feature = "testing"))]
 pub fn block_header(bytes: &[u8]) -> Result<BlockHeader> {
     let mut pos = 0;
     BlockHeader::read(bytes, &mut pos, None)

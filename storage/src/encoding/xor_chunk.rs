@@ -203,6 +203,7 @@ impl XorChunk {
     }
 
     /// Size of the compressed stream in bytes (what the samples cost, without slack).
+    #[cfg(any(test, feature = "testing"))]
     pub fn encoded_bytes(&self) -> usize {
         self.bits.len()
     }

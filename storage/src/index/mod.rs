@@ -5,8 +5,9 @@
 //!
 //! * [`series_map`]: label set -> id, 64 shards selected by the label set's hash. The hit path
 //!   of [`Index::get_or_create`] (an append to a known series) is one hash and one shared lock;
-//!   [`Index::get_or_create_ref`] does the same from borrowed strings (a decoded request or WAL
-//!   record), so a known series costs no allocation.
+//!   ingest does the same from a decoded request's borrowed bytes (`Index::get_raw_hashed`,
+//!   then `Index::get_or_create_hashed` for a missing series) and WAL replay from a record's
+//!   ([`IndexLoader`]), so a known series costs no allocation.
 //! * [`series_store`]: id -> label set, a chunked vector indexed by id.
 //! * [`inverted`]: name -> value -> sorted postings, plus the postings of all live series; also
 //!   the string interner (equal names and values across series share one `Arc<str>`).
@@ -115,13 +116,15 @@ impl Index {
         )
     }
 
-    /// [`Index::get_or_create`] for a borrowed label set: the ingest path. A known series is
-    /// found by hashing and comparing the borrowed strings, with no allocation; only a new
-    /// series gets an owned label set, built from the interned strings where they exist.
+    /// [`Index::get_or_create`] for a borrowed label set. A known series is found by hashing and
+    /// comparing the borrowed strings, with no allocation; only a new series gets an owned label
+    /// set, built from the interned strings where they exist. Ingest takes the same path in two
+    /// steps (`Index::get_raw_hashed`, then `Index::get_or_create_hashed` with its hash).
     ///
     /// # Panics
     ///
     /// As [`Index::get_or_create`].
+    #[cfg(any(test, feature = "testing"))]
     pub fn get_or_create_ref(&self, labels: LabelsRef<'_>) -> (SeriesId, bool) {
         self.get_or_create_hashed(self.series.hash_ref(labels), labels)
     }
@@ -175,23 +178,21 @@ impl Index {
     }
 
     /// The id of this label set, if the series exists.
+    #[cfg(any(test, feature = "testing"))]
     pub fn get(&self, labels: &Labels) -> Option<SeriesId> {
         self.series.get(self.series.hash(labels), |stored| stored == labels)
     }
 
     /// The id of this borrowed label set, if the series exists.
+    #[cfg(any(test, feature = "testing"))]
     pub fn get_ref(&self, labels: LabelsRef<'_>) -> Option<SeriesId> {
         self.series.get(self.series.hash_ref(labels), |stored| labels == *stored)
     }
 
     /// The id of a label set of unchecked bytes, if the series exists: found by hashing and
-    /// comparing bytes, so bytes that are not UTF-8 never match (every stored string is).
-    pub fn get_raw(&self, labels: RawLabels<'_>) -> Option<SeriesId> {
-        self.get_raw_hashed(labels).0
-    }
-
-    /// [`Index::get_raw`], also giving the hash of `labels`, for [`Index::get_hashed`] and
-    /// [`Index::get_or_create_hashed`] after a miss.
+    /// comparing bytes, so bytes that are not UTF-8 never match (every stored string is). Also
+    /// gives the hash of `labels`, for [`Index::get_hashed`] and [`Index::get_or_create_hashed`]
+    /// after a miss.
     pub(crate) fn get_raw_hashed(&self, labels: RawLabels<'_>) -> (Option<SeriesId>, u64) {
         let hash = self.series.hash_raw(labels);
         (self.series.get(hash, |stored| labels == *stored), hash)
@@ -214,15 +215,16 @@ impl Index {
         select::select(self, matchers)
     }
 
-    /// Sorted unique label names over `ids` (all live series if None); the `/api/v1/labels`
-    /// answer when time does not matter. See [`Index::label_names_where`].
+    /// Sorted unique label names over `ids` (all live series if None), whatever the times of
+    /// their data: [`Index::label_names_where`] keeping every series.
+    #[cfg(any(test, feature = "testing"))]
     pub fn label_names(&self, ids: Option<&[SeriesId]>) -> Vec<String> {
         self.label_names_where(ids, |_, _| Ok(true)).unwrap_or_default()
     }
 
-    /// Sorted unique values of label `name` over `ids` (all live series if None); the
-    /// `/api/v1/label/<name>/values` answer when time does not matter. See
-    /// [`Index::label_values_where`].
+    /// Sorted unique values of label `name` over `ids` (all live series if None), whatever the
+    /// times of their data: [`Index::label_values_where`] keeping every series.
+    #[cfg(any(test, feature = "testing"))]
     pub fn label_values(&self, name: &str, ids: Option<&[SeriesId]>) -> Vec<String> {
         self.label_values_where(name, ids, |_, _| Ok(true)).unwrap_or_default()
     }

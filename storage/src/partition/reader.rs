@@ -242,19 +242,9 @@ impl PartitionFile {
         &self.path
     }
 
-    /// Number of series in the file.
-    pub fn series_count(&self) -> usize {
-        self.series.len()
-    }
-
     /// Runtime ids of all series in the file, ascending.
     pub fn series_ids(&self) -> impl Iterator<Item = SeriesId> + '_ {
         self.series.iter().map(|(id, _)| *id)
-    }
-
-    /// Size of the file in bytes.
-    pub fn size_bytes(&self) -> u64 {
-        self.mmap.len() as u64
     }
 
     /// True if the series is in this file.
@@ -263,6 +253,7 @@ impl PartitionFile {
     }
 
     /// The block list of a series (empty if the series is not in this file), in time order.
+    #[cfg(any(test, feature = "testing"))]
     pub fn blocks(&self, id: SeriesId) -> Result<Vec<BlockMeta>> {
         self.blocks_in(id, i64::MIN, i64::MAX)
     }
@@ -407,6 +398,7 @@ impl PartitionFile {
     }
 
     /// Appends the series' samples in `[mint, maxt]` to `out` (sorted, unique timestamps).
+    #[cfg(any(test, feature = "testing"))]
     pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
         self.read_counted(id, mint, maxt, out, &mut ScanStats::default())
     }
@@ -444,23 +436,6 @@ impl PartitionFile {
             }
         }
         Ok(())
-    }
-
-    /// True if the series has a sample in `[mint, maxt]` here. Exact: a block that only
-    /// straddles the range is decoded to look.
-    pub fn overlaps(&self, id: SeriesId, mint: i64, maxt: i64) -> Result<bool> {
-        let mut tmp = Vec::new();
-        for b in self.blocks_in(id, mint, maxt)? {
-            if b.stats.min_t >= mint && b.stats.max_t <= maxt {
-                return Ok(true);
-            }
-            tmp.clear();
-            self.read_block(&b, &mut tmp)?;
-            if tmp.iter().any(|s| s.t >= mint && s.t <= maxt) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 }
 

@@ -102,6 +102,7 @@ impl FileWriter {
     }
 
     /// Adds one series with its samples (sorted by time, unique timestamps, non-empty).
+    #[cfg(any(test, feature = "testing"))]
     pub fn add_series(&mut self, labels: &Labels, samples: &[Sample]) -> Result<()> {
         self.add_series_with_starts(labels, samples, &[])
     }
@@ -109,6 +110,7 @@ impl FileWriter {
     /// [`FileWriter::add_series`] with the start timestamps of the samples that have one
     /// (sorted by time, each at a sample's timestamp), stored as runs in the file's
     /// start-timestamp table.
+    #[cfg(any(test, feature = "testing"))]
     pub fn add_series_with_starts(
         &mut self,
         labels: &Labels,

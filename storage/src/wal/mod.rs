@@ -84,6 +84,7 @@ pub struct WalOptions {
 
 impl WalOptions {
     /// Defaults for `dir`: 128 MiB segments, fsync per batch, refuse to open on corruption.
+    #[cfg(any(test, feature = "testing"))]
     pub fn new(dir: impl Into<PathBuf>) -> WalOptions {
         WalOptions {
             dir: dir.into(),
