@@ -268,7 +268,7 @@ impl<'a> SeriesBuilder<'_, 'a> {
     }
 
     /// Adds a native histogram sample (a histogram marker among the floats, see
-    /// [`crate::hist`]).
+    /// the `hist` module).
     #[inline]
     pub fn histogram(&mut self, t: i64, h: FloatHistogram) {
         let index = (self.batch.samples.len() - self.samples) as u32;

@@ -3,7 +3,7 @@
 //! series.
 //!
 //! Not to be confused with native histograms, the sample type ([`crate::FloatHistogram`],
-//! [`crate::hist`]): these only count strata's own events.
+//! the `hist` module): these only count strata's own events.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -34,16 +34,9 @@ pub mod matcher;
 pub mod query;
 pub mod window_agg;
 
-// Internals storage's own tests and examples read (file formats, the WAL, the index). Still
-// public: made private, their test-only functions would be dead code in a server build.
-// TODO: gate those functions and move these under `testing_pub_mod!`.
-pub mod encoding;
-pub mod filenames;
-pub mod hist;
-pub mod index;
-pub mod manifest;
-pub mod partition;
-pub mod wal;
+// Internals storage's own tests and examples read (file formats, the WAL, the index), public
+// only with the `testing` feature; what other crates need of them is re-exported below.
+testing_pub_mod!(encoding, filenames, hist, index, manifest, partition, wal);
 
 // Test doubles and fault injection, public only with the `testing` feature.
 testing_pub_mod!(fault, powercut);
@@ -84,4 +77,4 @@ pub use types::{
     Batch, CounterResetHint, FloatHistogram, HistogramSample, Label, Labels, METRIC_NAME, STALE_NAN_BITS,
     Sample, SeriesId, is_stale, stale_nan,
 };
-pub use wal::{ReplayProgress, ReplayStatus, WalSync};
+pub use wal::{ReplayProgress, ReplayStatus, WalStats, WalSync};

@@ -21,7 +21,7 @@
 //! for counters the value before each decrease (Prometheus adds it back as a counter reset, in
 //! time order, to `last - first`). A block answers them from statistics when it holds no stale
 //! marker (its first and last timestamps are then its first and last values' times) and, for
-//! counters, never decreases ([`BlockStats::no_decrease`]): a reset can then only sit between
+//! counters, never decreases (`BlockStats::no_decrease`): a reset can then only sit between
 //! two sources, where the fold sees both values. [`WindowAgg::times`] and
 //! [`WindowAgg::resets`] say where that is known.
 

@@ -42,11 +42,13 @@ pub mod varint;
 pub(crate) mod xor;
 mod xor_chunk;
 
-#[cfg(any(test, feature = "testing"))]
-pub use block::{BlockHeader, block_header, encode_block};
 pub use block::{
     PrefixSum, decode_block, decode_block_until, decode_indexed_block, encode_indexed_block,
     integral_indexed_values, integral_values, sum_block_until,
 };
+#[cfg(any(test, feature = "testing"))]
+pub use block::{BlockHeader, block_header, encode_block};
 pub use stats::{BlockStats, StatsChain};
-pub use xor_chunk::{XorChunk, XorIter};
+pub use xor_chunk::XorChunk;
+#[cfg(any(test, feature = "testing"))]
+pub use xor_chunk::XorIter;

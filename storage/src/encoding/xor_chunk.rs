@@ -80,6 +80,7 @@ impl XorChunk {
     }
 
     /// True if no sample was appended.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -261,6 +261,7 @@ impl Index {
     }
 
     /// True if there are no live series.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
