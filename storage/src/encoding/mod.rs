@@ -15,7 +15,7 @@
 //! and any strictly increasing `i64` timestamps. Decoders are total: bad bytes give
 //! [`Error::Decode`](crate::Error::Decode), never a panic.
 //!
-//! Internal layering: [`varint`], `bits` and `float_class` are the primitives; `dod` and `xor`
+//! Internal layering: `varint`, `bits` and `float_class` are the primitives; `dod` and `xor`
 //! are the Gorilla coders shared by the chunk and the block; `intpack` packs integer residuals
 //! (FOR, Rice, zero runs) and `intseq` chooses their order; `timestamps`, `values` and `scaled`
 //! are the block's section codecs; `block` frames them.
@@ -38,7 +38,7 @@ mod stats;
 mod test_support;
 mod timestamps;
 mod values;
-pub mod varint;
+pub(crate) mod varint;
 pub(crate) mod xor;
 mod xor_chunk;
 

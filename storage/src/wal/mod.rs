@@ -450,7 +450,7 @@ impl Wal {
 
 /// Segment files in the WAL directory `dir` and their total size in bytes. A segment deleted
 /// while it is being looked at (a flush finishing) is left out rather than failing the call.
-pub fn disk_usage(dir: &std::path::Path) -> Result<(usize, u64)> {
+pub(crate) fn disk_usage(dir: &std::path::Path) -> Result<(usize, u64)> {
     let mut segments = 0;
     let mut bytes = 0u64;
     for (_, path) in segment::list(dir)? {
