@@ -4,7 +4,8 @@
 //! acknowledged sample is queryable.
 //!
 //! Needs `mount -t tmpfs` (root, as in CI); without it the test prints why it is skipped. The
-//! same recovery is tested with injected errors, always, in `storage/tests/disk_full.rs`.
+//! same recovery is tested with injected errors, always, in
+//! `storage/tests/integration/disk_full.rs`.
 
 use std::collections::BTreeSet;
 use std::io::Write;

@@ -1,4 +1,5 @@
-//! A writer process for crash tests (`storage/tests/crash.rs`); not part of strata's interface.
+//! A writer process for crash tests (`storage/tests/integration/crash.rs`); not part of strata's
+//! interface.
 //!
 //! `storage-crash-writer write DIR WRITERS SERIES FIRST_BATCH [FIRST_REWRITE]` appends batches
 //! from WRITERS threads forever, with tiny flush/compaction thresholds so that flushes,
@@ -34,7 +35,7 @@ fn labels(w: u64, k: u64) -> Labels {
 
 /// The time of batch `b`'s samples: `BASE + b s`, but `b % 5 == 2` 10 minutes and `b % 5 == 4`
 /// 2 hours earlier, with 250 and 500 ms added so no two batches share a timestamp. The same
-/// mapping as `batch_time` in `storage/tests/common/mod.rs`, which inverts it.
+/// mapping as `batch_time` in `storage/tests/integration/common.rs`, which inverts it.
 fn batch_time(b: u64) -> i64 {
     let (late, ms) = match b % 5 {
         2 => (600, 250),
@@ -53,7 +54,7 @@ fn batch(w: u64, b: u64, series: u64) -> Batch {
 }
 
 /// Series the rewriting thread writes (`crash_rewrite{k}`), each at `BASE + k s`; the checker
-/// in `storage/tests/crash.rs` expects this many.
+/// in `storage/tests/integration/crash.rs` expects this many.
 const REWRITE_SERIES: u64 = 4;
 
 /// How far the second rewritten sample of a series lies after the first (2 hours).

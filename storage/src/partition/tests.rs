@@ -155,7 +155,7 @@ fn histogram_sections_round_trip_and_flips_are_detected() {
 
 /// Since format version 2 a regular series' blocks leave their count and timestamps to their
 /// statistics (codec 4), an irregular one's keep them, and both read back. (Version 1 files
-/// still open: `tests/db.rs` opens the golden databases written before it.)
+/// still open: `tests/integration/db.rs` opens the golden databases written before it.)
 #[test]
 fn regular_blocks_leave_their_timestamps_to_their_statistics() {
     let d = tempfile::tempdir().unwrap();

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use storage::fault::{self, EIO, Fault, Op};
 use storage::{Batch, Db, Labels, Matcher, Options, Querier, Sample};
 
-mod common;
-use common::strays;
+use crate::common::strays;
 
 const BASE: i64 = 1_700_000_000_000;
 

@@ -6,8 +6,8 @@
 //! rewritten samples lie 2 hours behind their series' newest: out-of-order data is in flight
 //! (head, WAL, flushes into old partitions, compactions) at every kill.
 //!
-//! `STRATA_CRASH_KILLS=1000 cargo test -p storage --release --test crash` runs 1,000 kills
-//! (default 50).
+//! `STRATA_CRASH_KILLS=1000 cargo test -p storage --release --test integration crash::` runs 1,000
+//! kills (default 50).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 
 use storage::{Db, Matcher, Options, Querier};
 
-mod common;
-use common::Rng;
+use crate::common::{self, Rng};
 
 const WRITER: &str = env!("CARGO_BIN_EXE_storage-crash-writer");
 

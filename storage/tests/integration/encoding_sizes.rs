@@ -7,7 +7,7 @@
 //! data (TSBS: 1000 series x 1 day; other shapes 100 series x 1 day):
 //!
 //! ```text
-//! STRATA_SLOW_TESTS=1 cargo test -p storage --release --test encoding_sizes -- --nocapture
+//! STRATA_SLOW_TESTS=1 cargo test -p storage --release --test integration encoding_sizes:: -- --nocapture
 //! ```
 //!
 //! The default run uses 40 series x 8 hours per shape. Decode speed is printed, never asserted.

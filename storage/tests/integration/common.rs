@@ -10,8 +10,6 @@
 //! one in five 2 hours behind the batches written around it: out-of-order writes, more than
 //! an hour late too, go through the same crashes.
 
-#![allow(dead_code)] // Each test binary uses part of it.
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

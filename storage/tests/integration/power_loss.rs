@@ -20,9 +20,7 @@ use parking_lot::Mutex;
 use storage::powercut::{self, Recorder};
 use storage::{Batch, Db, Labels, Matcher, Options, Sample};
 
-mod common;
-use common::BASE;
-use common::scratch;
+use crate::common::{self, BASE, scratch};
 
 fn slow() -> bool {
     std::env::var("STRATA_SLOW_TESTS").is_ok_and(|v| v == "1")

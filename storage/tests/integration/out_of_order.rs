@@ -25,7 +25,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Rng, scratch};
 use proptest::prelude::*;
 use storage::manifest::Manifest;
 use storage::{
@@ -33,7 +32,7 @@ use storage::{
     Querier, Sample, stale_nan,
 };
 
-mod common;
+use crate::common::{Rng, scratch};
 
 /// A whole day (partitions start on it).
 const BASE: i64 = 1_699_920_000_000;
