@@ -1,5 +1,5 @@
-//! The oracles of the PromQL fuzz targets, shared with `promql/tests/fuzz_corpus.rs`, which
-//! replays the named inputs (`fuzz/regressions/`) through them in every `cargo test`. Each
+//! The oracles of the PromQL fuzz targets, shared with `promql/tests/integration/fuzz_corpus.rs`,
+//! which replays the named inputs (`fuzz/regressions/`) through them in every `cargo test`. Each
 //! input starts with a mode byte (feature flags, grid), then the query text.
 
 use std::sync::OnceLock;

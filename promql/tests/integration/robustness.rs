@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use storage::mem::MemStore;
 use storage::{Labels, Sample};
 
-mod corpus;
+use crate::corpus;
 
 const TOKENS: &[&str] = &[
     "x",

@@ -7,7 +7,7 @@ use promql::parser::ast::{AtModifier, Cardinality, DurationExpr, Expr};
 use promql::parser::{ParseOptions, parse};
 use promql_parser::parser as pp;
 
-mod corpus;
+use crate::corpus;
 
 fn num(v: f64) -> String {
     if v.is_nan() { "NaN".into() } else { format!("{v}") }

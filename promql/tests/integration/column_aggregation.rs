@@ -5,13 +5,11 @@
 //!
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
-mod common;
-
-use common::bits;
-
 use promql::{Engine, EngineOptions};
 use proptest::prelude::*;
 use storage::{Batch, Db, Labels, Options, Sample, stale_nan};
+
+use crate::common::bits;
 
 const BASE: i64 = 1_699_999_200_000;
 const MINUTE: i64 = 60_000;

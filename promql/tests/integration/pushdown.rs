@@ -4,13 +4,11 @@
 //!
 //! `STRATA_SLOW_TESTS=1` runs many more cases.
 
-mod common;
-
-use common::bits;
-
 use promql::{Engine, EngineOptions, QueryResult};
 use proptest::prelude::*;
 use storage::{Batch, Db, Labels, Options, Sample, stale_nan};
+
+use crate::common::bits;
 
 /// A whole hour, so hourly steps line up with hour-grid blocks.
 const BASE: i64 = 1_699_999_200_000;

@@ -19,14 +19,13 @@
 //! The out-of-order window is left at its default. `PROPTEST_CASES` sets the cases (default
 //! 64); `STRATA_SLOW_TESTS=1` runs 1,000.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::bits;
 use promql::{Engine, EngineOptions, QueryResult};
 use proptest::prelude::*;
 use storage::{Batch, Db, Labels, Options, Sample, stale_nan};
+
+use crate::common::bits;
 
 /// A whole day, so hourly steps line up with hour-grid blocks.
 const BASE: i64 = 1_699_920_000_000;

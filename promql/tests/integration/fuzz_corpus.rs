@@ -4,7 +4,7 @@
 //! `STRATA_FUZZ_CORPUS=1` the local, git-ignored grown corpus (`fuzz/corpus/<target>/`, see
 //! docs/fuzzing.md) is replayed too.
 
-#[path = "../fuzz/fuzz_targets/checks.rs"]
+#[path = "../../fuzz/fuzz_targets/checks.rs"]
 mod checks;
 
 use std::path::{Path, PathBuf};
