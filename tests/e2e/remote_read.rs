@@ -617,8 +617,8 @@ fn native_histograms_match_prometheus_own() {
     // a chunk is full is policy, not format: 2.42 cuts by predicted time (the long series after
     // 119 samples; strata after 120, Prometheus 3 by size), and gives a chunk after a full one
     // the unknown header (Prometheus 3 and strata say "not a reset" there, checked in
-    // remote/tests/histogram_chunks.rs). So the long series is encoded at 2.42's cut, each part
-    // on its own.
+    // remote/tests/integration/histogram_chunks.rs). So the long series is encoded at 2.42's
+    // cut, each part on its own.
     // Chunks 0-3 are the first two series'; chunk 4 is the long series' first.
     let first_long = theirs.get(4).map_or(0, |(_, d)| usize::from(u16::from_be_bytes([d[0], d[1]])));
     let (long_a, long_b) = long.split_at(first_long.min(long.len()));

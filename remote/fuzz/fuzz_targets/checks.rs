@@ -1,5 +1,6 @@
-//! The oracle of the `line_parse` fuzz target, shared with `remote/tests/fuzz_corpus.rs`, which
-//! replays the named inputs (`fuzz/regressions/`) through it in every `cargo test`.
+//! The oracle of the `line_parse` fuzz target, shared with
+//! `remote/tests/integration/fuzz_corpus.rs`, which replays the named inputs (`fuzz/regressions/`)
+//! through it in every `cargo test`.
 
 use remote::Limits;
 use remote::line::{self, Precision};

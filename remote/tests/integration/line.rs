@@ -1,13 +1,13 @@
 //! Influx line protocol: the syntax table, golden bodies, round trips through our writer, and
 //! robustness on arbitrary bytes.
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use remote::Limits;
 use remote::line::{self, FieldValue, Point, Precision};
+
+use crate::common;
 
 /// Parses at nanosecond precision with "now" = 42 ms.
 fn parse(body: &str) -> line::Parsed {

@@ -1,8 +1,6 @@
 //! Remote write decoding: error cases, round trips through our sender, a differential check
 //! against prost-decoded messages, and robustness on arbitrary and mutated bytes.
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;

@@ -1,7 +1,5 @@
 //! Helpers shared by the integration tests: rendering batches and golden files.
 
-#![allow(dead_code)]
-
 use std::fmt::Write;
 use std::path::PathBuf;
 

@@ -4,7 +4,7 @@
 //! corpus (`fuzz/corpus/<target>/`, see docs/fuzzing.md) is replayed too. Each file starts with
 //! the fuzz targets' mode byte.
 
-#[path = "../fuzz/fuzz_targets/checks.rs"]
+#[path = "../../fuzz/fuzz_targets/checks.rs"]
 mod checks;
 
 use std::path::PathBuf;

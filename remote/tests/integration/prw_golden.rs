@@ -9,13 +9,13 @@
 //!   write fields in ascending order and omit proto3 zero scalars, so the bytes are what
 //!   Prometheus sends. `STRATA_BLESS=1` regenerates the files.
 
-mod common;
-
 use prost::Message;
 use remote::metadata::{MetricMetadata, MetricType};
 use remote::prw::{self, Version, proto_v1 as v1, proto_v2 as v2};
 use remote::{Error, Limits};
 use storage::{Batch, Labels, Sample};
+
+use crate::common;
 
 /// A snappy block holding `data` as one literal (valid for up to 256 bytes).
 fn snappy_literal(data: &[u8]) -> Vec<u8> {
