@@ -9,12 +9,15 @@
 //! series count. Batch times mostly grow with `b`, but one batch in five lies 10 minutes and
 //! one in five 2 hours behind the batches written around it: out-of-order writes, more than
 //! an hour late too, go through the same crashes.
+//!
+//! Also the fixtures several modules build alike: [`copy_tree`] (golden databases are opened
+//! from a copy) and [`histogram`] (a native histogram derived from a small integer).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use storage::manifest::Manifest;
-use storage::{Matcher, Querier};
+use storage::{CounterResetHint, FloatHistogram, Matcher, Querier};
 
 /// Timestamp of batch 0.
 pub const BASE: i64 = 1_700_000_000_000;
@@ -151,5 +154,39 @@ impl Rng {
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
+    }
+}
+
+/// Copies a directory tree (the golden databases are opened from a copy: opening writes).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A histogram derived from `v`: its layout changes with `v % 3`, `v % 5 == 0` makes it a
+/// custom-bucket one; `fractional` adds 0.25 to its counts (integers otherwise), `gauge` makes
+/// it a gauge histogram.
+pub fn histogram(v: i16, fractional: bool, gauge: bool) -> FloatHistogram {
+    let c = f64::from(v.unsigned_abs()) + if fractional { 0.25 } else { 0.0 };
+    let n = i32::from(v.rem_euclid(3)) + 1;
+    let nhcb = v.rem_euclid(5) == 0;
+    FloatHistogram {
+        counter_reset_hint: if gauge { CounterResetHint::Gauge } else { CounterResetHint::Unknown },
+        schema: if nhcb { FloatHistogram::CUSTOM_BUCKETS_SCHEMA } else { i32::from(v.rem_euclid(4)) },
+        zero_threshold: if nhcb { 0.0 } else { 0.001 },
+        zero_count: if nhcb { 0.0 } else { c },
+        count: c * f64::from(n + 1),
+        sum: f64::from(v) * 1.5,
+        positive: (0..n).map(|i| (i * 2 - 1, c + f64::from(i))).collect(),
+        negative: if nhcb { Vec::new() } else { vec![(1, c)] },
+        custom_values: if nhcb { vec![0.5, 1.0, 2.0] } else { Vec::new() },
     }
 }

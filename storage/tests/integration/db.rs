@@ -2,6 +2,8 @@
 
 use storage::{Batch, Db, Labels, MatchOp, Matcher, Options, Querier, Sample, stale_nan};
 
+use crate::common;
+
 const BASE: i64 = 1_700_000_000_000; // a fixed past time: never "too far in the future"
 const HOUR: i64 = 3_600_000;
 
@@ -326,20 +328,6 @@ fn second_open_of_same_dir_is_refused() {
     );
 }
 
-/// Copies a directory tree (the golden databases are opened from a copy: opening writes).
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// A database written before start timestamps existed (WAL record type 1 only, partition files
 /// without the start-timestamp table) opens unchanged, and new writes with start timestamps
 /// go into the same database.
@@ -350,7 +338,7 @@ fn database_from_before_start_timestamps_opens() {
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("testdata/format/database_before_start_timestamps");
     let d = tempfile::tempdir().unwrap();
-    copy_tree(&golden, d.path());
+    common::copy_tree(&golden, d.path());
     let dump = |db: &Db| {
         let snap = db.snapshot();
         let all = snap

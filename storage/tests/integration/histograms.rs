@@ -7,6 +7,8 @@ use storage::{
     Sample, stale_nan,
 };
 
+use crate::common;
+
 const BASE: i64 = 1_700_000_000_000;
 
 fn opts(dir: &std::path::Path) -> Options {
@@ -97,19 +99,6 @@ fn histograms_survive_restart_flush_compaction_and_rewrites() {
     assert_eq!(dump(&db), expect(&want_h, &want_f));
 }
 
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// The golden database's contents: 2 series of 20 samples, 15 s apart, the first 12 flushed to
 /// a partition file, the rest in WAL records of type 1 (series "0") and type 2 (series "1",
 /// with start timestamps).
@@ -153,7 +142,7 @@ fn database_from_before_histograms_opens() {
         std::fs::remove_file(golden.join("LOCK")).ok();
     }
     let d = tempfile::tempdir().unwrap();
-    copy_tree(&golden, d.path());
+    common::copy_tree(&golden, d.path());
     let db = Db::open(opts(d.path())).unwrap();
     let want: Dump = (0..2).map(|k| (format!("golden{{s=\"{k}\"}}"), golden_floats(k), Vec::new())).collect();
     assert_eq!(dump(&db), want);

@@ -13,9 +13,10 @@ use proptest::prelude::*;
 use storage::mem::MemStore;
 use storage::query::StartTimestamp;
 use storage::{
-    BatchRef, CounterResetHint, Db, FloatHistogram, HistogramSample, Labels, MatchOp, Matcher, Options,
-    Querier, Sample,
+    BatchRef, Db, FloatHistogram, HistogramSample, Labels, MatchOp, Matcher, Options, Querier, Sample,
 };
+
+use crate::common;
 
 const BASE: i64 = 1_700_000_000_000;
 const HOUR: i64 = 3_600_000;
@@ -71,23 +72,10 @@ fn start(k: u8) -> i64 {
     if k == 0 { 0 } else { BASE - i64::from(k) * 60_000 }
 }
 
-/// A histogram derived from `v`: its layout changes with `v % 3`, its counts are integers
-/// unless `k` is 6, and `v % 5 == 0` makes it a custom-bucket one.
+/// A histogram derived from `v` ([`common::histogram`]): its counts are integers unless `k` is
+/// 6, and `k == 5` makes it a gauge histogram.
 fn histogram(v: i16, k: u8) -> FloatHistogram {
-    let c = f64::from(v.unsigned_abs()) + if k == 6 { 0.25 } else { 0.0 };
-    let n = i32::from(v.rem_euclid(3)) + 1;
-    let nhcb = v.rem_euclid(5) == 0;
-    FloatHistogram {
-        counter_reset_hint: if k == 5 { CounterResetHint::Gauge } else { CounterResetHint::Unknown },
-        schema: if nhcb { FloatHistogram::CUSTOM_BUCKETS_SCHEMA } else { i32::from(v.rem_euclid(4)) },
-        zero_threshold: if nhcb { 0.0 } else { 0.001 },
-        zero_count: if nhcb { 0.0 } else { c },
-        count: c * f64::from(n + 1),
-        sum: f64::from(v) * 1.5,
-        positive: (0..n).map(|i| (i * 2 - 1, c + f64::from(i))).collect(),
-        negative: if nhcb { Vec::new() } else { vec![(1, c)] },
-        custom_values: if nhcb { vec![0.5, 1.0, 2.0] } else { Vec::new() },
-    }
+    common::histogram(v, k == 6, k == 5)
 }
 
 fn options(dir: &std::path::Path) -> Options {

@@ -28,11 +28,11 @@ use std::time::Duration;
 use proptest::prelude::*;
 use storage::manifest::Manifest;
 use storage::{
-    Batch, BatchRef, CounterResetHint, Db, FloatHistogram, HistogramSample, Labels, Matcher, Options,
-    Querier, Sample, stale_nan,
+    Batch, BatchRef, Db, FloatHistogram, HistogramSample, Labels, Matcher, Options, Querier, Sample,
+    stale_nan,
 };
 
-use crate::common::{Rng, scratch};
+use crate::common::{self, Rng, scratch};
 
 /// A whole day (partitions start on it).
 const BASE: i64 = 1_699_920_000_000;
@@ -83,23 +83,10 @@ struct Write {
     v: Val,
 }
 
-/// A histogram derived from `v`: its layout changes with `v % 3`, its counts are integers
-/// unless `k` is odd, `v % 5 == 0` makes it a custom-bucket one.
+/// A histogram derived from `v` ([`common::histogram`]): its counts are integers unless `k` is
+/// odd, and `k >= 2` makes it a gauge histogram.
 fn histogram(v: i16, k: u8) -> FloatHistogram {
-    let c = f64::from(v.unsigned_abs()) + if k % 2 == 1 { 0.25 } else { 0.0 };
-    let n = i32::from(v.rem_euclid(3)) + 1;
-    let nhcb = v.rem_euclid(5) == 0;
-    FloatHistogram {
-        counter_reset_hint: if k >= 2 { CounterResetHint::Gauge } else { CounterResetHint::Unknown },
-        schema: if nhcb { FloatHistogram::CUSTOM_BUCKETS_SCHEMA } else { i32::from(v.rem_euclid(4)) },
-        zero_threshold: if nhcb { 0.0 } else { 0.001 },
-        zero_count: if nhcb { 0.0 } else { c },
-        count: c * f64::from(n + 1),
-        sum: f64::from(v) * 1.5,
-        positive: (0..n).map(|i| (i * 2 - 1, c + f64::from(i))).collect(),
-        negative: if nhcb { Vec::new() } else { vec![(1, c)] },
-        custom_values: if nhcb { vec![0.5, 1.0, 2.0] } else { Vec::new() },
-    }
+    common::histogram(v, k % 2 == 1, k >= 2)
 }
 
 fn float() -> impl Strategy<Value = f64> {
