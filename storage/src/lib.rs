@@ -42,6 +42,8 @@ testing_pub_mod!(encoding, filenames, hist, index, manifest, partition, wal);
 testing_pub_mod!(fault, powercut);
 #[cfg(any(test, feature = "testing"))]
 pub mod mem;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 // The rest: crate-private; what other crates need of them is re-exported below.
 mod batch_codec;
