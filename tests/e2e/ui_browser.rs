@@ -163,7 +163,11 @@ fn query_editor_completes_metric_names_and_underlines_syntax_errors() {
         assert!(options.lines().any(|o| o.starts_with(name)), "{name} is not offered:\n{options}");
     }
     assert!(!options.contains("demo_load"), "a metric not matching `node_` is offered:\n{options}");
-    // Enter picks the entry (it runs the query only when no list is open).
+    // Enter picks the entry (it runs the query only when no list is open). CodeMirror ignores
+    // Enter on a list younger than its `interactionDelay` (75 ms), so that an Enter meant to run
+    // the query does not pick an entry that popped up just before; a loaded machine can find
+    // the list sooner than that, so wait it out.
+    std::thread::sleep(Duration::from_millis(300));
     tab.press("Enter", 0);
     let text = tab.wait_until(
         "the picked metric name is in the expression",
