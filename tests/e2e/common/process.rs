@@ -207,8 +207,10 @@ impl Prometheus {
 
     fn success(&self, text: &str) -> serde_json::Value {
         let json: serde_json::Value = serde_json::from_str(text).unwrap();
-        let log = std::fs::read_to_string(self.log()).unwrap_or_default();
-        assert_eq!(json["status"], "success", "{text}; log:\n{log}");
+        if json["status"] != "success" {
+            let log = std::fs::read_to_string(self.log()).unwrap_or_default();
+            panic!("Prometheus answered {text}; log:\n{log}");
+        }
         json
     }
 }
