@@ -1,10 +1,11 @@
 //! The payload of a WAL record: one ingest batch.
 //!
-//! Series ids are runtime ids, valid only inside one process run, so each WAL segment is
-//! self-describing: the first record in a segment that uses a series carries its definition
-//! (id and labels), and replay maps ids segment by segment. That lets whole old segments be
-//! deleted after a flush without a separate series log or checkpoint. Layout in
-//! `docs/format/wal.md` ("Batch record payload").
+//! Series ids are runtime ids, valid only inside one process, so each WAL run (a sequence of
+//! segments one process wrote between two flushes, see [`crate::wal`]) is self-describing:
+//! the first record in a run that uses a series carries its definition (id and labels), and
+//! replay maps ids run by run. That lets whole old runs be deleted after a flush without a
+//! separate series log or checkpoint, while a series' labels are written once per flush
+//! rather than once per segment. Layout in `docs/format/batch.md`.
 //!
 //! A batch with start timestamps is written as record type 2: the same as type 1 with a list
 //! of start-timestamp runs after each series' samples. A batch without any is written as type 1,
@@ -55,7 +56,7 @@ pub fn encode_full(defs: &[(SeriesId, RawLabels<'_>)], series: &[FullSeries<'_>]
     }
 }
 
-/// Encodes a batch record: the definitions of `defs` (series not yet defined in this segment)
+/// Encodes a batch record: the definitions of `defs` (series not yet defined in this run)
 /// followed by the samples of every series.
 pub fn encode(defs: &[(SeriesId, RawLabels<'_>)], series: &[(SeriesId, &[Sample])], out: &mut Vec<u8>) {
     out.push(RECORD_BATCH);
@@ -402,19 +403,19 @@ fn reuse<T, U>(mut v: Vec<T>) -> Vec<U> {
     v.into_iter().filter_map(|_| None).collect()
 }
 
-/// Maps the ids of one WAL segment (as written by the process that wrote it) to this process's
-/// ids. Reset at every segment boundary, because each segment defines the series it uses.
+/// Maps the ids of one WAL run (as written by the process that wrote it) to this process's
+/// ids. Reset at every run boundary, because each run defines the series it uses.
 #[derive(Debug, Default)]
 pub struct IdMap {
-    segment: Option<u64>,
+    run: Option<u64>,
     map: HashMap<SeriesId, SeriesId>,
 }
 
 impl IdMap {
-    /// Starts mapping for `segment`, forgetting the previous segment's ids if it changed.
-    pub fn enter_segment(&mut self, segment: u64) {
-        if self.segment != Some(segment) {
-            self.segment = Some(segment);
+    /// Starts mapping for `run`, forgetting the previous run's ids if it changed.
+    pub fn enter_run(&mut self, run: u64) {
+        if self.run != Some(run) {
+            self.run = Some(run);
             self.map.clear();
         }
     }
@@ -422,7 +423,7 @@ impl IdMap {
     pub fn insert(&mut self, old: SeriesId, new: SeriesId) {
         self.map.insert(old, new);
     }
-    /// This process's id for WAL id `old`, if the segment defined it.
+    /// This process's id for WAL id `old`, if the run defined it.
     pub fn get(&self, old: SeriesId) -> Option<SeriesId> {
         self.map.get(&old).copied()
     }

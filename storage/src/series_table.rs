@@ -1,5 +1,5 @@
 //! Per-series state that outlives a head: the newest timestamp (for the out-of-order window) and
-//! the WAL segment the series was last defined in (so each segment defines it once).
+//! the WAL run the series was last defined in (so each run defines it once).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -14,13 +14,15 @@ const CHUNK: usize = 1 << 14;
 pub struct SeriesSlot {
     /// Newest timestamp accepted for the series (`i64::MIN` if none yet).
     pub max_t: AtomicI64,
-    /// WAL segment number + 1 in which the series was last defined (0 = never).
-    pub wal_segment: AtomicU64,
+    /// The WAL run (the number of its first segment) + 1 in which the series was last defined
+    /// (0 = never). Runs are numbered by segment numbers, which are never reused, so a mark
+    /// never matches a run it was not set in.
+    pub wal_run: AtomicU64,
 }
 
 impl Default for SeriesSlot {
     fn default() -> Self {
-        SeriesSlot { max_t: AtomicI64::new(i64::MIN), wal_segment: AtomicU64::new(0) }
+        SeriesSlot { max_t: AtomicI64::new(i64::MIN), wal_run: AtomicU64::new(0) }
     }
 }
 

@@ -14,6 +14,8 @@ mod compact;
 mod flush;
 mod recovery;
 pub mod stats;
+#[cfg(test)]
+mod wal_tests;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -42,7 +44,7 @@ use crate::partition::PartitionFile;
 use crate::series_table::SeriesTable;
 use crate::snapshot::{LiveFile, ReadState, Snapshot, State};
 use crate::types::{Batch, HistogramSample, Labels, Sample, SeriesId};
-use crate::wal::{Wal, WalOptions};
+use crate::wal::{Position, Wal, WalOptions};
 use compact::CompactMode;
 
 /// Whether the database can take writes right now.
@@ -312,13 +314,13 @@ impl Db {
         // (`id % appliers == k`), borrowing their label strings from the record, and applies
         // them. Each applier walks the whole record but validates and copies only its share.
         //
-        // WAL ids are the writing process's series ids, so a series keeps its id within a
-        // segment (a process never appends to a segment an earlier process wrote: `Wal::open`
-        // always starts a new one) but may have another one in the next process's segments,
-        // and so another applier. Within a segment every series is applied by one thread in
-        // record order; at each segment boundary this thread waits until every applier has
-        // applied the previous segment, so a rewrite of a sample in a later segment is applied
-        // after the value it replaces, whichever thread applies it: last write wins.
+        // WAL ids are the writing process's series ids, so a series keeps its id within a WAL
+        // run (a run never spans two processes: `Wal::open` always starts a new one) but may
+        // have another one in the next run, and so another applier. Within a run every series
+        // is applied by one thread in record order; at each run boundary this thread waits
+        // until every applier has applied the previous run, so a rewrite of a sample in a later
+        // run is applied after the value it replaces, whichever thread applies it: last write
+        // wins.
         let appliers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
         let wal_dir = filenames::wal_dir(&dir);
         // Nothing reads the index until `open` returns: replay fills it through a loader.
@@ -336,8 +338,8 @@ impl Db {
                     let mut samples_applied = 0u64;
                     let mut recycled = batch_codec::DecodedBatch::default();
                     for message in rx {
-                        let (segment, payload) = match message {
-                            Replayed::Record(segment, payload) => (segment, payload),
+                        let (at, payload) = match message {
+                            Replayed::Record(at, payload) => (at, payload),
                             Replayed::SegmentDone(ack) => {
                                 // The other end may have stopped waiting after an error.
                                 let _ = ack.send(());
@@ -345,12 +347,17 @@ impl Db {
                             }
                         };
                         let corrupt = |reason: String| {
-                            Error::corruption(wal_dir, None, format!("segment {segment}: {reason}"))
+                            let Position { segment, run } = at;
+                            Error::corruption(
+                                wal_dir,
+                                None,
+                                format!("segment {segment} (run {run}): {reason}"),
+                            )
                         };
                         let mut batch = recycled.recycle();
                         batch_codec::decode_where(&payload, mine, &mut batch)
                             .map_err(|e| corrupt(e.to_string()))?;
-                        ids.enter_segment(segment);
+                        ids.enter_run(at.run);
                         for (old, labels) in batch.defs() {
                             let (new, _) = loader.get_or_create_ref(labels);
                             ids.insert(old, new);
@@ -374,15 +381,15 @@ impl Db {
                 }));
             }
             let mut replaying = None;
-            let opened = Wal::open(wal_opts, manifest.wal_first_segment, |segment, payload| {
-                if replaying.is_some_and(|previous| previous != segment) {
+            let opened = Wal::open(wal_opts, manifest.wal_first_segment, |at: Position, payload| {
+                if replaying.is_some_and(|run| run != at.run) {
                     wait_for_appliers(&senders);
                 }
-                replaying = Some(segment);
+                replaying = Some(at.run);
                 let payload: Arc<[u8]> = Arc::from(payload);
                 for tx in &senders {
                     // A closed channel means that applier stopped on an error, reported below.
-                    if tx.send(Replayed::Record(segment, payload.clone())).is_err() {
+                    if tx.send(Replayed::Record(at, payload.clone())).is_err() {
                         break;
                     }
                 }
@@ -632,8 +639,8 @@ impl Db {
 
 /// What the WAL reader hands each replay applier.
 enum Replayed {
-    /// A record of a segment, to decode the applier's share of.
-    Record(u64, Arc<[u8]>),
+    /// A record and where it lies, to decode the applier's share of.
+    Record(Position, Arc<[u8]>),
     /// Everything sent before was applied once the applier answers on this channel.
     SegmentDone(std::sync::mpsc::Sender<()>),
 }
@@ -792,11 +799,13 @@ impl Inner {
 
         let head = self.state.read().head.clone();
         let series = &self.shared.series;
-        let written = self.wal.append(|segment, buf| {
-            let mark = segment + 1;
+        let written = self.wal.append(|run, buf| {
+            // Each run of the WAL defines a series once: in the first record of the run that
+            // uses it (replay maps the ids of a run from its definitions).
+            let mark = run + 1;
             let mut defs = Vec::new();
             for a in &accepted {
-                let fresh = series.with(a.id, |s| s.wal_segment.swap(mark, Ordering::Relaxed) != mark);
+                let fresh = series.with(a.id, |s| s.wal_run.swap(mark, Ordering::Relaxed) != mark);
                 if fresh {
                     defs.push((a.id, a.labels));
                 }

@@ -8,9 +8,13 @@ use std::hash::{BuildHasher, RandomState};
 
 /// First four bytes of every segment file.
 pub(crate) const MAGIC: [u8; 4] = *b"STWL";
-/// Format version written into new segments; readers refuse others.
-pub(crate) const VERSION: u8 = 1;
-/// Bytes of the segment header: magic(4) version(1) reserved(3) number(8) salt(4) crc(4).
+/// Format version written into new segments: segments form runs (see [`SegmentHeader`]).
+pub(crate) const VERSION: u8 = 2;
+/// The version before runs: every segment is its own run. Still read; never written.
+pub(crate) const VERSION_1: u8 = 1;
+/// Flag bit of a version-2 header: the segment starts a run.
+const FLAG_STARTS_RUN: u8 = 1;
+/// Bytes of the segment header: magic(4) version(1) flags(1) reserved(2) number(8) salt(4) crc(4).
 pub(crate) const SEGMENT_HEADER_LEN: usize = 24;
 /// Bytes of a record frame's header: len(4) payload_crc(4) header_crc(4).
 pub(crate) const FRAME_HEADER_LEN: usize = 12;
@@ -25,12 +29,18 @@ pub(crate) struct SegmentHeader {
     /// Random per segment and mixed into every frame's header checksum, so bytes that merely
     /// look like a frame (inside a payload, or left from an older file) never validate.
     pub salt: u32,
+    /// Whether the segment starts a run: a sequence of segments in which a series, once its
+    /// record has defined it, stays defined, so the appender writes its labels once per run
+    /// rather than once per segment. A segment that does not start one continues the run of
+    /// the segment numbered one below it. Always true for a version-1 segment, which defines
+    /// every series it uses.
+    pub starts_run: bool,
 }
 
 impl SegmentHeader {
     /// A header for a new segment with a fresh random salt.
-    pub fn new(number: u64) -> SegmentHeader {
-        SegmentHeader { number, salt: new_salt(number) }
+    pub fn new(number: u64, starts_run: bool) -> SegmentHeader {
+        SegmentHeader { number, salt: new_salt(number), starts_run }
     }
 
     /// The header's bytes as they are written at the start of the segment file.
@@ -38,7 +48,8 @@ impl SegmentHeader {
         let mut out = [0u8; SEGMENT_HEADER_LEN];
         out[0..4].copy_from_slice(&MAGIC);
         out[4] = VERSION;
-        // Bytes 5..8 are reserved and zero.
+        out[5] = if self.starts_run { FLAG_STARTS_RUN } else { 0 };
+        // Bytes 6..8 are reserved and zero.
         out[8..16].copy_from_slice(&self.number.to_le_bytes());
         out[16..20].copy_from_slice(&self.salt.to_le_bytes());
         let crc = crc32fast::hash(&out[0..20]);
@@ -60,12 +71,24 @@ impl SegmentHeader {
             return Err("segment header checksum mismatch".to_string());
         }
         let version = head.get(4).copied().unwrap_or_default();
-        if version != VERSION {
-            return Err(format!("unsupported segment version {version} (this build reads {VERSION})"));
-        }
+        let starts_run = match version {
+            VERSION_1 => true,
+            VERSION => {
+                let flags = head.get(5).copied().unwrap_or_default();
+                if flags & !FLAG_STARTS_RUN != 0 {
+                    return Err(format!("unknown segment header flags {flags:#04x}"));
+                }
+                flags & FLAG_STARTS_RUN != 0
+            }
+            _ => {
+                return Err(format!(
+                    "unsupported segment version {version} (this build reads {VERSION_1} and {VERSION})"
+                ));
+            }
+        };
         let number = read_u64(head, 8).unwrap_or_default();
         let salt = read_u32(head, 16).unwrap_or_default();
-        Ok(SegmentHeader { number, salt })
+        Ok(SegmentHeader { number, salt, starts_run })
     }
 }
 
@@ -183,20 +206,57 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_detects_flips() {
-        let h = SegmentHeader::new(42);
-        let bytes = h.encode();
-        assert_eq!(SegmentHeader::decode(&bytes), Ok(h));
-        for bit in 0..SEGMENT_HEADER_LEN * 8 {
-            let mut b = bytes;
-            b[bit / 8] ^= 1 << (bit % 8);
-            assert!(SegmentHeader::decode(&b).is_err(), "flip of bit {bit} undetected");
+        for starts_run in [true, false] {
+            let h = SegmentHeader::new(42, starts_run);
+            let bytes = h.encode();
+            assert_eq!(SegmentHeader::decode(&bytes), Ok(h));
+            for bit in 0..SEGMENT_HEADER_LEN * 8 {
+                let mut b = bytes;
+                b[bit / 8] ^= 1 << (bit % 8);
+                assert!(SegmentHeader::decode(&b).is_err(), "flip of bit {bit} undetected");
+            }
+            assert!(SegmentHeader::decode(&bytes[..10]).is_err());
         }
-        assert!(SegmentHeader::decode(&bytes[..10]).is_err());
+    }
+
+    /// The header bytes of docs/format/wal.md, byte for byte: a change here breaks every
+    /// segment on disk.
+    #[test]
+    fn header_golden_bytes() {
+        let starts = SegmentHeader { number: 7, salt: 0xdead_beef, starts_run: true };
+        let continues = SegmentHeader { starts_run: false, ..starts };
+        let golden = [
+            (starts, "5354574c020100000700000000000000efbeadde0a84e30e"),
+            (continues, "5354574c020000000700000000000000efbeaddee25f18b7"),
+        ];
+        for (header, hex) in golden {
+            assert_eq!(to_hex(&header.encode()), hex);
+            assert_eq!(SegmentHeader::decode(&from_hex(hex)), Ok(header));
+        }
+        // A version-1 header (as written before runs) is its own run.
+        let v1 = from_hex("5354574c010000000700000000000000efbeadde10ebd09e");
+        assert_eq!(SegmentHeader::decode(&v1), Ok(starts));
+        // Unknown flags and versions are refused, even with a valid checksum.
+        for (version, flags) in [(2u8, 2u8), (2, 0x81), (3, 1), (0, 0)] {
+            let mut b = starts.encode();
+            (b[4], b[5]) = (version, flags);
+            let crc = crc32fast::hash(&b[..20]);
+            b[20..].copy_from_slice(&crc.to_le_bytes());
+            assert!(SegmentHeader::decode(&b).is_err(), "version {version} flags {flags}");
+        }
+    }
+
+    fn to_hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn from_hex(hex: &str) -> Vec<u8> {
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
     }
 
     #[test]
     fn frame_round_trips_and_zeros_never_validate() {
-        let salt = SegmentHeader::new(1).salt;
+        let salt = SegmentHeader::new(1, true).salt;
         let mut data = frame_header(salt, b"hello").to_vec();
         data.extend_from_slice(b"hello");
         assert_eq!(decode_frame(&data, 0, salt), Frame::Record { payload: b"hello", next: 17 });

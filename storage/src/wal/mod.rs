@@ -2,7 +2,13 @@
 //! acknowledged, so a crash loses no acknowledged batch and never leaves half of one.
 //!
 //! The log is a directory of numbered segment files (layout: docs/format/wal.md). Records are
-//! opaque payloads; the caller encodes them. Appends from many threads are serialized only for
+//! opaque payloads; the caller encodes them. Consecutive segments form *runs*: a run starts
+//! with each process's first segment, at every [`Wal::rotate`] and at
+//! [`Wal::restart_after_poison`], and continues across the rotations that segment size forces.
+//! The encoder is told the run its record lands in, so it can write what later records of the
+//! run refer to (the database's series labels) once per run rather than once per segment, and
+//! the caller that cuts the log with `rotate` deletes whole runs only; replay hands each record
+//! its run. Appends from many threads are serialized only for
 //! the encode and the write(2); the expensive fdatasync is shared between them (group commit,
 //! see [`commit`]). On open the log is replayed, a torn tail left by a crash is truncated, and
 //! corruption anywhere else stops the open with [`Error::Corruption`] unless the operator opted
@@ -28,7 +34,7 @@ mod progress;
 mod recover;
 mod segment;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::fs::File;
 use std::io::{self, IoSlice};
@@ -51,6 +57,16 @@ use format::{FRAME_HEADER_LEN, MAX_PAYLOAD_LEN};
 use segment::ActiveSegment;
 
 pub use progress::{ReplayProgress, ReplayStatus};
+
+/// Where a replayed record lies in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// The segment holding it.
+    pub segment: u64,
+    /// Its run: the number of the run's first segment, as the appender's `encode` saw it.
+    /// Replay gets every record of a run, in order, from the run's first segment on.
+    pub run: u64,
+}
 
 /// When an appended batch counts as durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,25 +210,38 @@ impl Default for Counters {
 /// does not pin its memory for the life of the process.
 const ENCODE_BUF_KEEP_BYTES: usize = 16 << 20;
 
+/// Whether a rotation starts a new run or continues the current one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rotation {
+    /// At [`Wal::rotate`] and after a refused record.
+    NewRun,
+    /// When the segment is full: only after a segment that holds a record, so a run's first
+    /// segment is never empty when the run has more than one (an empty segment is deleted at
+    /// open without orphaning the rest of its run).
+    ContinueRun,
+}
+
 /// The interval syncer never spins faster than this, whatever interval it is given.
 const SYNC_INTERVAL_MIN: Duration = Duration::from_millis(1);
 
 impl Wal {
     /// Opens the WAL in `opts.dir` (creating it), deletes segments numbered below
-    /// `first_segment` (the caller has flushed their data elsewhere), replays every record of
-    /// the remaining segments in order through `replay(segment_number, payload)`, truncates a
-    /// torn tail, and starts a new segment for appends (never appending after recovered bytes).
+    /// `first_segment` (the caller has flushed their data elsewhere; it must be where a run
+    /// starts, as what [`Wal::rotate`] returned is), replays every record of the remaining
+    /// segments in order through `replay(position, payload)`, truncates a torn tail, and starts
+    /// a new run for appends (never appending after recovered bytes).
     ///
     /// A damaged record at the end of the last segment (incomplete, checksum-failing or
     /// zero-filled, with no valid record after it) is a torn tail and is truncated. Damage
     /// followed by valid records, or in an older segment, is refused with
     /// [`Error::Corruption`] naming the file and offset, unless `opts.truncate_corrupt`, which
-    /// truncates there, deletes later segments and logs a warning with what was dropped. An
-    /// error returned by `replay` aborts the open with that error.
+    /// truncates there, deletes later segments and logs a warning with what was dropped. A
+    /// segment that continues a run whose previous segment is missing is corruption at its
+    /// offset 0. An error returned by `replay` aborts the open with that error.
     pub fn open(
         opts: WalOptions,
         first_segment: u64,
-        mut replay: impl FnMut(u64, &[u8]) -> Result<()>,
+        mut replay: impl FnMut(Position, &[u8]) -> Result<()>,
     ) -> Result<(Wal, ReplayStats)> {
         fsutil::create_dir_durable(&opts.dir)?;
         let recovered = recover::recover(&opts, first_segment, &mut replay)?;
@@ -220,7 +249,8 @@ impl Wal {
         // everything replayed is served, and the WAL starts poisoned, exactly as if the
         // failure had hit a running server, so writes are refused until the owner's recovery
         // succeeds and `restart_after_poison` creates the segment.
-        let (segment, poison) = match ActiveSegment::create(&opts.dir, recovered.next_segment) {
+        let next = recovered.next_segment;
+        let (segment, poison) = match ActiveSegment::create(&opts.dir, next, next) {
             Ok(segment) => (segment, None),
             Err(e @ Error::Io { .. }) => {
                 tracing::error!(error = %e, "cannot start a WAL segment: refusing writes until storage recovers");
@@ -261,9 +291,11 @@ impl Wal {
 
     /// Appends one record and returns the number of the segment it went to.
     ///
-    /// `encode(segment_number, buf)` writes the payload into `buf` (empty on entry). It runs
-    /// under the append lock, so the segment number it sees is the one the record lands in, and
-    /// it should be cheap: appenders take turns running it.
+    /// `encode(run, buf)` writes the payload into `buf` (empty on entry). It runs under the
+    /// append lock, so the run it sees is the one the record lands in, and it should be cheap:
+    /// appenders take turns running it. If the record is not written after all (too large, or
+    /// a failed write), the run ends there, so the next record's encoder sees a new run and
+    /// nothing relies on what the lost record held.
     ///
     /// Returns once the record is durable as the sync mode promises: with
     /// [`WalSync::PerBatch`] after an fdatasync that covers it (shared with concurrent
@@ -279,14 +311,19 @@ impl Wal {
             }
             inner.check_poison()?;
             if w.segment.len >= inner.segment_bytes && w.segment.has_records() {
-                inner.rotate_locked(w)?;
+                inner.rotate_locked(w, Rotation::ContinueRun)?;
             }
             w.buf.clear();
-            encode(w.segment.number, &mut w.buf);
-            if w.buf.len() > MAX_PAYLOAD_LEN {
+            encode(w.segment.run, &mut w.buf);
+            if w.buf.len() > inner.max_payload_len() {
                 let len = std::mem::take(&mut w.buf).len();
+                // A later record of this run could rely on what the encoder thinks this one
+                // wrote; in a new run none can. (A failed rotation poisons the WAL, and the
+                // restart after that starts a new run too.)
+                inner.rotate_locked(w, Rotation::NewRun)?;
                 return Err(Error::InvalidInput(format!(
-                    "WAL record of {len} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit"
+                    "WAL record of {len} bytes exceeds the {}-byte limit",
+                    inner.max_payload_len()
                 )));
             }
             let header = format::frame_header(w.segment.salt, &w.buf);
@@ -312,20 +349,23 @@ impl Wal {
         Ok(segment)
     }
 
-    /// Syncs and closes the current segment and starts the next; returns the new segment's
-    /// number. Records appended after this returns go to the new segment. The caller uses it
-    /// to cut the log at a flush boundary.
+    /// Syncs and closes the current segment and starts the next, which starts a new run;
+    /// returns the new segment's number. Records appended after this returns go to the new
+    /// segment. The caller uses it to cut the log at a flush boundary: once everything before
+    /// is stored elsewhere, [`Wal::remove_segments_before`] the returned number drops whole runs,
+    /// and replay can start there.
     pub fn rotate(&self) -> Result<u64> {
         let mut w = self.inner.writer.lock();
         if w.closed {
             return Err(Error::Closed);
         }
         self.inner.check_poison()?;
-        self.inner.rotate_locked(&mut w)
+        self.inner.rotate_locked(&mut w, Rotation::NewRun)
     }
 
     /// Deletes whole segments numbered below `segment`, once their records are stored
-    /// elsewhere. The current segment is never deleted.
+    /// elsewhere. The current segment is never deleted. `segment` should be where a run starts
+    /// (what [`Wal::rotate`] returned): a run cut at its front cannot be replayed.
     pub fn remove_segments_before(&self, segment: u64) -> Result<()> {
         let limit = segment.min(self.current_segment());
         let mut removed = false;
@@ -363,8 +403,8 @@ impl Wal {
     }
 
     /// Leaves the poisoned state: creates segment `number` (or the one after the current
-    /// segment, if higher), sends every later append there, clears the poison, and deletes the
-    /// older segments. The poisoned segment is never written or synced again, and any appender
+    /// segment, if higher), which starts a new run, sends every later append there, clears the
+    /// poison, and deletes the older segments. The poisoned segment is never written or synced again, and any appender
     /// still waiting for a record in it gets an error, so nothing in it is acknowledged later.
     ///
     /// The caller must first have stored elsewhere, durably, every record whose append returned
@@ -386,7 +426,7 @@ impl Wal {
             // A segment file of that number can only be the remains of an earlier failed
             // attempt (`create` removes its own failures, but a crash point may not).
             fsutil::remove_path(&inner.dir.join(segment::file_name(number)))?;
-            let next = ActiveSegment::create(&inner.dir, number)?;
+            let next = ActiveSegment::create(&inner.dir, number, number)?;
             inner.commit.restart(Arc::clone(&next.file));
             w.segment = next;
             inner.current_segment.store(number, Ordering::Release);
@@ -535,15 +575,34 @@ impl Inner {
 
     /// Syncs the current segment, creates the next one and switches appends to it. Runs under
     /// the append lock. Syncing first keeps the recovery invariant that only the newest segment
-    /// can end in a torn record.
-    fn rotate_locked(&self, w: &mut Writer) -> Result<u64> {
+    /// can end in a torn record, and that a segment continuing a run exists only once the
+    /// run's earlier segments are durable.
+    fn rotate_locked(&self, w: &mut Writer, rotation: Rotation) -> Result<u64> {
         self.commit.sync_exclusive(&|f| self.fsync(f), &|| self.check_poison())?;
         let number = w.segment.number.saturating_add(1);
-        let next = ActiveSegment::create(&self.dir, number).map_err(|e| self.poison_with(e))?;
+        let run = match rotation {
+            Rotation::NewRun => number,
+            Rotation::ContinueRun => w.segment.run,
+        };
+        let next = ActiveSegment::create(&self.dir, number, run).map_err(|e| self.poison_with(e))?;
         self.commit.switch_file(Arc::clone(&next.file));
         w.segment = next;
         self.current_segment.store(number, Ordering::Release);
         Ok(number)
+    }
+
+    /// The largest payload `append` writes: [`MAX_PAYLOAD_LEN`], lowered by tests.
+    #[cfg(test)]
+    fn max_payload_len(&self) -> usize {
+        match self.faults.max_payload.load(Ordering::SeqCst) {
+            0 => MAX_PAYLOAD_LEN,
+            n => n,
+        }
+    }
+
+    #[cfg(not(test))]
+    fn max_payload_len(&self) -> usize {
+        MAX_PAYLOAD_LEN
     }
 
     #[cfg(test)]

@@ -6,6 +6,11 @@
 //! acknowledges a record only after an fsync that covers it. So a crash can only leave
 //! incomplete or garbage bytes after the last valid record of the newest segment. Damage that
 //! has valid records after it, or sits in an older segment, did not come from a crash.
+//!
+//! Why a segment that continues a run must follow the run's previous segment: the writer
+//! continues a run only into the segment numbered one above, after syncing the one below, and
+//! the log is only ever cut where a run starts. A missing predecessor means records that later
+//! ones may rely on are gone, which no crash does.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
@@ -16,7 +21,7 @@ use crate::fsutil;
 
 use super::format::{self, Frame, SEGMENT_HEADER_LEN, SegmentHeader};
 use super::segment;
-use super::{ReplayStats, WalOptions};
+use super::{Position, ReplayStats, WalOptions};
 
 /// What recovery leaves for the writer.
 pub(crate) struct Recovered {
@@ -43,7 +48,7 @@ pub(super) struct Damage {
 pub(crate) fn recover(
     opts: &WalOptions,
     first_segment: u64,
-    replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    replay: &mut dyn FnMut(Position, &[u8]) -> Result<()>,
 ) -> Result<Recovered> {
     let mut segments = segment::list(&opts.dir)?;
     let highest_seen = segments.last().map(|(number, _)| *number);
@@ -62,12 +67,13 @@ pub(crate) fn recover(
     let mut data = Vec::new();
     // Whole segments without a record: what a start followed by a stop without writes leaves.
     let mut empty = Vec::new();
+    let mut last = None;
     for (index, (number, path)) in segments.iter().enumerate() {
         opts.progress.reached(*number);
         read_whole(path, &mut data)?;
         stats.segments += 1;
         let records_before = stats.records;
-        let Some(damage) = replay_segment(&data, *number, &mut stats, replay)? else {
+        let Some(damage) = replay_segment(&data, *number, &mut last, &mut stats, replay)? else {
             if stats.records == records_before {
                 empty.push(path);
             }
@@ -82,7 +88,9 @@ pub(crate) fn recover(
     // Recovered segments are never appended to, and an empty one replays nothing: without
     // this, every restart between two flushes would leave one more behind (a flush removes
     // only segments below its own). Numbers are never reused (`next_segment` counts the
-    // deleted ones), and a deletion lost to a crash leaves an empty segment, as before.
+    // deleted ones), and a deletion lost to a crash leaves an empty segment, as before. No
+    // segment continues the run of an empty one: the writer continues a run only after a
+    // segment that holds a record.
     if !empty.is_empty() {
         for path in empty {
             fsutil::remove_path(path)?;
@@ -95,11 +103,14 @@ pub(crate) fn recover(
 }
 
 /// Replays the records of one segment's bytes; returns where it is damaged, if it is.
+/// `last` is where the previous segment replayed (None before the first); once this
+/// segment's header checks out it is set to this segment and its run.
 pub(super) fn replay_segment(
     data: &[u8],
     number: u64,
+    last: &mut Option<Position>,
     stats: &mut ReplayStats,
-    replay: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    replay: &mut dyn FnMut(Position, &[u8]) -> Result<()>,
 ) -> Result<Option<Damage>> {
     let header = SegmentHeader::decode(data).and_then(|h| {
         if h.number == number {
@@ -119,11 +130,24 @@ pub(super) fn replay_segment(
             return Ok(Some(Damage { offset: 0, reason, data_follows }));
         }
     };
+    let run = match *last {
+        _ if header.starts_run => number,
+        Some(previous) if previous.segment.checked_add(1) == Some(number) => previous.run,
+        _ => {
+            let reason = format!(
+                "segment {number} continues a run, but segment {} before it is not in the log",
+                number.saturating_sub(1)
+            );
+            return Ok(Some(Damage { offset: 0, reason, data_follows: true }));
+        }
+    };
+    let at = Position { segment: number, run };
+    *last = Some(at);
     let mut offset = SEGMENT_HEADER_LEN;
     while offset < data.len() {
         match format::decode_frame(data, offset, header.salt) {
             Frame::Record { payload, next } => {
-                replay(number, payload)?;
+                replay(at, payload)?;
                 stats.records += 1;
                 stats.bytes += (next - offset) as u64;
                 offset = next;

@@ -48,6 +48,9 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
 pub(crate) struct ActiveSegment {
     /// Its number.
     pub number: u64,
+    /// The run it belongs to: the number of the run's first segment (its own number when it
+    /// starts the run). See [`SegmentHeader::starts_run`].
+    pub run: u64,
     /// Its salt, mixed into every frame's checksum.
     pub salt: u32,
     /// The open file (append mode); shared with the fsync leader.
@@ -59,16 +62,17 @@ pub(crate) struct ActiveSegment {
 }
 
 impl ActiveSegment {
-    /// Creates segment `number` in `dir` and makes it durable before returning: the file with
-    /// its header is fsynced and so is the directory, so a segment that exists after a crash
-    /// always has a complete header unless the crash hit this very function.
-    pub fn create(dir: &Path, number: u64) -> Result<ActiveSegment> {
+    /// Creates segment `number` of run `run` (a new run when `run == number`) in `dir` and
+    /// makes it durable before returning: the file with its header is fsynced and so is the
+    /// directory, so a segment that exists after a crash always has a complete header unless
+    /// the crash hit this very function.
+    pub fn create(dir: &Path, number: u64, run: u64) -> Result<ActiveSegment> {
         let path = dir.join(file_name(number));
         let file = fault::check(Op::Create, &path)
             .and_then(|()| OpenOptions::new().append(true).create_new(true).open(&path))
             .map_err(|e| Error::io(format!("create WAL segment {}", path.display()), e))?;
         failpoint::hit("wal.segment_rotate.after_create");
-        let header = SegmentHeader::new(number);
+        let header = SegmentHeader::new(number, run == number);
         let written = fault::check(Op::Write, &path)
             .and_then(|()| (&file).write_all(&header.encode()))
             .and_then(|()| fault::check(Op::Sync, &path))
@@ -87,6 +91,7 @@ impl ActiveSegment {
         }
         Ok(ActiveSegment {
             number,
+            run,
             salt: header.salt,
             file: Arc::new(file),
             path,
@@ -102,6 +107,7 @@ impl ActiveSegment {
         let file = File::open(dir).map_err(|e| Error::io(format!("open WAL dir {}", dir.display()), e))?;
         Ok(ActiveSegment {
             number,
+            run: number,
             salt: 0,
             file: Arc::new(file),
             path: dir.join(file_name(number)),
