@@ -794,7 +794,6 @@ impl Inner {
         let samples_of = |a: &Accepted<'_>| kept.get(a.samples.clone()).unwrap_or_default();
         let starts_of =
             |a: &Accepted<'_>| a.starts.clone().and_then(|r| kept_starts.get(r)).unwrap_or_default();
-        let any_starts = !kept_starts.is_empty();
         let hists_of = |a: &Accepted<'_>| kept_hists.get(a.hists.clone()).unwrap_or_default();
 
         let head = self.state.read().head.clone();
@@ -810,19 +809,9 @@ impl Inner {
                     defs.push((a.id, a.labels));
                 }
             }
-            if !kept_hists.is_empty() {
-                let series: Vec<batch_codec::FullSeries<'_>> =
-                    accepted.iter().map(|a| (a.id, samples_of(a), starts_of(a), hists_of(a))).collect();
-                batch_codec::encode_full(&defs, &series, buf);
-            } else if any_starts {
-                let series: Vec<(SeriesId, &[Sample], &[i64])> =
-                    accepted.iter().map(|a| (a.id, samples_of(a), starts_of(a))).collect();
-                batch_codec::encode_with_starts(&defs, &series, buf);
-            } else {
-                let samples: Vec<(SeriesId, &[Sample])> =
-                    accepted.iter().map(|a| (a.id, samples_of(a))).collect();
-                batch_codec::encode(&defs, &samples, buf);
-            }
+            let series: Vec<batch_codec::FullSeries<'_>> =
+                accepted.iter().map(|a| (a.id, samples_of(a), starts_of(a), hists_of(a))).collect();
+            batch_codec::encode(&defs, &series, buf);
         });
         if let Err(e) = written {
             if self.wal.poisoned().is_some() {

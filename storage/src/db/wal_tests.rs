@@ -19,10 +19,10 @@ use crate::{Batch, Db, Labels, Matcher, Options, Querier, Sample, SeriesId};
 const BASE: i64 = 1_700_000_000_000;
 const SERIES: usize = 20;
 
-/// Segments of 4 KiB (a few records each) and no background maintenance: the test flushes.
+/// Segments of 1 KiB (a few records each) and no background maintenance: the test flushes.
 fn options(dir: &Path) -> Options {
     let mut o = Options::new(dir);
-    o.wal_segment_bytes = 4096;
+    o.wal_segment_bytes = 1024;
     o.maintenance_interval = Duration::from_secs(3600);
     o.head_samples_max = usize::MAX;
     o
@@ -229,8 +229,8 @@ fn concurrent_appends_and_flushes_replay_after_a_crash() {
     db.close().unwrap();
 }
 
-/// A record of type 1 defining `defs` and holding one sample (at `t`, value `v`) per id in
-/// `series`.
+/// A record defining `defs` (WAL id, series `runs{k}`) and holding one sample (at `t`, value
+/// `v`) per id in `series`: of type 1, as version 1 segments hold.
 fn record(defs: &[(SeriesId, usize)], series: &[SeriesId], t: i64, v: f64) -> Vec<u8> {
     let names: Vec<(String, String)> = defs.iter().map(|(_, k)| ("k".to_string(), k.to_string())).collect();
     let pairs: Vec<Vec<crate::labels_ref::RawPair<'_>>> = names
@@ -242,7 +242,7 @@ fn record(defs: &[(SeriesId, usize)], series: &[SeriesId], t: i64, v: f64) -> Ve
     let samples = [Sample::new(t, v)];
     let series: Vec<(SeriesId, &[Sample])> = series.iter().map(|id| (*id, &samples[..])).collect();
     let mut out = Vec::new();
-    batch_codec::encode(&defs, &series, &mut out);
+    batch_codec::encode_type1(&defs, &series, &mut out);
     out
 }
 
@@ -312,4 +312,92 @@ fn replay_maps_ids_per_run_and_per_version_1_segment() {
             Ok(_) => panic!("an undefined id was accepted"),
         }
     }
+}
+
+/// The batches of the checked-in WAL: series with integer values, float values, start
+/// timestamps and native histograms, batch `b` one sample a series at `BASE + b × 15 s`.
+fn golden_batches() -> Vec<crate::BatchRef<'static>> {
+    (0..12i64)
+        .map(|b| {
+            let t = BASE + b * 15_000;
+            let mut batch = crate::BatchRef::new();
+            let mut s = batch.series();
+            s.label("__name__", "golden_ints");
+            s.sample(Sample::new(t, (b * 7 % 100) as f64));
+            s.finish();
+            let mut s = batch.series();
+            s.label("__name__", "golden_floats");
+            s.sample(Sample::new(t, b as f64 / 3.0));
+            s.finish();
+            let mut s = batch.series();
+            s.label("__name__", "golden_counter");
+            s.label("job", "a");
+            s.sample_with_start(Sample::new(t, (b * 10) as f64), BASE - 60_000);
+            s.finish();
+            let mut s = batch.series();
+            s.label("__name__", "golden_hist");
+            let h =
+                crate::types::FloatHistogram { count: b as f64, sum: b as f64 * 1.5, ..Default::default() };
+            s.histogram(t, h);
+            s.finish();
+            batch
+        })
+        .collect()
+}
+
+/// Everything `db` holds, series by series: labels, samples, start timestamps, histograms.
+fn dump(db: &Db) -> Vec<String> {
+    let snap = db.snapshot();
+    let all =
+        snap.select(&[Matcher::new(crate::MatchOp::Regex, "__name__", ".+").unwrap()], i64::MIN, i64::MAX);
+    let mut out = Vec::new();
+    for s in &all.unwrap() {
+        let (mut samples, mut starts, mut hists) = (Vec::new(), Vec::new(), Vec::new());
+        snap.samples(s, i64::MIN, i64::MAX, &mut samples).unwrap();
+        snap.start_timestamps(s, i64::MIN, i64::MAX, &mut starts).unwrap();
+        snap.histograms(s, i64::MIN, i64::MAX, &mut hists).unwrap();
+        out.push(format!("{} {samples:?} {starts:?} {hists:?}", s.labels));
+    }
+    out.sort();
+    out
+}
+
+/// A WAL as this version writes it, checked in (`storage/testdata/format/wal_runs`): one run
+/// over several segments of type 4 records. Later versions must replay it to the same data.
+/// `STRATA_BLESS=1` rewrites it (only when the format changes on purpose: then
+/// docs/format/wal.md and batch.md change too).
+#[test]
+fn golden_wal_of_one_run_replays() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/format/wal_runs");
+    let fresh = tempfile::tempdir().unwrap();
+    let mut o = options(fresh.path());
+    o.wal_segment_bytes = 256;
+    let db = Db::open(o).unwrap();
+    for b in golden_batches() {
+        db.append_ref(&b).unwrap();
+    }
+    let expected = dump(&db);
+    assert_eq!(expected.len(), 4);
+    drop(db);
+    if std::env::var("STRATA_BLESS").as_deref() == Ok("1") {
+        let _ = std::fs::remove_dir_all(&golden);
+        let wal = filenames::wal_dir(&golden);
+        std::fs::create_dir_all(&wal).unwrap();
+        for entry in std::fs::read_dir(filenames::wal_dir(fresh.path())).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), wal.join(entry.file_name())).unwrap();
+        }
+    }
+    let records = wal_records(&golden);
+    assert!(records.iter().any(|(at, _, _)| at.segment > at.run), "the run spans segments: {records:?}");
+    let d = tempfile::tempdir().unwrap();
+    let wal = filenames::wal_dir(d.path());
+    std::fs::create_dir_all(&wal).unwrap();
+    for entry in std::fs::read_dir(filenames::wal_dir(&golden)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), wal.join(entry.file_name())).unwrap();
+    }
+    let db = Db::open(options(d.path())).unwrap();
+    assert_eq!(dump(&db), expected);
+    db.close().unwrap();
 }
