@@ -340,7 +340,7 @@ impl Db {
                     for message in rx {
                         let (at, payload) = match message {
                             Replayed::Record(at, payload) => (at, payload),
-                            Replayed::SegmentDone(ack) => {
+                            Replayed::RunDone(ack) => {
                                 // The other end may have stopped waiting after an error.
                                 let _ = ack.send(());
                                 continue;
@@ -642,14 +642,14 @@ enum Replayed {
     /// A record and where it lies, to decode the applier's share of.
     Record(Position, Arc<[u8]>),
     /// Everything sent before was applied once the applier answers on this channel.
-    SegmentDone(std::sync::mpsc::Sender<()>),
+    RunDone(std::sync::mpsc::Sender<()>),
 }
 
 /// Blocks until every applier has applied all it was sent (or has stopped on an error, which
 /// drops its channel and whatever was queued in it).
 fn wait_for_appliers(senders: &[std::sync::mpsc::SyncSender<Replayed>]) {
     let (ack, acks) = std::sync::mpsc::channel();
-    let asked = senders.iter().filter(|tx| tx.send(Replayed::SegmentDone(ack.clone())).is_ok()).count();
+    let asked = senders.iter().filter(|tx| tx.send(Replayed::RunDone(ack.clone())).is_ok()).count();
     drop(ack);
     for _ in 0..asked {
         if acks.recv().is_err() {

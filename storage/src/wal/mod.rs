@@ -2,17 +2,18 @@
 //! acknowledged, so a crash loses no acknowledged batch and never leaves half of one.
 //!
 //! The log is a directory of numbered segment files (layout: docs/format/wal.md). Records are
-//! opaque payloads; the caller encodes them. Consecutive segments form *runs*: a run starts
-//! with each process's first segment, at every [`Wal::rotate`] and at
-//! [`Wal::restart_after_poison`], and continues across the rotations that segment size forces.
-//! The encoder is told the run its record lands in, so it can write what later records of the
-//! run refer to (the database's series labels) once per run rather than once per segment, and
-//! the caller that cuts the log with `rotate` deletes whole runs only; replay hands each record
-//! its run. Appends from many threads are serialized only for
+//! opaque payloads; the caller encodes them. Appends from many threads are serialized only for
 //! the encode and the write(2); the expensive fdatasync is shared between them (group commit,
 //! see [`commit`]). On open the log is replayed, a torn tail left by a crash is truncated, and
 //! corruption anywhere else stops the open with [`Error::Corruption`] unless the operator opted
 //! into truncating there ([`WalOptions::truncate_corrupt`]).
+//!
+//! Consecutive segments form *runs*: a run starts with each process's first segment, at every
+//! [`Wal::rotate`] and at [`Wal::restart_after_poison`], and continues across the rotations
+//! that segment size forces. The encoder is told the run its record lands in, so it can write
+//! what later records of the run refer to (the database's series labels) once per run rather
+//! than once per segment; the caller cuts the log with `rotate`, so it deletes whole runs only;
+//! replay hands each record its run.
 //!
 //! Failure model: after any failed write or fsync the WAL is poisoned and refuses every later
 //! append, because after a failed fsync the kernel may have dropped the dirty pages and a retry
@@ -404,8 +405,9 @@ impl Wal {
 
     /// Leaves the poisoned state: creates segment `number` (or the one after the current
     /// segment, if higher), which starts a new run, sends every later append there, clears the
-    /// poison, and deletes the older segments. The poisoned segment is never written or synced again, and any appender
-    /// still waiting for a record in it gets an error, so nothing in it is acknowledged later.
+    /// poison, and deletes the older segments. The poisoned segment is never written or synced
+    /// again, and any appender still waiting for a record in it gets an error, so nothing in it
+    /// is acknowledged later.
     ///
     /// The caller must first have stored elsewhere, durably, every record whose append returned
     /// `Ok`, and recorded that replay starts at `number` (the database's manifest): the old
