@@ -21,8 +21,11 @@ use super::{Evaluator, Grid};
 use crate::error::Result;
 use crate::parser::ast::AggOp;
 
-/// At most this many cells (groups × steps, 40 bytes each) are allocated; larger aggregations
-/// take the step-wise path, whose memory grows with the answer only.
+/// Cells (groups × steps, 40 bytes each) are always allowed up to this many, and beyond it up
+/// to the number of input points (16 bytes each, already in memory), so the columns never
+/// take more than about two and a half times what the input holds. Larger aggregations (few
+/// points over many groups and steps) take the step-wise path, whose memory grows with the
+/// answer only.
 const MAX_CELLS: usize = 1 << 18;
 
 /// The running aggregate of one group at one step.
@@ -91,7 +94,8 @@ struct First {
 
 impl<'a> Evaluator<'a> {
     /// The aggregation computed by columns, or `None` where only the step-wise path applies:
-    /// another operator, histogram points, or more cells than [`MAX_CELLS`].
+    /// another operator, histogram points, or more cells than [`MAX_CELLS`] and the input's
+    /// points.
     pub(super) fn aggregate_columns(
         &mut self,
         op: AggOp,
@@ -104,7 +108,10 @@ impl<'a> Evaluator<'a> {
             matches!(op, AggOp::Sum | AggOp::Avg | AggOp::Min | AggOp::Max | AggOp::Count | AggOp::Group);
         let steps = g.len();
         let cells = group_names.len().saturating_mul(steps);
-        if !simple || g.step <= 0 || cells > MAX_CELLS || input.iter().any(|s| !s.hpoints.is_empty()) {
+        if !simple || g.step <= 0 || input.iter().any(|s| !s.hpoints.is_empty()) {
+            return Ok(None);
+        }
+        if cells > MAX_CELLS && cells > input.iter().map(|s| s.points.len()).sum::<usize>() {
             return Ok(None);
         }
         let mut col = vec![Cell::default(); cells];
