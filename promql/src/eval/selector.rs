@@ -10,11 +10,12 @@ use std::sync::Arc;
 use storage::query::StartTimestamp;
 use storage::{CounterResetHint, HistogramSample, Matcher, Sample, SeriesRef, is_stale};
 
+use super::binary::Comparison;
 use super::numeric::interpolate;
 use super::parallel::{SeriesCtx, estimate_points};
 use super::{Evaluator, FPoint, Grid, HPoint, Series, Val, float_histogram, start_timestamps};
 use crate::error::{Error, Result};
-use crate::parser::ast::{MatrixSelector, VectorSelector};
+use crate::parser::ast::{BinOp, MatrixSelector, VectorSelector};
 
 /// What an instant vector selector reports for the sample it picks at each step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +172,38 @@ impl<'a> Evaluator<'a> {
     /// Evaluates an instant vector selector; `pick` says what each point's value is. Start
     /// timestamps are read only for [`Pick::StartTimestamp`].
     pub(crate) fn eval_vector_selector(&mut self, vs: &VectorSelector, g: Grid, pick: Pick) -> Result<Val> {
+        self.eval_vector_selector_where(vs, g, pick, None)
+    }
+
+    /// What [`Evaluator::eval`] of the selector `vs` followed by the filter `cmp` keeps of its
+    /// float points, without holding the points that fail (histogram points are all kept, for
+    /// the binary operator to handle). Counted against the sample limit as `eval` counts: the
+    /// result, which here is what passed the filter.
+    pub(crate) fn eval_filtered_selector(
+        &mut self,
+        vs: &VectorSelector,
+        g: Grid,
+        cmp: Comparison,
+    ) -> Result<Val> {
+        if std::time::Instant::now() > self.deadline {
+            return Err(Error::Timeout("expression evaluation"));
+        }
+        let before = self.samples.current;
+        let v = self.eval_vector_selector_where(vs, g, Pick::Value, Some(cmp))?;
+        self.samples.current = before;
+        self.track(v.sample_count())?;
+        Ok(v)
+    }
+
+    /// [`Evaluator::eval_vector_selector`], keeping only the float points `keep` keeps.
+    fn eval_vector_selector_where(
+        &mut self,
+        vs: &VectorSelector,
+        g: Grid,
+        pick: Pick,
+        keep: Option<Comparison>,
+    ) -> Result<Val> {
+        let keeps = |f: f64| keep.is_none_or(|c| c.keeps(f));
         let refs = self.refs(vs, g)?;
         let (Some(&lo), Some(&hi)) = (refs.iter().min(), refs.iter().max()) else {
             return Ok(Val::Vector(Vec::new()));
@@ -189,24 +222,28 @@ impl<'a> Evaluator<'a> {
             }
             ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
             if !hbuf.is_empty() && vs.smoothed {
-                let (points, hpoints) =
+                let (mut points, hpoints) =
                     smoothed_mixed_points(buf, hbuf, &refs, g, lb, &r.labels, vs.start, &mut ctx.annotations);
+                points.retain(|p| keeps(p.f));
                 let empty = points.is_empty() && hpoints.is_empty();
                 return Ok(
                     (!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints))
                 );
             }
             if !hbuf.is_empty() {
-                let (points, hpoints) = latest_mixed_points(buf, sts, hbuf, &refs, g, lb, pick);
+                let (mut points, hpoints) = latest_mixed_points(buf, sts, hbuf, &refs, g, lb, pick);
+                points.retain(|p| keeps(p.f));
                 let empty = points.is_empty() && hpoints.is_empty();
                 return Ok(
                     (!empty).then(|| Series::with_histograms(r.labels.clone(), false, points, hpoints))
                 );
             }
             let points = if vs.smoothed {
-                smoothed_points(buf, &refs, g, lb)
+                let mut points = smoothed_points(buf, &refs, g, lb);
+                points.retain(|p| keeps(p.f));
+                points
             } else {
-                latest_points(buf, sts, &refs, g, lb, pick)
+                latest_points(buf, sts, &refs, g, lb, pick, keep)
             };
             Ok((!points.is_empty()).then(|| Series::new(r.labels.clone(), false, points)))
         })?;
@@ -264,7 +301,7 @@ pub(crate) struct WindowSpec {
 }
 
 /// For each step, the latest non-stale sample in `(ref - lb, ref]` (`sts`: the start timestamps
-/// of `buf`, needed for [`Pick::StartTimestamp`] only).
+/// of `buf`, needed for [`Pick::StartTimestamp`] only), if `keep` keeps its value.
 fn latest_points(
     buf: &[Sample],
     sts: &[StartTimestamp],
@@ -272,13 +309,55 @@ fn latest_points(
     g: Grid,
     lb: i64,
     pick: Pick,
+    keep: Option<Comparison>,
+) -> Vec<FPoint> {
+    // At most a point a step; at the scrape interval (a selector over a day) nearly every step
+    // has one, and growing the vector step by step copied it a dozen times. A filter keeps
+    // few as often as many: then the vector grows with what it keeps. Each filter is its own
+    // loop: matching the operator per step took a fifth of high-cpu-all's selector loop.
+    let all = refs.len();
+    let value = |s: &Sample| match pick {
+        Pick::Value => s.v,
+        Pick::Timestamp => s.t as f64 / 1000.0,
+        Pick::StartTimestamp => start_timestamps::at(sts, s.t) as f64 / 1000.0,
+    };
+    let Some(cmp) = keep else {
+        return latest_where(buf, refs, g, lb, all, |s| Some(value(s)));
+    };
+    let c = cmp.literal();
+    macro_rules! filtered {
+        ($op:tt) => {
+            latest_where(buf, refs, g, lb, 0, |s| {
+                let f = value(s);
+                (f $op c).then_some(f)
+            })
+        };
+    }
+    match cmp.op() {
+        BinOp::Gtr => filtered!(>),
+        BinOp::Lss => filtered!(<),
+        BinOp::Gte => filtered!(>=),
+        BinOp::Lte => filtered!(<=),
+        BinOp::Eql => filtered!(==),
+        _ => filtered!(!=),
+    }
+}
+
+/// The loop of [`latest_points`]: for each step, the latest non-stale sample in
+/// `(ref - lb, ref]`, valued by `value` (`None`: no point). `capacity`: points to reserve.
+#[inline(always)]
+fn latest_where(
+    buf: &[Sample],
+    refs: &[i64],
+    g: Grid,
+    lb: i64,
+    capacity: usize,
+    value: impl Fn(&Sample) -> Option<f64>,
 ) -> Vec<FPoint> {
     if buf.is_empty() {
         return Vec::new();
     }
-    // At most a point a step; at the scrape interval (high-cpu's `x > 90` over a day) nearly
-    // every step has one, and growing the vector step by step copied it a dozen times.
-    let mut points = Vec::with_capacity(refs.len());
+    let mut points = Vec::with_capacity(capacity);
     let mut j = 0;
     let mut prev_ref = i64::MIN;
     for (i, &r) in refs.iter().enumerate() {
@@ -292,13 +371,11 @@ fn latest_points(
         if j == 0 {
             continue;
         }
-        let s = buf[j - 1];
-        if s.t > r - lb && !is_stale(s.v) {
-            let f = match pick {
-                Pick::Value => s.v,
-                Pick::Timestamp => s.t as f64 / 1000.0,
-                Pick::StartTimestamp => start_timestamps::at(sts, s.t) as f64 / 1000.0,
-            };
+        let s = &buf[j - 1];
+        if s.t > r - lb
+            && !is_stale(s.v)
+            && let Some(f) = value(s)
+        {
             points.push(FPoint { t: g.ts(i), f });
         }
     }

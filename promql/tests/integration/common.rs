@@ -1,6 +1,12 @@
 //! Helpers shared by the integration tests that compare two ways of evaluating a query.
 
 use promql::{QueryResult, Value};
+use proptest::prelude::*;
+use storage::{Batch, Db, Labels, Sample, stale_nan};
+
+/// The time random series start at, and their sample spacing.
+pub const BASE: i64 = 1_699_999_200_000;
+pub const MINUTE: i64 = 60_000;
 
 /// The answer with float bits and in the order given, so NaN payloads, signed zeros and the
 /// order of series count.
@@ -14,4 +20,45 @@ pub fn bits(r: &QueryResult) -> Vec<(String, i64, u64)> {
         Value::Scalar { t, v } => vec![(String::new(), *t, v.to_bits())],
         Value::String { t, v } => vec![(v.clone(), *t, 0)],
     }
+}
+
+/// A sample value: mostly small integers, some of any bits, huge values, stale markers, NaN,
+/// infinities and signed zero.
+pub fn value() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        6 => (-3i32..4).prop_map(f64::from),
+        2 => any::<f64>(),
+        1 => prop_oneof![Just(1.0e308), Just(-1.5e308), Just(f64::MAX)],
+        1 => Just(stale_nan()),
+        1 => prop_oneof![
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(-0.0),
+            Just(0.1),
+        ],
+    ]
+}
+
+/// A series: which metric (`m` or `n`), its `s` and `h` labels, and samples at minute offsets.
+pub type SeriesSpec = (bool, u8, u8, Vec<(u16, f64)>);
+
+/// A random series of up to 60 samples in the first 4 hours after [`BASE`].
+pub fn series() -> impl Strategy<Value = SeriesSpec> {
+    (any::<bool>(), 0u8..6, 0u8..3, proptest::collection::vec((0u16..240, value()), 0..60))
+}
+
+/// Appends `specs` to `db`, samples sorted and deduplicated by time.
+pub fn load(db: &Db, specs: &[SeriesSpec]) {
+    let mut batch = Batch::new();
+    for (is_m, s, h, samples) in specs {
+        let name = if *is_m { "m" } else { "n" };
+        let labels = Labels::from_pairs(&[("__name__", name), ("s", &s.to_string()), ("h", &h.to_string())]);
+        let mut samples: Vec<Sample> =
+            samples.iter().map(|&(min, v)| Sample::new(BASE + i64::from(min) * MINUTE, v)).collect();
+        samples.sort_by_key(|s| s.t);
+        samples.dedup_by_key(|s| s.t);
+        batch.push(labels, samples);
+    }
+    db.append(&batch).unwrap();
 }

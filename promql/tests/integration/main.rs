@@ -12,6 +12,7 @@ mod common;
 mod corpus;
 
 mod column_aggregation;
+mod comparison_filter;
 mod differential_prometheus;
 mod engine;
 mod fuzz_corpus;
