@@ -63,6 +63,28 @@ pub trait Querier: Send + Sync {
         self.samples(series, mint, maxt, out)
     }
 
+    /// [`Querier::samples_scanned`] for a caller that drops every sample whose value fails a
+    /// test: a storage with block statistics may leave out the samples of a stretch none of
+    /// whose values passes, reading the stretch as two stale markers at its first and last
+    /// timestamps (one if they are equal), so that for every time the latest sample at or before
+    /// it fails the test or is a stale marker exactly when it does in the full read.
+    ///
+    /// `may_keep(min, max)` is told the smallest and largest value of a stretch, not counting
+    /// stale markers and NaNs (both NaN if it has no other value); it returns false only if
+    /// none of the stretch's values passes, NaNs included. The default reads everything.
+    fn samples_pruned(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        may_keep: &dyn Fn(f64, f64) -> bool,
+        out: &mut Vec<Sample>,
+        stats: &mut ScanStats,
+    ) -> Result<()> {
+        let _ = may_keep;
+        self.samples_scanned(series, mint, maxt, out, stats)
+    }
+
     /// Appends the native histogram samples of `series` in `[mint, maxt]` to `out`, ascending
     /// by time. [`Querier::samples`] reports the same series' float samples (and stale
     /// markers); a timestamp holds either a float or a histogram, never both.

@@ -6,6 +6,7 @@
 mod extreme;
 pub(crate) mod files;
 mod in_range;
+mod pruned;
 mod state;
 mod window;
 
@@ -259,6 +260,23 @@ impl Querier for Snapshot {
     ) -> Result<()> {
         let from = out.len();
         self.read(series.id, &series.labels, mint, maxt, out, stats)?;
+        hist::strip_markers(out, from);
+        Ok(())
+    }
+
+    fn samples_pruned(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        may_keep: &dyn Fn(f64, f64) -> bool,
+        out: &mut Vec<Sample>,
+        stats: &mut ScanStats,
+    ) -> Result<()> {
+        let from = out.len();
+        if !pruned::samples_pruned(self, series, mint, maxt, may_keep, out, stats)? {
+            self.read(series.id, &series.labels, mint, maxt, out, stats)?;
+        }
         hist::strip_markers(out, from);
         Ok(())
     }

@@ -69,6 +69,21 @@ impl Comparison {
         self.c
     }
 
+    /// Whether some value in `[min, max]` may be kept, where `min` and `max` leave NaNs out
+    /// (both NaN if there is no other value). False only if none is: a NaN fails every
+    /// comparison but `!=`, which never answers false here.
+    pub(crate) fn may_keep(self, min: f64, max: f64) -> bool {
+        let c = self.c;
+        match self.op {
+            BinOp::Gtr => max > c,
+            BinOp::Gte => max >= c,
+            BinOp::Lss => min < c,
+            BinOp::Lte => min <= c,
+            BinOp::Eql => min <= c && c <= max,
+            _ => true,
+        }
+    }
+
     /// Whether an element of value `f` is kept.
     #[inline]
     pub(crate) fn keeps(self, f: f64) -> bool {

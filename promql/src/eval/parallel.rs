@@ -91,6 +91,24 @@ impl<'a> SeriesCtx<'a> {
         self.samples_read += buf.len() as u64;
         Ok(())
     }
+
+    /// [`SeriesCtx::load`] for a caller that keeps only latest samples whose values pass a
+    /// test: the storage may read a stretch where `may_keep(min, max)` says none passes as
+    /// stale markers ([`storage::Querier::samples_pruned`]).
+    pub fn load_pruned(
+        &mut self,
+        r: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        may_keep: &dyn Fn(f64, f64) -> bool,
+        buf: &mut Vec<Sample>,
+    ) -> Result<()> {
+        self.check_deadline()?;
+        buf.clear();
+        self.querier.samples_pruned(r, mint, maxt, may_keep, buf, &mut self.scan)?;
+        self.samples_read += buf.len() as u64;
+        Ok(())
+    }
 }
 
 /// What one chunk of series produced.

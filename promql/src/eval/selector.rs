@@ -216,7 +216,14 @@ impl<'a> Evaluator<'a> {
         let stats_only = self.hist_stats.stats_only();
         let out = self.map_series(&series, est, |ctx, scratch: &mut SelectorScratch, r| {
             let SelectorScratch { buf, sts, hbuf } = scratch;
-            ctx.load(r, mint, maxt, buf)?;
+            match keep {
+                // Only the latest sample at each step counts, and it must pass: stretches of
+                // the files whose statistics show none passes need not be decoded.
+                Some(cmp) if ctx.opts.pushdown && pick == Pick::Value && !vs.smoothed => {
+                    ctx.load_pruned(r, mint, maxt, &|min, max| cmp.may_keep(min, max), buf)?;
+                }
+                _ => ctx.load(r, mint, maxt, buf)?,
+            }
             if pick == Pick::StartTimestamp {
                 ctx.load_start_timestamps(r, mint, maxt, sts)?;
             }
@@ -345,6 +352,11 @@ fn latest_points(
 
 /// The loop of [`latest_points`]: for each step, the latest non-stale sample in
 /// `(ref - lb, ref]`, valued by `value` (`None`: no point). `capacity`: points to reserve.
+///
+/// Where a step gets no point, no later step before the next sample gets one either (they see
+/// the same latest sample, or none): with steps in time order, the loop jumps to the first step
+/// at or after the next sample. A filter that keeps few points, or pruned stretches read as
+/// stale markers (`SeriesCtx::load_pruned`), then cost a jump instead of a step each.
 #[inline(always)]
 fn latest_where(
     buf: &[Sample],
@@ -358,9 +370,11 @@ fn latest_where(
         return Vec::new();
     }
     let mut points = Vec::with_capacity(capacity);
+    let in_order = refs.is_sorted();
     let mut j = 0;
     let mut prev_ref = i64::MIN;
-    for (i, &r) in refs.iter().enumerate() {
+    let mut i = 0;
+    while let Some(&r) = refs.get(i) {
         if r < prev_ref {
             j = 0;
         }
@@ -368,15 +382,22 @@ fn latest_where(
         while j < buf.len() && buf[j].t <= r {
             j += 1;
         }
-        if j == 0 {
-            continue;
-        }
-        let s = &buf[j - 1];
-        if s.t > r - lb
-            && !is_stale(s.v)
-            && let Some(f) = value(s)
-        {
-            points.push(FPoint { t: g.ts(i), f });
+        let point = match j.checked_sub(1).map(|k| &buf[k]) {
+            Some(s) if s.t > r - lb && !is_stale(s.v) => value(s),
+            _ => None,
+        };
+        i += 1;
+        match point {
+            Some(f) => points.push(FPoint { t: g.ts(i - 1), f }),
+            None if in_order => match buf.get(j) {
+                // Usually the next step is past the next sample already (a step per sample).
+                Some(next) if refs.get(i).is_some_and(|&r| r < next.t) => {
+                    i += refs[i..].partition_point(|&r| r < next.t);
+                }
+                Some(_) => {}
+                None => break,
+            },
+            None => {}
         }
     }
     points

@@ -50,7 +50,7 @@ use crate::window_agg::{EXACT_LIMIT, Need, ScanStats, WindowAgg, span};
 
 /// What a block contributes to the windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Use {
+pub(super) enum Use {
     /// Answered from its statistics.
     Stats,
     /// Decoded and merged with the other sources.
@@ -75,7 +75,7 @@ pub(super) struct Block<'a> {
     integral: bool,
     /// Tombstones (closed ranges) that apply to the block's file and this series.
     tombstones: Arc<Vec<(i64, i64)>>,
-    use_: Use,
+    pub(super) use_: Use,
 }
 
 impl Block<'_> {
@@ -305,7 +305,7 @@ fn split_point((lo, hi): (i64, i64), windows: &[(i64, i64)]) -> Option<(i64, boo
 
 /// The rest of a split block after its boundary, as the later window folds it in.
 #[derive(Debug, Clone, Copy)]
-struct Part {
+pub(super) struct Part {
     /// First timestamp after the boundary.
     start: i64,
     count: u64,
@@ -362,7 +362,7 @@ fn overlapped_by_other_blocks(blocks: &[Block<'_>]) -> Vec<bool> {
 /// Decodes the `Decode` blocks and merges them with the head samples, as `Snapshot::read`
 /// merges sources: per partition, the files' runs in file order (tombstones applied); then the
 /// partitions, the frozen heads and the active head.
-fn decode(
+pub(super) fn decode(
     blocks: &[Block<'_>],
     heads: Vec<Vec<Sample>>,
     mint: i64,
