@@ -162,7 +162,7 @@ impl<'a> Evaluator<'a> {
         Ok(())
     }
 
-    /// The window end (`t - offset`, or `@ - offset`) for every step.
+    /// The window end (`t - offset`, or `@ - offset`) for every step, in time order.
     fn refs(&self, vs: &VectorSelector, g: Grid) -> Result<Vec<i64>> {
         let offset = self.offset_ms(&vs.offset)?;
         let at = self.at_ms(vs.at);
@@ -353,8 +353,9 @@ fn latest_points(
 /// The loop of [`latest_points`]: for each step, the latest non-stale sample in
 /// `(ref - lb, ref]`, valued by `value` (`None`: no point). `capacity`: points to reserve.
 ///
-/// Where a step gets no point, no later step before the next sample gets one either (they see
-/// the same latest sample, or none): with steps in time order, the loop jumps to the first step
+/// `refs` are in time order, as [`Evaluator::refs`] makes them (grid times shifted by one
+/// offset, or one `@` time). Where a step gets no point, no later step before the next sample
+/// gets one either (they see the same latest sample, or none): the loop jumps to the first step
 /// at or after the next sample. A filter that keeps few points, or pruned stretches read as
 /// stale markers (`SeriesCtx::load_pruned`), then cost a jump instead of a step each.
 #[inline(always)]
@@ -369,16 +370,11 @@ fn latest_where(
     if buf.is_empty() {
         return Vec::new();
     }
+    debug_assert!(refs.is_sorted(), "steps out of time order");
     let mut points = Vec::with_capacity(capacity);
-    let in_order = refs.is_sorted();
     let mut j = 0;
-    let mut prev_ref = i64::MIN;
     let mut i = 0;
     while let Some(&r) = refs.get(i) {
-        if r < prev_ref {
-            j = 0;
-        }
-        prev_ref = r;
         while j < buf.len() && buf[j].t <= r {
             j += 1;
         }
@@ -389,7 +385,7 @@ fn latest_where(
         i += 1;
         match point {
             Some(f) => points.push(FPoint { t: g.ts(i - 1), f }),
-            None if in_order => match buf.get(j) {
+            None => match buf.get(j) {
                 // Usually the next step is past the next sample already (a step per sample).
                 Some(next) if refs.get(i).is_some_and(|&r| r < next.t) => {
                     i += refs[i..].partition_point(|&r| r < next.t);
@@ -397,7 +393,6 @@ fn latest_where(
                 Some(_) => {}
                 None => break,
             },
-            None => {}
         }
     }
     points
