@@ -139,12 +139,71 @@ pub fn labels(out: &mut Vec<u8>, labels: &Labels) {
 }
 
 /// Appends `[<timestamp>,"<value>"]`, one point of a vector or matrix.
+///
+/// Written into a stack buffer and appended at once: a range answer is mostly points (high-cpu
+/// over 1,000 hosts is 0.6 M of them), and appending each piece separately cost a copy call
+/// and a capacity check apiece, a third of the encoding time. Whole values (most gauges and
+/// counters) never leave the buffer; the others are appended by [`sample_value`].
 pub fn point(out: &mut Vec<u8>, t: i64, v: f64) {
-    out.push(b'[');
-    timestamp(out, t);
-    out.extend_from_slice(b",\"");
-    sample_value(out, v);
-    out.extend_from_slice(b"\"]");
+    // `[`, `-`, 17 digits of seconds, `.` and 3 digits, `,"`, then up to 17 characters of a
+    // whole value below 2^53 and `"]`.
+    let mut buf = [0u8; 48];
+    buf[0] = b'[';
+    let mut n = 1 + timestamp_into(&mut buf[1..], t);
+    buf[n..n + 2].copy_from_slice(b",\"");
+    n += 2;
+    match whole_into(&mut buf[n..], v) {
+        Some(len) => {
+            n += len;
+            buf[n..n + 2].copy_from_slice(b"\"]");
+            out.extend_from_slice(&buf[..n + 2]);
+        }
+        None => {
+            out.extend_from_slice(&buf[..n]);
+            sample_value(out, v);
+            out.extend_from_slice(b"\"]");
+        }
+    }
+}
+
+/// [`timestamp`] written at the start of `buf` (at least 26 bytes); returns its length.
+fn timestamp_into(buf: &mut [u8], ms: i64) -> usize {
+    let mut n = 0;
+    if ms < 0 {
+        buf[0] = b'-';
+        n = 1;
+    }
+    let abs = ms.unsigned_abs();
+    let mut ints = itoa::Buffer::new();
+    let secs = ints.format(abs / 1000).as_bytes();
+    buf[n..n + secs.len()].copy_from_slice(secs);
+    n += secs.len();
+    let frac = abs % 1000;
+    if frac != 0 {
+        buf[n] = b'.';
+        buf[n + 1] = b'0' + (frac / 100) as u8;
+        buf[n + 2] = b'0' + (frac / 10 % 10) as u8;
+        buf[n + 3] = b'0' + (frac % 10) as u8;
+        n += 4;
+    }
+    n
+}
+
+/// A whole value below 2^53 in magnitude as [`sample_value`] writes it (its integer digits,
+/// `-0` for negative zero), at the start of `buf` (at least 17 bytes); returns its length, or
+/// `None` for any other value.
+fn whole_into(buf: &mut [u8], v: f64) -> Option<usize> {
+    if v.fract() != 0.0 || v.abs() >= 9_007_199_254_740_992.0 {
+        return None;
+    }
+    if v == 0.0 && v.is_sign_negative() {
+        buf[..2].copy_from_slice(b"-0");
+        return Some(2);
+    }
+    let mut ints = itoa::Buffer::new();
+    let digits = ints.format(v as i64).as_bytes();
+    buf[..digits.len()].copy_from_slice(digits);
+    Some(digits.len())
 }
 
 /// Appends `[<timestamp>,{<histogram>}]`, one histogram point of a vector or matrix (see
@@ -549,6 +608,17 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A point is its timestamp and its value as written on their own.
+        #[test]
+        fn points_are_timestamp_and_value(t in proptest::prelude::any::<i64>(), bits in proptest::prelude::any::<u64>(), whole in -1e17f64..1e17) {
+            for v in [f64::from_bits(bits), whole.trunc(), -0.0, 9_007_199_254_740_991.0, -9_007_199_254_740_992.0] {
+                let mut got = Vec::new();
+                point(&mut got, t, v);
+                let want = format!("[{},\"{}\"]", ts(t), value(v));
+                proptest::prop_assert_eq!(String::from_utf8(got).unwrap(), want);
+            }
+        }
+
         /// Whatever the layout, the text reads back as the same float.
         #[test]
         fn values_round_trip(bits in proptest::prelude::any::<u64>()) {
