@@ -85,6 +85,21 @@ pub trait Querier: Send + Sync {
         self.samples_scanned(series, mint, maxt, out, stats)
     }
 
+    /// [`Querier::samples_scanned`] for a caller that needs only the latest sample in
+    /// `[mint, maxt]`: appends it, and perhaps (as the default does) the samples before it.
+    /// A storage with block statistics may answer from the statistics of the block that ends
+    /// with it.
+    fn samples_latest(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<Sample>,
+        stats: &mut ScanStats,
+    ) -> Result<()> {
+        self.samples_scanned(series, mint, maxt, out, stats)
+    }
+
     /// Appends the native histogram samples of `series` in `[mint, maxt]` to `out`, ascending
     /// by time. [`Querier::samples`] reports the same series' float samples (and stale
     /// markers); a timestamp holds either a float or a histogram, never both.

@@ -6,6 +6,7 @@
 mod extreme;
 pub(crate) mod files;
 mod in_range;
+mod latest;
 mod pruned;
 mod state;
 mod window;
@@ -279,6 +280,24 @@ impl Querier for Snapshot {
         }
         hist::strip_markers(out, from);
         Ok(())
+    }
+
+    fn samples_latest(
+        &self,
+        series: &SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<Sample>,
+        stats: &mut ScanStats,
+    ) -> Result<()> {
+        match latest::latest_from_stats(self, series, mint, maxt)? {
+            Some(s) => {
+                stats.blocks_from_stats += 1;
+                out.push(s);
+                Ok(())
+            }
+            None => self.samples_scanned(series, mint, maxt, out, stats),
+        }
     }
 
     fn histograms(

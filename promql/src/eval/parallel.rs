@@ -92,6 +92,16 @@ impl<'a> SeriesCtx<'a> {
         Ok(())
     }
 
+    /// [`SeriesCtx::load`] for a caller that needs only the latest sample in range: the
+    /// storage may answer it alone, from block statistics ([`storage::Querier::samples_latest`]).
+    pub fn load_latest(&mut self, r: &SeriesRef, mint: i64, maxt: i64, buf: &mut Vec<Sample>) -> Result<()> {
+        self.check_deadline()?;
+        buf.clear();
+        self.querier.samples_latest(r, mint, maxt, buf, &mut self.scan)?;
+        self.samples_read += buf.len() as u64;
+        Ok(())
+    }
+
     /// [`SeriesCtx::load`] for a caller that keeps only latest samples whose values pass a
     /// test: the storage may read a stretch where `may_keep(min, max)` says none passes as
     /// stale markers ([`storage::Querier::samples_pruned`]).

@@ -216,10 +216,14 @@ impl<'a> Evaluator<'a> {
         let stats_only = self.hist_stats.stats_only();
         let out = self.map_series(&series, est, |ctx, scratch: &mut SelectorScratch, r| {
             let SelectorScratch { buf, sts, hbuf } = scratch;
+            let plain = ctx.opts.pushdown && !vs.smoothed && pick != Pick::StartTimestamp;
             match keep {
+                // One step (an instant query): only the latest sample counts, which the
+                // statistics of the block ending with it may hold.
+                _ if plain && refs.len() == 1 => ctx.load_latest(r, mint, maxt, buf)?,
                 // Only the latest sample at each step counts, and it must pass: stretches of
                 // the files whose statistics show none passes need not be decoded.
-                Some(cmp) if ctx.opts.pushdown && pick == Pick::Value && !vs.smoothed => {
+                Some(cmp) if plain && pick == Pick::Value => {
                     ctx.load_pruned(r, mint, maxt, &|min, max| cmp.may_keep(min, max), buf)?;
                 }
                 _ => ctx.load(r, mint, maxt, buf)?,
