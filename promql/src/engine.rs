@@ -141,6 +141,8 @@ impl Engine {
             peak_samples: ev.samples.peak,
             prepare_time: prepared - started,
             eval_time: prepared.elapsed(),
+            select_time: ev.select_time,
+            read_time: ev.read_time,
         };
         let annotations = ev.annotations.to_vec();
         let render = |level: Level| -> Vec<String> {

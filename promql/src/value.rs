@@ -90,8 +90,24 @@ pub struct QueryStats {
     pub peak_samples: usize,
     /// Time spent parsing and preparing.
     pub prepare_time: Duration,
-    /// Time spent evaluating.
+    /// Time spent evaluating (wall time on the query's thread; includes `select_time`).
     pub eval_time: Duration,
+    /// Time spent resolving selectors to series: in `Querier::select` (the index's postings
+    /// and label matching). Selection runs on the query's thread, so this is wall time within
+    /// `eval_time`. It includes selections whose series another path then selected again (a
+    /// push-down by group that storage declined).
+    pub select_time: Duration,
+    /// Time spent reading samples from storage, heads and partition files, decoding included:
+    /// in `Querier::samples_scanned`, `histograms` and `start_timestamps`, and push-down's
+    /// scans (`window_aggregates`, `group_extremes`), timed once per call (per series or per
+    /// piece of a group, never per sample). Thread time, summed over the query's threads: the
+    /// reads done on the query pool are timed on each thread and added up, so this may exceed
+    /// `eval_time`. It includes reads whose results evaluation did not use (prefetched calls
+    /// evaluation never reached, push-down scans that declined before the series was decoded).
+    /// On a query that ran on one thread, `eval_time - select_time - read_time` is the
+    /// engine's own evaluation (windows, functions, aggregation, operators); with the pool it
+    /// is not, since `read_time` then counts several threads.
+    pub read_time: Duration,
 }
 
 /// The outcome of a successful query.

@@ -19,9 +19,9 @@
 //! What differs: work, and the counters that measure it. Series with native histograms (whose
 //! annotations the engine produces) make storage decline, and the call is evaluated as usual.
 
-use storage::window_agg::{Extreme, ScanStats};
+use std::time::{Duration, Instant};
 
-use std::time::Instant;
+use storage::window_agg::{Extreme, ScanStats};
 
 use super::labels::group_labels;
 use super::parallel::{SeriesCtx, estimate_points, run_items};
@@ -68,6 +68,8 @@ const PIECES: usize = 16;
 /// One piece of a group, as storage answered it.
 struct Piece {
     scan: ScanStats,
+    /// Time in `Querier::group_extremes`, on the thread that worked on the piece.
+    read_time: Duration,
     /// The piece's extreme per window; `None` if storage declined.
     values: Result<Option<Vec<Option<f64>>>>,
 }
@@ -125,11 +127,12 @@ impl<'a> Evaluator<'a> {
         let (querier, opts, deadline) = (self.querier, self.opts, self.deadline);
         let run = |ctx: &mut SeriesCtx<'a>, &(_, members): &(usize, &[storage::SeriesRef])| {
             let mut scan = ScanStats::default();
+            let began = Instant::now();
             let values = ctx.check_deadline().and_then(|()| {
                 let mut v = Vec::with_capacity(windows.len());
                 Ok(querier.group_extremes(members, windows, which, &mut v, &mut scan)?.then_some(v))
             });
-            Piece { scan, values }
+            Piece { scan, read_time: began.elapsed(), values }
         };
         let fresh = || SeriesCtx::new(querier, opts, deadline);
         // As `map_series` does: time the first piece here, and keep work too small for the
@@ -138,7 +141,11 @@ impl<'a> Evaluator<'a> {
         let began = Instant::now();
         let mut pieces: Vec<Piece> = tasks.first().map(|t| run(&mut ctx, t)).into_iter().collect();
         // Storage declines for the whole query alike (histograms aside): do not wait for the rest.
-        if pieces.first().is_some_and(|p| matches!(p.values, Ok(None))) {
+        if let Some(p) = pieces.first()
+            && matches!(p.values, Ok(None))
+        {
+            // The time was spent even so; the counters are left to the path that reads again.
+            self.read_time += p.read_time;
             self.series_selected = selected_before;
             return Ok(None);
         }
@@ -151,6 +158,8 @@ impl<'a> Evaluator<'a> {
             None => pieces.extend(rest.iter().map(|t| run(&mut ctx, t))),
         }
 
+        // Thread time, summed over the pieces, whether storage then answers or declines.
+        self.read_time += pieces.iter().map(|p| p.read_time).sum::<Duration>();
         let mut answers: Vec<Vec<Option<f64>>> = vec![vec![None; windows.len()]; groups.len()];
         let mut scan = ScanStats::default();
         for ((gi, _), p) in tasks.iter().zip(pieces) {

@@ -2,6 +2,7 @@
 //! `target_info`) to series with the same identifying labels (`instance`, `job`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 use storage::{Label, Labels, MatchOp, Matcher, is_stale};
 
@@ -139,7 +140,9 @@ impl<'a> Evaluator<'a> {
             for r in &series {
                 self.load(r, mint, hi, &mut buf)?;
                 hbuf.clear();
+                let began = Instant::now();
                 self.querier.histograms(r, mint, hi, &mut hbuf)?;
+                self.read_time += began.elapsed();
                 self.samples_read += hbuf.len() as u64;
                 // Per step: the time of the sample in force, and whether it is a histogram.
                 let per_step: Vec<InfoSample> = refs

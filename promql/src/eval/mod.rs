@@ -33,7 +33,7 @@ mod selector;
 mod series;
 mod start_timestamps;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use storage::Querier;
 
@@ -116,6 +116,10 @@ pub(crate) struct Evaluator<'a> {
     pub series_selected: u64,
     /// What push-down cost (blocks from statistics, blocks and samples decoded).
     pub scan: storage::window_agg::ScanStats,
+    /// Time in `Querier::select` (the query's `select_time`).
+    pub select_time: Duration,
+    /// Time reading from storage, summed over the threads that read (the query's `read_time`).
+    pub read_time: Duration,
     /// Where in the query the evaluation is: decides whether selectors read histograms as
     /// Prometheus' `HistogramStatsIterator` would.
     pub hist_stats: HistStatsScope,
@@ -185,6 +189,8 @@ impl<'a> Evaluator<'a> {
             samples_read: 0,
             series_selected: 0,
             scan: storage::window_agg::ScanStats::default(),
+            select_time: Duration::ZERO,
+            read_time: Duration::ZERO,
             hist_stats: HistStatsScope::default(),
             ticks: 0,
             inline_points: 0,

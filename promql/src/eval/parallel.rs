@@ -24,14 +24,16 @@
 //! before they are counted, so a query over the sample limit may hold up to one round of
 //! results beyond it for a moment before failing (a round is sized from the limit's headroom so
 //! this stays small: see [`round_len`]), and a failing series does not stop other chunks of its
-//! round. The deadline is checked by every worker, each on its own count of calls.
+//! round. The deadline is checked by every worker, each on its own count of calls. And the
+//! timings: `read_time` adds up each chunk's time reading storage on whichever thread computed
+//! it: thread time, which with the pool may exceed the wall time the loop took.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use storage::Querier;
 use storage::window_agg::ScanStats;
-use storage::{Querier, Sample, SeriesRef};
 
 use super::{Evaluator, Series};
 use crate::annotations::Annotations;
@@ -57,6 +59,8 @@ pub(crate) struct SeriesCtx<'a> {
     pub samples_read: u64,
     /// What push-down cost.
     pub scan: ScanStats,
+    /// Time reading from storage on this context's thread (the query's `read_time`).
+    pub read_time: Duration,
     /// Annotations raised, in series order.
     pub annotations: Annotations,
 }
@@ -70,6 +74,7 @@ impl<'a> SeriesCtx<'a> {
             ticks: 0,
             samples_read: 0,
             scan: ScanStats::default(),
+            read_time: Duration::ZERO,
             annotations: Annotations::default(),
         }
     }
@@ -82,49 +87,13 @@ impl<'a> SeriesCtx<'a> {
         }
         Ok(())
     }
-
-    /// Reads the samples of one series in `[mint, maxt]` into `buf` (replacing its contents).
-    pub fn load(&mut self, r: &SeriesRef, mint: i64, maxt: i64, buf: &mut Vec<Sample>) -> Result<()> {
-        self.check_deadline()?;
-        buf.clear();
-        self.querier.samples_scanned(r, mint, maxt, buf, &mut self.scan)?;
-        self.samples_read += buf.len() as u64;
-        Ok(())
-    }
-
-    /// [`SeriesCtx::load`] for a caller that needs only the latest sample in range: the
-    /// storage may answer it alone, from block statistics ([`storage::Querier::samples_latest`]).
-    pub fn load_latest(&mut self, r: &SeriesRef, mint: i64, maxt: i64, buf: &mut Vec<Sample>) -> Result<()> {
-        self.check_deadline()?;
-        buf.clear();
-        self.querier.samples_latest(r, mint, maxt, buf, &mut self.scan)?;
-        self.samples_read += buf.len() as u64;
-        Ok(())
-    }
-
-    /// [`SeriesCtx::load`] for a caller that keeps only latest samples whose values pass a
-    /// test: the storage may read a stretch where `may_keep(min, max)` says none passes as
-    /// stale markers ([`storage::Querier::samples_pruned`]).
-    pub fn load_pruned(
-        &mut self,
-        r: &SeriesRef,
-        mint: i64,
-        maxt: i64,
-        may_keep: &dyn Fn(f64, f64) -> bool,
-        buf: &mut Vec<Sample>,
-    ) -> Result<()> {
-        self.check_deadline()?;
-        buf.clear();
-        self.querier.samples_pruned(r, mint, maxt, may_keep, buf, &mut self.scan)?;
-        self.samples_read += buf.len() as u64;
-        Ok(())
-    }
 }
 
 /// What one chunk of series produced.
 struct Part {
     samples_read: u64,
     scan: ScanStats,
+    read_time: Duration,
     annotations: Annotations,
     /// Per series of the chunk up to the first error: its result, if it has points.
     results: Vec<Option<Series>>,
@@ -144,9 +113,17 @@ impl<'a> Evaluator<'a> {
         SeriesCtx::new(self.querier, self.opts, self.deadline)
     }
 
-    pub(crate) fn absorb(&mut self, samples_read: u64, scan: &ScanStats, annotations: Annotations) {
+    /// Adds what per-series work reported: its counters, its read time and its annotations.
+    pub(crate) fn absorb(
+        &mut self,
+        samples_read: u64,
+        scan: &ScanStats,
+        read_time: Duration,
+        annotations: Annotations,
+    ) {
         self.samples_read += samples_read;
         self.scan.add(scan);
+        self.read_time += read_time;
         self.annotations.merge(annotations);
     }
 
@@ -235,6 +212,7 @@ impl<'a> Evaluator<'a> {
                 Part {
                     samples_read: ctx.samples_read,
                     scan: ctx.scan,
+                    read_time: ctx.read_time,
                     annotations: ctx.annotations,
                     results,
                     error,
@@ -246,7 +224,7 @@ impl<'a> Evaluator<'a> {
                 let Some(part) = part else {
                     return Err(Error::Execution("a parallel chunk of series was not computed".into()));
                 };
-                self.absorb(part.samples_read, &part.scan, part.annotations);
+                self.absorb(part.samples_read, &part.scan, part.read_time, part.annotations);
                 for s in part.results.into_iter().flatten() {
                     self.track(s.points.len() + s.hpoints.len())?;
                     out.push(s);
@@ -285,7 +263,7 @@ impl<'a> Evaluator<'a> {
                 }
             }
         }
-        self.absorb(ctx.samples_read, &ctx.scan, ctx.annotations);
+        self.absorb(ctx.samples_read, &ctx.scan, ctx.read_time, ctx.annotations);
         result
     }
 }

@@ -18,10 +18,12 @@
 //! binary operator did not need) is work wasted, never an answer changed.
 //!
 //! What can differ: work done, and memory. The results wait until used, outside the sample
-//! count; so the calls taken together are bounded by [`MAX_POINTS`] points of results.
+//! count; so the calls taken together are bounded by [`MAX_POINTS`] points of results. The
+//! time spent reading storage is added to the query's `read_time` here, when it is spent, so
+//! it counts the reads of calls evaluation then does not take too.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use storage::SeriesRef;
 use storage::window_agg::ScanStats;
@@ -43,6 +45,8 @@ const MAX_POINTS: usize = 1 << 18;
 struct Item {
     samples_read: u64,
     scan: ScanStats,
+    /// Time reading storage, added to the query's when the item is computed.
+    read_time: Duration,
     annotations: Annotations,
     result: Result<Option<Series>>,
 }
@@ -144,6 +148,7 @@ impl<'a> Evaluator<'a> {
             Item {
                 samples_read: std::mem::take(&mut ctx.samples_read),
                 scan: std::mem::take(&mut ctx.scan),
+                read_time: std::mem::take(&mut ctx.read_time),
                 annotations: std::mem::take(&mut ctx.annotations),
                 result,
             }
@@ -172,6 +177,7 @@ impl<'a> Evaluator<'a> {
             }
             None => outputs.extend(rest.iter().map(|item| run(&mut ctx, &mut scratch, item))),
         }
+        self.read_time += outputs.iter().map(|item| item.read_time).sum::<Duration>();
         let mut outputs = outputs.into_iter();
         for l in &leaves {
             let items: Vec<Item> = outputs.by_ref().take(l.series.len()).collect();
@@ -196,7 +202,8 @@ impl<'a> Evaluator<'a> {
         self.series_selected += p.selected;
         let mut out = Vec::new();
         for item in p.items {
-            self.absorb(item.samples_read, &item.scan, item.annotations);
+            // Its read time was added when it was computed (`prefetch`).
+            self.absorb(item.samples_read, &item.scan, Duration::ZERO, item.annotations);
             if let Some(s) = item.result? {
                 self.track(s.points.len() + s.hpoints.len())?;
                 out.push(s);

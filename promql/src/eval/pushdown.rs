@@ -40,6 +40,8 @@
 //! `min(min_over_time(..))`, which storage answers per group (`group_extreme.rs`), leaving out
 //! blocks that cannot change a group's answer.
 
+use std::time::Instant;
+
 use storage::SeriesRef;
 use storage::window_agg::{Need, ScanStats, WindowAgg};
 
@@ -221,7 +223,12 @@ impl SeriesCtx<'_> {
         let (f, windows) = (plan.f, &plan.windows);
         let mut aggs = Vec::with_capacity(windows.len());
         let mut scan = ScanStats::default();
-        if !self.querier.window_aggregates(series, windows, f.need(), &mut aggs, &mut scan)? {
+        let began = Instant::now();
+        let answered = self.querier.window_aggregates(series, windows, f.need(), &mut aggs, &mut scan)?;
+        // Counted even when declined: the time was spent, though the decoding path then reads
+        // the series again (and counts its blocks and samples itself).
+        self.read_time += began.elapsed();
+        if !answered {
             return Ok(None);
         }
         let mut points: Vec<FPoint> = Vec::with_capacity(aggs.len());

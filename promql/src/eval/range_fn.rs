@@ -8,7 +8,7 @@ use super::numeric::{avg, fmt_g, kahan_inc, quantile};
 use super::parallel::{SeriesCtx, estimate_points};
 use super::range_hist::{self, HWindow, Out};
 use super::rate::{Bounds, extended_rate, extrapolated_rate, first_index_at_or_before, instant_value};
-use super::selector::WindowSpec;
+use super::selector::{FloatRead, WindowSpec};
 use super::series::has_duplicate_labels;
 use super::{
     Evaluator, FPoint, Grid, HPoint, Series, Val, drop_metric_labels, duplicate_labelset, labels, pushdown,
@@ -514,7 +514,7 @@ impl RangeCall {
             return Ok(answer);
         }
         let RangeScratch { buf, points, st_buf, sts, step_scalars, hbuf, hsts } = scratch;
-        ctx.load(r, mint, maxt, buf)?;
+        ctx.load_series(r, mint, maxt, FloatRead::All, self.stats_only, buf, hbuf)?;
         // Without stale markers (the common case) the samples are the points, used
         // in place: copying them was 6 % of cpu-max-all-8's CPU time. Counting the
         // markers (no early exit) vectorises, where `any` tested a sample per branch.
@@ -525,7 +525,6 @@ impl RangeCall {
         } else {
             bytemuck::cast_slice(buf)
         };
-        ctx.load_histograms(r, mint, maxt, self.stats_only, hbuf)?;
         if self.want_sts {
             ctx.load_start_timestamps(r, mint, maxt, st_buf)?;
         }

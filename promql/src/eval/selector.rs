@@ -6,6 +6,7 @@
 //! with `a`. Each series is read once for the union of all steps' windows.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use storage::query::StartTimestamp;
 use storage::{CounterResetHint, HistogramSample, Matcher, Sample, SeriesRef, is_stale};
@@ -28,6 +29,20 @@ pub(crate) enum Pick {
     StartTimestamp,
 }
 
+/// Which of a series' float samples a caller needs ([`SeriesCtx::load_series`]).
+#[derive(Clone, Copy)]
+pub(crate) enum FloatRead<'f> {
+    /// All of them.
+    All,
+    /// The latest in range: the storage may answer it alone, from block statistics
+    /// ([`storage::Querier::samples_latest`]).
+    Latest,
+    /// The latest at each step, only if its value passes a test: the storage may read a
+    /// stretch where `may_keep(min, max)` says none passes as stale markers
+    /// ([`storage::Querier::samples_pruned`]).
+    Pruned(&'f dyn Fn(f64, f64) -> bool),
+}
+
 /// Buffers an instant selector reuses from one series to the next.
 #[derive(Default)]
 struct SelectorScratch {
@@ -44,29 +59,46 @@ struct RangeScratch {
 }
 
 impl SeriesCtx<'_> {
-    /// Reads the native histogram samples of one series in `[mint, maxt]` as shared points
-    /// (replacing the contents of `out`). Storages without histograms answer with nothing, so
-    /// a float-only series costs one empty call.
-    /// `stats_only` (see [`super::HistStatsScope`]) reads them as Prometheus'
-    /// `HistogramStatsIterator` does.
-    pub fn load_histograms(
+    /// Reads one series in `[mint, maxt]`: its float samples into `buf`, and its native
+    /// histogram samples into `hbuf` as shared points (replacing the contents of both).
+    /// Storages without histograms answer the second read with nothing, so a float-only series
+    /// costs one empty call. `stats_only` (see [`super::HistStatsScope`]) reads histograms as
+    /// Prometheus' `HistogramStatsIterator` does. The two reads are timed together (the
+    /// query's `read_time`): one clock read costs about as much as a float-only series' empty
+    /// histogram call.
+    #[allow(clippy::too_many_arguments)]
+    pub fn load_series(
         &mut self,
         r: &SeriesRef,
         mint: i64,
         maxt: i64,
+        read: FloatRead<'_>,
         stats_only: bool,
-        out: &mut Vec<HPoint>,
+        buf: &mut Vec<Sample>,
+        hbuf: &mut Vec<HPoint>,
     ) -> Result<()> {
-        out.clear();
+        self.check_deadline()?;
+        buf.clear();
+        hbuf.clear();
         let mut raw: Vec<HistogramSample> = Vec::new();
+        let began = Instant::now();
+        match read {
+            FloatRead::All => self.querier.samples_scanned(r, mint, maxt, buf, &mut self.scan)?,
+            FloatRead::Latest => self.querier.samples_latest(r, mint, maxt, buf, &mut self.scan)?,
+            FloatRead::Pruned(may_keep) => {
+                self.querier.samples_pruned(r, mint, maxt, may_keep, buf, &mut self.scan)?;
+            }
+        }
         self.querier.histograms(r, mint, maxt, &mut raw)?;
+        self.read_time += began.elapsed();
+        self.samples_read += buf.len() as u64;
         if raw.is_empty() {
             return Ok(());
         }
         self.samples_read += raw.len() as u64;
-        out.extend(raw.into_iter().map(|s| HPoint { t: s.t, h: Arc::new(s.h) }));
+        hbuf.extend(raw.into_iter().map(|s| HPoint { t: s.t, h: Arc::new(s.h) }));
         if stats_only {
-            explicit_reset_hints(out);
+            explicit_reset_hints(hbuf);
         }
         Ok(())
     }
@@ -81,7 +113,9 @@ impl SeriesCtx<'_> {
         buf: &mut Vec<StartTimestamp>,
     ) -> Result<()> {
         buf.clear();
+        let began = Instant::now();
         self.querier.start_timestamps(r, mint, maxt, buf)?;
+        self.read_time += began.elapsed();
         Ok(())
     }
 }
@@ -145,7 +179,9 @@ impl<'a> Evaluator<'a> {
         } else {
             matchers
         };
+        let began = Instant::now();
         let refs = self.querier.select(matchers, mint, maxt)?;
+        self.select_time += began.elapsed();
         if self.opts.max_series > 0 && refs.len() > self.opts.max_series {
             return Err(Error::TooManySeries(refs.len()));
         }
@@ -157,7 +193,9 @@ impl<'a> Evaluator<'a> {
     pub fn load(&mut self, r: &SeriesRef, mint: i64, maxt: i64, buf: &mut Vec<Sample>) -> Result<()> {
         self.check_deadline()?;
         buf.clear();
+        let began = Instant::now();
         self.querier.samples_scanned(r, mint, maxt, buf, &mut self.scan)?;
+        self.read_time += began.elapsed();
         self.samples_read += buf.len() as u64;
         Ok(())
     }
@@ -217,21 +255,20 @@ impl<'a> Evaluator<'a> {
         let out = self.map_series(&series, est, |ctx, scratch: &mut SelectorScratch, r| {
             let SelectorScratch { buf, sts, hbuf } = scratch;
             let plain = ctx.opts.pushdown && !vs.smoothed && pick != Pick::StartTimestamp;
-            match keep {
+            let may_keep = |min: f64, max: f64| keep.is_none_or(|c| c.may_keep(min, max));
+            let read = match keep {
                 // One step (an instant query): only the latest sample counts, which the
                 // statistics of the block ending with it may hold.
-                _ if plain && refs.len() == 1 => ctx.load_latest(r, mint, maxt, buf)?,
+                _ if plain && refs.len() == 1 => FloatRead::Latest,
                 // Only the latest sample at each step counts, and it must pass: stretches of
                 // the files whose statistics show none passes need not be decoded.
-                Some(cmp) if plain && pick == Pick::Value => {
-                    ctx.load_pruned(r, mint, maxt, &|min, max| cmp.may_keep(min, max), buf)?;
-                }
-                _ => ctx.load(r, mint, maxt, buf)?,
-            }
+                Some(_) if plain && pick == Pick::Value => FloatRead::Pruned(&may_keep),
+                _ => FloatRead::All,
+            };
+            ctx.load_series(r, mint, maxt, read, stats_only, buf, hbuf)?;
             if pick == Pick::StartTimestamp {
                 ctx.load_start_timestamps(r, mint, maxt, sts)?;
             }
-            ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
             if !hbuf.is_empty() && vs.smoothed {
                 let (mut points, hpoints) =
                     smoothed_mixed_points(buf, hbuf, &refs, g, lb, &r.labels, vs.start, &mut ctx.annotations);
@@ -272,8 +309,7 @@ impl<'a> Evaluator<'a> {
         let stats_only = self.hist_stats.stats_only();
         let out = self.map_series(&series, est, |ctx, scratch: &mut RangeScratch, r| {
             let RangeScratch { buf, hbuf } = scratch;
-            ctx.load(r, mint, maxt, buf)?;
-            ctx.load_histograms(r, mint, maxt, stats_only, hbuf)?;
+            ctx.load_series(r, mint, maxt, FloatRead::All, stats_only, buf, hbuf)?;
             let mut points: Vec<FPoint> =
                 buf.iter().filter(|s| !is_stale(s.v)).map(|s| FPoint { t: s.t, f: s.v }).collect();
             if ms.vs.anchored || ms.vs.smoothed {

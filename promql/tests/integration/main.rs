@@ -22,3 +22,4 @@ mod parser_differential;
 mod pushdown;
 mod robustness;
 mod start_timestamps;
+mod timings;
