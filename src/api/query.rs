@@ -278,7 +278,7 @@ fn is_parse_error(msg: &str) -> bool {
         && parts.next().is_some_and(|r| r.starts_with(" parse error"))
 }
 
-/// Where a query's time went, for `stats`.
+/// Where a query's time went before encoding, for `stats`.
 #[derive(Debug, Clone, Copy)]
 struct Timings {
     queued: Duration,
@@ -294,6 +294,7 @@ fn answer(
     timings: Option<Timings>,
     max_bytes: usize,
 ) -> Result<Vec<u8>, ApiError> {
+    let began = Instant::now();
     let mut warnings = std::mem::take(&mut result.warnings);
     if let Some(limit) = request.limit
         && truncate(&mut result.value, limit)
@@ -319,9 +320,11 @@ fn answer(
     let mut out = Vec::with_capacity(estimate.saturating_add(estimate / 2));
     out.extend_from_slice(b"{\"status\":\"success\",\"data\":{");
     encode::result(&mut out, &result.value);
+    // The statistics and the annotations after them are a few hundred bytes at most.
+    let encode_time = began.elapsed();
     if let Some(timings) = timings {
         out.extend_from_slice(b",\"stats\":");
-        stats(&mut out, &result.stats, timings);
+        stats(&mut out, &result.stats, timings, encode_time);
     }
     out.push(b'}');
     if !warnings.is_empty() {
@@ -340,8 +343,8 @@ fn answer(
 }
 
 /// The body the handlers answer a successful evaluation of `request` with (statistics with zero
-/// timings if asked for, no size limit). Public for the `query_api` fuzz target, whose oracle
-/// checks that every answer is JSON that carries the engine's values.
+/// queueing and total times if asked for, no size limit). Public for the `query_api` fuzz
+/// target, whose oracle checks that every answer is JSON that carries the engine's values.
 pub fn answer_body(result: QueryResult, request: &QueryRequest) -> Result<Vec<u8>, ApiError> {
     let timings = Timings { queued: Duration::ZERO, total: Duration::ZERO };
     answer(result, request, request.stats.then_some(timings), 0)
@@ -396,10 +399,14 @@ fn estimated_size(value: &promql::Value) -> usize {
 
 /// Prometheus' `data.stats`: timings in seconds and sample counts. strata's engine reports
 /// preparation and evaluation times; sorting happens inside evaluation, so
-/// `resultSortTime` is 0. `samples` also carries strata's explain counters: series matched by
-/// selectors, and the blocks answered from statistics, blocks decoded and samples decoded by
-/// push-down of range aggregations.
-fn stats(out: &mut Vec<u8>, stats: &promql::QueryStats, timings: Timings) {
+/// `resultSortTime` is 0. `timings` also carries strata's phases (`strata` names, which
+/// Prometheus' cannot take): `strataSelectTime`, selecting series (within `innerEvalTime`);
+/// `strataReadTime`, reading and decoding samples, push-down's scans included (thread time,
+/// summed over the query's threads, so it may exceed `innerEvalTime`); `strataEncodeTime`,
+/// writing this JSON answer up to these statistics (after `execTotalTime`). `samples` also
+/// carries strata's explain counters: series matched by selectors, and the blocks answered
+/// from statistics, blocks decoded and samples decoded by push-down of range aggregations.
+fn stats(out: &mut Vec<u8>, stats: &promql::QueryStats, timings: Timings, encode_time: Duration) {
     let secs = |out: &mut Vec<u8>, d: Duration| encode::json_number(out, d.as_secs_f64());
     out.extend_from_slice(b"{\"timings\":{\"evalTotalTime\":");
     secs(out, stats.prepare_time + stats.eval_time);
@@ -411,6 +418,17 @@ fn stats(out: &mut Vec<u8>, stats: &promql::QueryStats, timings: Timings) {
     secs(out, timings.queued);
     out.extend_from_slice(b",\"execTotalTime\":");
     secs(out, timings.total);
+    // strata's own phases: where the evaluation and the answer's time went.
+    for (name, d) in [
+        ("strataSelectTime", stats.select_time),
+        ("strataReadTime", stats.read_time),
+        ("strataEncodeTime", encode_time),
+    ] {
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        secs(out, d);
+    }
     out.extend_from_slice(b"},\"samples\":{\"totalQueryableSamples\":");
     encode::integer(out, stats.samples_read);
     out.extend_from_slice(b",\"peakSamples\":");

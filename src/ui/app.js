@@ -560,6 +560,9 @@ import { createEditor } from './vendor/promql-editor.min.js';
     'timings.innerEvalTime': 'Evaluation',
     'timings.evalTotalTime': 'Preparation + evaluation',
     'timings.resultSortTime': 'Sorting',
+    'timings.strataSelectTime': 'Selecting series',
+    'timings.strataReadTime': 'Reading samples (thread time, all threads)',
+    'timings.strataEncodeTime': 'Encoding the answer',
     'samples.totalQueryableSamples': 'Samples read',
     'samples.peakSamples': 'Peak samples in memory',
     'samples.seriesMatched': 'Series matched',
@@ -568,9 +571,9 @@ import { createEditor } from './vendor/promql-editor.min.js';
     'samples.samplesDecoded': 'Samples decoded',
   };
 
-  // Every member of data.stats, the known ones named in words (strata's explain counters among
-  // them: blocks answered from their statistics, blocks and samples decoded); members added
-  // later show under their JSON path.
+  // Every member of data.stats, the known ones named in words (strata's phase timings and
+  // explain counters among them: selecting, reading, encoding; blocks answered from their
+  // statistics, blocks and samples decoded); members added later show under their JSON path.
   function renderStats(stats, client) {
     const entries = [];
     const walk = (prefix, value) => {

@@ -5,6 +5,7 @@
 
 use std::io::Read;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -271,14 +272,43 @@ async fn stats_have_prometheus_shape() {
             "innerEvalTime",
             "execQueueTime",
             "execTotalTime",
+            // strata's phases, under names Prometheus' cannot take.
+            "strataSelectTime",
+            "strataReadTime",
+            "strataEncodeTime",
         ] {
-            assert!(stats["timings"][timing].is_number(), "{timing}: {stats}");
+            let seconds = stats["timings"][timing].as_f64();
+            assert!(seconds.is_some_and(|s| s >= 0.0), "{timing}: {stats}");
         }
+        // Selecting is part of evaluating, on the query's own thread.
+        let timing = |name: &str| stats["timings"][name].as_f64().unwrap();
+        assert!(timing("strataSelectTime") <= timing("innerEvalTime"), "{stats}");
         assert_eq!(stats["samples"]["peakSamples"], 9, "{stats}");
         assert!(stats["samples"]["totalQueryableSamples"].as_u64().unwrap() >= 9, "{stats}");
     }
     let answer = get(&f.state, "/api/v1/query?query=golden&time=1030").await;
     assert!(answer.json()["data"].get("stats").is_none());
+}
+
+#[test]
+fn stats_carry_the_engine_s_phases_and_the_encoder_s() {
+    let stats = promql::QueryStats {
+        prepare_time: Duration::from_millis(250),
+        eval_time: Duration::from_secs(3),
+        select_time: Duration::from_millis(1500),
+        read_time: Duration::from_millis(4750),
+        ..promql::QueryStats::default()
+    };
+    let timings = super::Timings { queued: Duration::from_millis(125), total: Duration::from_secs(4) };
+    let mut out = Vec::new();
+    super::stats(&mut out, &stats, timings, Duration::from_millis(500));
+    let stats: Value = serde_json::from_slice(&out).unwrap();
+    let timings = &stats["timings"];
+    assert_eq!(timings["innerEvalTime"], 3.0, "{stats}");
+    assert_eq!(timings["strataSelectTime"], 1.5, "{stats}");
+    // Thread time: more than the evaluation's wall time when the pool read in parallel.
+    assert_eq!(timings["strataReadTime"], 4.75, "{stats}");
+    assert_eq!(timings["strataEncodeTime"], 0.5, "{stats}");
 }
 
 #[tokio::test]
@@ -508,7 +538,7 @@ async fn parse_query_returns_prometheus_3_tree() {
 
 /// Encodes a matrix of `series` × `points` and checks it is valid JSON of that shape;
 /// returns the encoding time and the encoded size.
-fn encode_matrix(series: usize, points: usize) -> (std::time::Duration, usize) {
+fn encode_matrix(series: usize, points: usize) -> (Duration, usize) {
     let matrix: Vec<promql::Series> = (0..series)
         .map(|i| promql::Series {
             labels: Labels::from_pairs(&[
