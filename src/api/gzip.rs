@@ -11,6 +11,7 @@
 //! setting one up (miniz_oxide zeroed some 200 KB of tables per answer).
 
 use std::cell::RefCell;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -20,6 +21,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use libdeflater::{CompressionLvl, Compressor};
 
+use crate::api::query::QueryPhases;
 use crate::error::ApiError;
 
 /// Smallest answer compressed: below one packet gzip saves nothing on the wire and costs tens of
@@ -41,16 +43,30 @@ thread_local! {
 
 /// Middleware: gzips the answer when the request accepts gzip, the answer is not encoded
 /// already, is not a partial one, and is at least [`MIN_BYTES`] long; says `Vary:
-/// accept-encoding` on every answer it could have compressed.
+/// accept-encoding` on every answer it could have compressed. A query's answer carries its
+/// phase timings when debug logging is on ([`QueryPhases`]): they are logged here, with the
+/// time compression took (from the answer in hand to the gzipped body, the hand-off to the
+/// blocking pool of a large answer included).
 pub async fn layer(request: Request, next: Next) -> Response {
     let accepts = accepts_gzip(request.headers());
     let mut response = next.run(request).await;
+    let phases = response.extensions_mut().remove::<QueryPhases>();
+    let began = Instant::now();
+    let (response, compressed) = gzip(response, accepts).await;
+    if let Some(phases) = phases {
+        phases.log(compressed.then(|| began.elapsed()));
+    }
+    response
+}
+
+/// The work of [`layer`]: the response to send, and whether it is compressed.
+async fn gzip(mut response: Response, accepts: bool) -> (Response, bool) {
     if response.headers().contains_key(CONTENT_ENCODING) || response.headers().contains_key(CONTENT_RANGE) {
-        return response;
+        return (response, false);
     }
     add_vary(response.headers_mut());
     if !accepts {
-        return response;
+        return (response, false);
     }
     let (mut parts, body) = response.into_parts();
     // The API's answers are in memory already (see the module comment): this takes their one
@@ -58,11 +74,12 @@ pub async fn layer(request: Request, next: Next) -> Response {
     let plain = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(bytes) => bytes,
         Err(err) => {
-            return ApiError::Internal(format!("reading an answer to compress it: {err}")).into_response();
+            let error = ApiError::Internal(format!("reading an answer to compress it: {err}"));
+            return (error.into_response(), false);
         }
     };
     if plain.len() < MIN_BYTES {
-        return Response::from_parts(parts, Body::from(plain));
+        return (Response::from_parts(parts, Body::from(plain)), false);
     }
     let compressed = if plain.len() >= BLOCKING_FROM_BYTES {
         let input = plain.clone();
@@ -74,11 +91,11 @@ pub async fn layer(request: Request, next: Next) -> Response {
         Some(gz) => {
             parts.headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
             parts.headers.remove(CONTENT_LENGTH);
-            Response::from_parts(parts, Body::from(gz))
+            (Response::from_parts(parts, Body::from(gz)), true)
         }
         // Compression cannot fail with the bound libdeflate gives; if it did, the answer goes
         // out as it is.
-        None => Response::from_parts(parts, Body::from(plain)),
+        None => (Response::from_parts(parts, Body::from(plain)), false),
     }
 }
 

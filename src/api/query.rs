@@ -215,7 +215,17 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
             result => result.map_err(|err| query_error(request, err))?,
         };
         let timings = Timings { queued, total: started.elapsed() };
-        answer(result, request, request.stats.then_some(timings), max_response_bytes).map(Some)
+        // The phases are logged (by the gzip layer) only when debug logging is on.
+        let logged = tracing::enabled!(tracing::Level::DEBUG).then(|| result.stats.clone());
+        let answer = answer(result, request, request.stats.then_some(timings), max_response_bytes)?;
+        let phases = logged.map(|stats| QueryPhases {
+            query: request.query.clone(),
+            queued,
+            stats,
+            encode: answer.encode_time,
+            bytes: answer.body.len(),
+        });
+        Ok(Some((answer.body, phases)))
     };
     if let Some(slot) = service.try_inline() {
         let inline = EngineOptions { inline_points_max: Some(slot.max_points), ..options.clone() };
@@ -224,15 +234,67 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
         let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&db, inline, &request)))
             .unwrap_or_else(|_| Err(ApiError::Internal("query task panicked".into())));
         drop(slot);
-        if let Some(body) = attempt.transpose() {
+        if let Some(answer) = attempt.transpose() {
             drop(admission);
-            return body.map(json_bytes);
+            return answer.map(respond);
         }
     }
-    let body = crate::api::blocking(move || run(&db, options, &request)).await?;
+    let answer = crate::api::blocking(move || run(&db, options, &request)).await?;
     drop(admission);
     // Without `inline_points_max` the engine never declines.
-    body.map(json_bytes).ok_or_else(|| ApiError::Internal("query declined outside the async runtime".into()))
+    answer.map(respond).ok_or_else(|| ApiError::Internal("query declined outside the async runtime".into()))
+}
+
+/// The response for an answer's body, carrying its phases for the log (see [`QueryPhases`]).
+fn respond((body, phases): (Vec<u8>, Option<QueryPhases>)) -> Response {
+    let mut response = json_bytes(body);
+    if let Some(phases) = phases {
+        response.extensions_mut().insert(phases);
+    }
+    response
+}
+
+/// Where a successful query's time went, logged at debug level once its answer is compressed
+/// (or found not worth compressing) by the gzip layer, which every `/api/v1` read route goes
+/// through ([`crate::api::routes`]): it travels there as an extension of the response, never
+/// sent, and only when debug logging is on for this module.
+#[derive(Debug, Clone)]
+pub(crate) struct QueryPhases {
+    /// The query's text.
+    pub(crate) query: String,
+    /// Time waiting for a slot (`execQueueTime`).
+    pub(crate) queued: Duration,
+    /// The engine's statistics, with its phase timings.
+    pub(crate) stats: promql::QueryStats,
+    /// Time writing the JSON answer (`strataEncodeTime`).
+    pub(crate) encode: Duration,
+    /// The answer's size before compression.
+    pub(crate) bytes: usize,
+}
+
+impl QueryPhases {
+    /// Logs the phases; `compress` is the gzip layer's time, `None` if it sent the answer as
+    /// it was. Times in microseconds; `eval_us` is evaluation's wall time, which holds
+    /// `select_us`; `read_us` is thread time, summed over the query's threads, so it may
+    /// exceed `eval_us` when the query pool read in parallel.
+    pub(crate) fn log(&self, compress: Option<Duration>) {
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let s = &self.stats;
+        tracing::debug!(
+            query = %self.query,
+            queue_us = us(self.queued),
+            prepare_us = us(s.prepare_time),
+            eval_us = us(s.eval_time),
+            select_us = us(s.select_time),
+            read_us = us(s.read_time),
+            encode_us = us(self.encode),
+            compress_us = compress.map(us),
+            bytes = self.bytes,
+            series = s.series_selected,
+            samples = s.samples_read,
+            "query phases"
+        );
+    }
 }
 
 /// Runs the query against a snapshot of the database.
@@ -285,6 +347,13 @@ struct Timings {
     total: Duration,
 }
 
+/// A query's answer, encoded.
+struct Answer {
+    body: Vec<u8>,
+    /// Time writing the JSON answer up to its statistics (`strataEncodeTime`).
+    encode_time: Duration,
+}
+
 /// The whole success envelope for a query result: truncated to `limit`, annotations capped as
 /// Prometheus caps them, statistics if asked for. An answer estimated (before encoding) or
 /// found (after) to be larger than `max_bytes` (0: no limit) is refused with 422 instead.
@@ -293,7 +362,7 @@ fn answer(
     request: &QueryRequest,
     timings: Option<Timings>,
     max_bytes: usize,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<Answer, ApiError> {
     let began = Instant::now();
     let mut warnings = std::mem::take(&mut result.warnings);
     if let Some(limit) = request.limit
@@ -339,7 +408,7 @@ fn answer(
     if max_bytes > 0 && out.len() > max_bytes {
         return Err(too_large(out.len()));
     }
-    Ok(out)
+    Ok(Answer { body: out, encode_time })
 }
 
 /// The body the handlers answer a successful evaluation of `request` with (statistics with zero
@@ -347,7 +416,7 @@ fn answer(
 /// target, whose oracle checks that every answer is JSON that carries the engine's values.
 pub fn answer_body(result: QueryResult, request: &QueryRequest) -> Result<Vec<u8>, ApiError> {
     let timings = Timings { queued: Duration::ZERO, total: Duration::ZERO };
-    answer(result, request, request.stats.then_some(timings), 0)
+    answer(result, request, request.stats.then_some(timings), 0).map(|a| a.body)
 }
 
 /// Cuts a vector or matrix to `limit` elements (series for a matrix); true if it did.

@@ -88,13 +88,28 @@ fn compressed_answers_keep_no_spare_buffer() {
     assert!(gz.capacity() < gz.len() + gz.len() / 8, "capacity {} for {} bytes", gz.capacity(), gz.len());
 }
 
-/// A router whose `/n/<len>` answers `len` bytes of JSON, and `/encoded` an answer that is
-/// brotli already, behind the middleware.
+/// A router whose `/n/<len>` answers `len` bytes of JSON, `/query/<len>` the same as a query's
+/// answer carrying its phases (as the query handlers do when debug logging is on), and
+/// `/encoded` an answer that is brotli already, behind the middleware.
 fn router() -> Router {
     Router::new()
         .route(
             "/n/{len}",
             get(|axum::extract::Path(len): axum::extract::Path<usize>| async move { answer(len) }),
+        )
+        .route(
+            "/query/{len}",
+            get(|axum::extract::Path(len): axum::extract::Path<usize>| async move {
+                let mut response = answer(len).into_response();
+                response.extensions_mut().insert(QueryPhases {
+                    query: "up".into(),
+                    queued: std::time::Duration::ZERO,
+                    stats: promql::QueryStats::default(),
+                    encode: std::time::Duration::from_micros(7),
+                    bytes: len,
+                });
+                response
+            }),
         )
         .route("/encoded", get(|| async { ([(CONTENT_ENCODING, "br")], answer(10_000)) }))
         .layer(axum::middleware::from_fn(layer))
@@ -141,4 +156,58 @@ async fn answers_are_left_alone_when_gzip_is_not_accepted_or_they_are_encoded() 
     assert_eq!(headers[CONTENT_ENCODING], "br");
     assert!(headers.get(VARY).is_none());
     assert_eq!(body, answer(10_000));
+}
+
+/// Log output, shared with the subscriber that writes it.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// What was written since the last call.
+    fn take(&self) -> String {
+        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_query_s_phases_are_logged_with_the_compression_time() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // This thread's subscriber (the test runtime and the layer run on it). Only this test
+    // reaches the log's call site, so its cached interest is this subscriber's.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+
+    for len in [20_000, BLOCKING_FROM_BYTES + 1] {
+        send(&format!("/query/{len}"), Some("gzip")).await;
+        let log = captured.take();
+        assert!(log.contains("query phases"), "{len}: {log}");
+        assert!(log.contains("query=up") && log.contains("encode_us=7"), "{len}: {log}");
+        assert!(log.contains(&format!("bytes={len}")), "{len}: {log}");
+        assert!(log.contains("compress_us="), "{len}: {log}");
+    }
+    // Sent as it was: logged, without a compression time.
+    for (len, accept) in [(20_000, None), (MIN_BYTES - 1, Some("gzip"))] {
+        send(&format!("/query/{len}"), accept).await;
+        let log = captured.take();
+        assert!(log.contains("query phases") && !log.contains("compress_us"), "{len}: {log}");
+    }
+    // Other answers carry no phases.
+    send("/n/20000", Some("gzip")).await;
+    assert!(!captured.take().contains("query phases"));
 }

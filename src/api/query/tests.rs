@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use storage::{Batch, Db, Labels, Options, Sample};
 use tower::ServiceExt;
 
-use super::{QueryConfig, QueryService, encode};
+use super::{Evaluation, QueryConfig, QueryRequest, QueryService, encode};
 use crate::server::router;
 use crate::state::AppState;
 
@@ -309,6 +309,28 @@ fn stats_carry_the_engine_s_phases_and_the_encoder_s() {
     // Thread time: more than the evaluation's wall time when the pool read in parallel.
     assert_eq!(timings["strataReadTime"], 4.75, "{stats}");
     assert_eq!(timings["strataEncodeTime"], 0.5, "{stats}");
+
+    // The answer reports the encoding time it measured itself.
+    let request = QueryRequest {
+        query: "1".into(),
+        evaluation: Evaluation::Instant { time: 0 },
+        timeout_ms: None,
+        lookback_delta_ms: None,
+        limit: None,
+        stats: true,
+    };
+    let result = promql::QueryResult {
+        value: promql::Value::Scalar { t: 0, v: 1.0 },
+        warnings: Vec::new(),
+        infos: Vec::new(),
+        annotations: Vec::new(),
+        stats: promql::QueryStats::default(),
+    };
+    let timings = super::Timings { queued: Duration::ZERO, total: Duration::ZERO };
+    let answer = super::answer(result, &request, Some(timings), 0).unwrap();
+    let body: Value = serde_json::from_slice(&answer.body).unwrap();
+    let encode = body["data"]["stats"]["timings"]["strataEncodeTime"].as_f64();
+    assert_eq!(encode, Some(answer.encode_time.as_secs_f64()), "{body}");
 }
 
 #[tokio::test]
