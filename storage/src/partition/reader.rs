@@ -415,8 +415,6 @@ impl PartitionFile {
     ) -> Result<()> {
         let blocks = self.blocks_in(id, mint, maxt)?;
         stats.blocks_decoded += blocks.len() as u64;
-        stats.samples_decoded +=
-            blocks.iter().map(|b| u64::from(b.stats.count) + u64::from(b.stats.stale_count)).sum::<u64>();
         // One allocation for all the blocks rather than one growth per block; bounded by what
         // the blocks' bytes can hold, as `decode_block` bounds it, so corrupt counts cannot
         // make it huge.
@@ -430,7 +428,14 @@ impl PartitionFile {
         out.reserve(total);
         for b in &blocks {
             let from = out.len();
-            self.read_block(b, out)?;
+            // A block running past the range is read only up to its end (a 5-minute window
+            // in an hour block reads the hour up to there, not all of it).
+            if b.stats.max_t > maxt {
+                self.read_block_until(b, maxt, out)?;
+            } else {
+                self.read_block(b, out)?;
+            }
+            stats.samples_decoded += (out.len() - from) as u64;
             if b.stats.min_t < mint || b.stats.max_t > maxt {
                 keep_from(out, from, |s| s.t >= mint && s.t <= maxt);
             }
