@@ -11,6 +11,7 @@
 //! - other `strata-bench` and `bench/run.sh` commands are parsed by the real binary (their
 //!   flags with `--help` appended), since running them takes minutes;
 //! - `strata` and `cargo run` flags are parsed by the server's own flag parser;
+//! - `bench/scripts/*.py` scripts must exist and answer `--help`;
 //! - `cargo test`, `cargo bench` and `cargo run --example` must name packages, test targets,
 //!   test functions, benches, examples and environment variables that exist;
 //! - `cargo test --workspace`, `cargo fmt`, `cargo clippy` must be what `.ci/run` runs.
@@ -205,6 +206,16 @@ fn check(ctx: &Ctx, command: &str) -> Result<(), String> {
             bench(ctx, &[&["compare"][..], &args].concat())
         }
         ["strata-bench", args @ ..] => bench(ctx, args),
+        // A measuring script: it exists and answers `--help` (its flags are not checked).
+        [script, ..] if script.starts_with("bench/scripts/") && script.ends_with(".py") => {
+            let path = ctx.root.join(script);
+            exists(&path)?;
+            let out = Command::new("python3").arg(&path).arg("--help").output().map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(format!("{script} --help failed: {}", String::from_utf8_lossy(&out.stderr)));
+            }
+            Ok(())
+        }
         ["strata", args @ ..] => strata_flags(args),
         ["cargo", rest @ ..] => cargo(ctx, &dir, &env, rest),
         // The grown corpus a fuzz run writes to: `<fuzz dir>/corpus/<target>` of a real target.
