@@ -7,6 +7,7 @@ use storage::{FloatHistogram, Labels};
 
 use super::float_histogram as fh;
 use super::histogram_trim;
+use super::labels::HashSet;
 use super::series::{OutputBuilder, StepCursor, StepSample, has_duplicate_labels, merge_same_labelsets};
 use super::{Evaluator, FPoint, Grid, HashMap, Val, drop_metric_labels, labels};
 use crate::annotations::Annotations;
@@ -211,6 +212,44 @@ fn labels_string(l: &Labels) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
+/// The matching of a vector/vector operation without a clause.
+fn one_to_one() -> VectorMatching {
+    VectorMatching {
+        card: Cardinality::OneToOne,
+        on: false,
+        labels: Vec::new(),
+        include: Vec::new(),
+        fill_lhs: None,
+        fill_rhs: None,
+    }
+}
+
+/// A left-leaning chain of three or more vectors joined by `or` with one matching clause
+/// (`a or b or c`, which parses as `(a or b) or c`): its operands in order, and the operations
+/// joining them (`joins[k]` joins operand `k + 1` to the ones before).
+fn or_chain(b: &BinaryExpr) -> Option<(Vec<&Expr>, Vec<&BinaryExpr>)> {
+    let clause = |x: &BinaryExpr| x.matching.as_ref().map(|m| (m.on, m.labels.clone()));
+    let joins_same = |x: &BinaryExpr| x.op == BinOp::Or && clause(x) == clause(b);
+    if !joins_same(b) {
+        return None;
+    }
+    let mut joins = vec![b];
+    let mut first = &b.lhs;
+    while let Expr::Binary(inner) = first.unparen()
+        && joins_same(inner)
+    {
+        joins.push(inner);
+        first = &inner.lhs;
+    }
+    if joins.len() < 2 {
+        return None;
+    }
+    joins.reverse();
+    let operands: Vec<&Expr> = std::iter::once(first).chain(joins.iter().map(|j| &j.rhs)).collect();
+    let vectors = operands.iter().all(|e| e.value_type() == crate::parser::ast::ValueType::Vector);
+    vectors.then_some((operands, joins))
+}
+
 /// True if no signature number occurs on both sides.
 fn disjoint(lsig: &[usize], rsig: &[usize], nsigs: usize) -> bool {
     let mut left = vec![false; nsigs];
@@ -245,6 +284,9 @@ fn result_labels(lhs: &Labels, rhs: &Labels, op: BinOp, m: &VectorMatching) -> L
 
 impl<'a> Evaluator<'a> {
     pub(crate) fn eval_binary(&mut self, b: &BinaryExpr, g: Grid) -> Result<Val> {
+        if let Some((operands, joins)) = or_chain(b) {
+            return self.eval_or_chain(&operands, &joins, g);
+        }
         // `x > 90`: the selector drops the points that fail as it reads, so memory follows
         // the answer, not every point of every series it selects (high-cpu-all over 1,000
         // hosts for a day at the scrape interval reads 8.6 M points and keeps 0.6 M). The
@@ -337,20 +379,63 @@ impl<'a> Evaluator<'a> {
                 Ok(Val::Vector(out))
             }
             (Val::Vector(l), Val::Vector(r)) => {
-                let m = b.matching.clone().unwrap_or(VectorMatching {
-                    card: Cardinality::OneToOne,
-                    on: false,
-                    labels: Vec::new(),
-                    include: Vec::new(),
-                    fill_lhs: None,
-                    fill_rhs: None,
-                });
+                let m = b.matching.clone().unwrap_or_else(one_to_one);
                 self.vector_vector(b, &m, l, r, g)
             }
             _ => Err(Error::Execution(
                 "binary expression must contain only scalar and instant vector types".into(),
             )),
         }
+    }
+
+    /// `a or b or c ...` (see [`or_chain`]): when no operand holds two series with the same
+    /// labels and no signature occurs in two operands, the answer is every operand's series
+    /// with points, in order, as the nested evaluation's fast path (in `vector_vector`) would
+    /// find level by level; then each series' signature is computed once, not once per level
+    /// it is carried through (ten per-metric aggregates over 10,000 hosts joined by `or`
+    /// computed 550,000 signatures, two thirds of the query). Otherwise the operands are
+    /// joined pairwise, as nested.
+    fn eval_or_chain(&mut self, operands: &[&Expr], joins: &[&BinaryExpr], g: Grid) -> Result<Val> {
+        let mut vals = Vec::with_capacity(operands.len());
+        for e in operands {
+            match self.eval(e, g)? {
+                Val::Vector(m) => vals.push(m),
+                _ => {
+                    return Err(Error::Execution(
+                        "binary expression must contain only scalar and instant vector types".into(),
+                    ));
+                }
+            }
+        }
+        let m = joins[0].matching.clone().unwrap_or_else(one_to_one);
+        let mut seen: HashSet<Labels> = HashSet::default();
+        let mut disjoint = true;
+        for v in &vals {
+            if has_duplicate_labels(v) {
+                disjoint = false;
+                break;
+            }
+            let sigs: Vec<Labels> = v.iter().map(|s| signature(&s.labels, &m)).collect();
+            if sigs.iter().any(|s| seen.contains(s)) {
+                disjoint = false;
+                break;
+            }
+            seen.extend(sigs);
+        }
+        if disjoint {
+            let out = vals.into_iter().flatten().filter(|s| !s.points.is_empty() || !s.hpoints.is_empty());
+            return Ok(Val::Vector(out.collect()));
+        }
+        let mut vals = vals.into_iter();
+        let mut acc = vals.next().unwrap_or_default();
+        for (join, v) in joins.iter().zip(vals) {
+            let m = join.matching.clone().unwrap_or_else(one_to_one);
+            acc = match self.vector_vector(join, &m, acc, v, g)? {
+                Val::Vector(m) => m,
+                other => return Ok(other),
+            };
+        }
+        Ok(Val::Vector(acc))
     }
 
     fn vector_vector(
