@@ -83,8 +83,10 @@ pub struct QueryStats {
     pub blocks_from_stats: u64,
     /// Partition-file blocks push-down had to decode.
     pub blocks_decoded: u64,
-    /// Of `samples_read`, those push-down decoded or read one by one (from blocks and the
-    /// in-memory heads); the rest were read by the decoding path.
+    /// Samples decoded from partition-file blocks or read one by one from the in-memory
+    /// heads, by push-down and by the plain read alike. Not a part of `samples_read`: a
+    /// decoded block's samples outside the range read count here and not there, and samples
+    /// answered from block statistics may count there and not here.
     pub samples_decoded: u64,
     /// Largest number of samples held in memory at once.
     pub peak_samples: usize,
