@@ -9,7 +9,7 @@ use promql::{Engine, EngineOptions};
 use proptest::prelude::*;
 use storage::{Db, Options};
 
-use crate::common::{BASE, MINUTE, bits, load, series};
+use crate::common::{BASE, MINUTE, agree, load, series};
 
 fn engine(columns: bool, delayed: bool) -> Engine {
     Engine::new(EngineOptions {
@@ -58,19 +58,9 @@ proptest! {
                 for inner in INNER {
                     let q = format!("{op}{grouping} ({inner})");
                     let (cols, steps) = (engine(true, delayed), engine(false, delayed));
-                    let a = cols.range(&snap, &q, start, end, step);
-                    let b = steps.range(&snap, &q, start, end, step);
-                    match (a, b) {
-                        (Ok(a), Ok(b)) => {
-                            prop_assert_eq!(bits(&a), bits(&b), "{} over [{}, {}] step {}", q, start, end, step);
-                            prop_assert_eq!(a.warnings, b.warnings);
-                        }
-                        (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
-                        (a, b) => prop_assert!(false, "{}: {:?} vs {:?}", q, a.map(|r| bits(&r)), b.map(|r| bits(&r))),
-                    }
-                    let a = cols.instant(&snap, &q, end).map(|r| bits(&r)).map_err(|e| e.to_string());
-                    let b = steps.instant(&snap, &q, end).map(|r| bits(&r)).map_err(|e| e.to_string());
-                    prop_assert_eq!(a, b, "{} at {}", q, end);
+                    let over = format!("{q} over [{start}, {end}] step {step}");
+                    agree(cols.range(&snap, &q, start, end, step), steps.range(&snap, &q, start, end, step), &over)?;
+                    agree(cols.instant(&snap, &q, end), steps.instant(&snap, &q, end), &format!("{q} at {end}"))?;
                 }
             }
         }

@@ -2,6 +2,7 @@
 
 use promql::{QueryResult, Value};
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use storage::{Batch, Db, Labels, Sample, stale_nan};
 
 /// The time random series start at, and their sample spacing.
@@ -20,6 +21,25 @@ pub fn bits(r: &QueryResult) -> Vec<(String, i64, u64)> {
         Value::Scalar { t, v } => vec![(String::new(), *t, v.to_bits())],
         Value::String { t, v } => vec![(v.clone(), *t, 0)],
     }
+}
+
+/// Checks that two evaluations of the same question agree, inside a proptest: equal answers
+/// (float bits and series order, see [`bits`]) and warnings, or equal errors. `what` names the
+/// question in the failure.
+pub fn agree(
+    a: promql::Result<QueryResult>,
+    b: promql::Result<QueryResult>,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    match (a, b) {
+        (Ok(a), Ok(b)) => {
+            prop_assert_eq!(bits(&a), bits(&b), "{}", what);
+            prop_assert_eq!(a.warnings, b.warnings, "{}", what);
+        }
+        (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string(), "{}", what),
+        (a, b) => prop_assert!(false, "{}: {:?} vs {:?}", what, a.map(|r| bits(&r)), b.map(|r| bits(&r))),
+    }
+    Ok(())
 }
 
 /// A sample value: mostly small integers, some of any bits, huge values, stale markers, NaN,

@@ -10,7 +10,7 @@ use promql::{Engine, EngineOptions, Error};
 use proptest::prelude::*;
 use storage::{Batch, Db, Labels, Options, Sample};
 
-use crate::common::{BASE, MINUTE, bits, load, series};
+use crate::common::{BASE, MINUTE, agree, load, series};
 
 fn cases() -> u32 {
     if std::env::var_os("STRATA_SLOW_TESTS").is_some() { 1000 } else { 32 }
@@ -54,19 +54,9 @@ proptest! {
                         let after = form.replace("SEL", sel).replace("OP", op)
                             .replace("-C", &format!("scalar(vector(-{c}))"))
                             .replace("C", &format!("scalar(vector({c}))"));
-                        let a = engine.range(&snap, &fused, start, end, step);
-                        let b = engine.range(&snap, &after, start, end, step);
-                        match (a, b) {
-                            (Ok(a), Ok(b)) => {
-                                prop_assert_eq!(bits(&a), bits(&b), "{} over [{}, {}] step {}", fused, start, end, step);
-                                prop_assert_eq!(a.warnings, b.warnings);
-                            }
-                            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
-                            (a, b) => prop_assert!(false, "{}: {:?} vs {:?}", fused, a.map(|r| bits(&r)), b.map(|r| bits(&r))),
-                        }
-                        let a = engine.instant(&snap, &fused, end).map(|r| bits(&r)).map_err(|e| e.to_string());
-                        let b = engine.instant(&snap, &after, end).map(|r| bits(&r)).map_err(|e| e.to_string());
-                        prop_assert_eq!(a, b, "{} at {}", fused, end);
+                        let over = format!("{fused} over [{start}, {end}] step {step}");
+                        agree(engine.range(&snap, &fused, start, end, step), engine.range(&snap, &after, start, end, step), &over)?;
+                        agree(engine.instant(&snap, &fused, end), engine.instant(&snap, &after, end), &format!("{fused} at {end}"))?;
                     }
                 }
             }

@@ -10,7 +10,7 @@ use promql::{Engine, EngineOptions};
 use proptest::prelude::*;
 use storage::{Db, Options};
 
-use crate::common::{BASE, MINUTE, bits, load, series};
+use crate::common::{BASE, MINUTE, agree, load, series};
 
 fn cases() -> u32 {
     if std::env::var_os("STRATA_SLOW_TESTS").is_some() { 500 } else { 32 }
@@ -57,18 +57,8 @@ proptest! {
         let pairs = unchained(&operands);
         let (start, end, step) =
             (BASE + start_min * MINUTE, BASE + (start_min + span_min) * MINUTE, step_min * MINUTE);
-        let a = engine.range(&snap, &chain, start, end, step);
-        let b = engine.range(&snap, &pairs, start, end, step);
-        match (a, b) {
-            (Ok(a), Ok(b)) => {
-                prop_assert_eq!(bits(&a), bits(&b), "{} over [{}, {}] step {}", chain, start, end, step);
-                prop_assert_eq!(a.warnings, b.warnings);
-            }
-            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
-            (a, b) => prop_assert!(false, "{}: {:?} vs {:?}", chain, a.map(|r| bits(&r)), b.map(|r| bits(&r))),
-        }
-        let a = engine.instant(&snap, &chain, end).map(|r| bits(&r)).map_err(|e| e.to_string());
-        let b = engine.instant(&snap, &pairs, end).map(|r| bits(&r)).map_err(|e| e.to_string());
-        prop_assert_eq!(a, b, "{} at {}", chain, end);
+        let over = format!("{chain} over [{start}, {end}] step {step}");
+        agree(engine.range(&snap, &chain, start, end, step), engine.range(&snap, &pairs, start, end, step), &over)?;
+        agree(engine.instant(&snap, &chain, end), engine.instant(&snap, &pairs, end), &format!("{chain} at {end}"))?;
     }
 }
