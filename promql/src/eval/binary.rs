@@ -212,18 +212,6 @@ fn labels_string(l: &Labels) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
-/// The matching of a vector/vector operation without a clause.
-fn one_to_one() -> VectorMatching {
-    VectorMatching {
-        card: Cardinality::OneToOne,
-        on: false,
-        labels: Vec::new(),
-        include: Vec::new(),
-        fill_lhs: None,
-        fill_rhs: None,
-    }
-}
-
 /// A left-leaning chain of three or more vectors joined by `or` with one matching clause
 /// (`a or b or c`, which parses as `(a or b) or c`): its operands in order, and the operations
 /// joining them (`joins[k]` joins operand `k + 1` to the ones before).
@@ -379,7 +367,7 @@ impl<'a> Evaluator<'a> {
                 Ok(Val::Vector(out))
             }
             (Val::Vector(l), Val::Vector(r)) => {
-                let m = b.matching.clone().unwrap_or_else(one_to_one);
+                let m = b.matching.clone().unwrap_or_else(VectorMatching::one_to_one);
                 self.vector_vector(b, &m, l, r, g)
             }
             _ => Err(Error::Execution(
@@ -407,7 +395,7 @@ impl<'a> Evaluator<'a> {
                 }
             }
         }
-        let m = joins[0].matching.clone().unwrap_or_else(one_to_one);
+        let m = joins[0].matching.clone().unwrap_or_else(VectorMatching::one_to_one);
         let mut seen: HashSet<Labels> = HashSet::default();
         let mut disjoint = true;
         for v in &vals {
@@ -429,7 +417,7 @@ impl<'a> Evaluator<'a> {
         let mut vals = vals.into_iter();
         let mut acc = vals.next().unwrap_or_default();
         for (join, v) in joins.iter().zip(vals) {
-            let m = join.matching.clone().unwrap_or_else(one_to_one);
+            let m = join.matching.clone().unwrap_or_else(VectorMatching::one_to_one);
             acc = match self.vector_vector(join, &m, acc, v, g)? {
                 Val::Vector(m) => m,
                 other => return Ok(other),

@@ -290,6 +290,20 @@ pub struct VectorMatching {
     pub fill_rhs: Option<f64>,
 }
 
+impl VectorMatching {
+    /// The matching of a vector/vector operation without a clause: one-to-one on all labels.
+    pub fn one_to_one() -> VectorMatching {
+        VectorMatching {
+            card: Cardinality::OneToOne,
+            on: false,
+            labels: Vec::new(),
+            include: Vec::new(),
+            fill_lhs: None,
+            fill_rhs: None,
+        }
+    }
+}
+
 /// A binary operation.
 #[derive(Debug, Clone)]
 pub struct BinaryExpr {

@@ -587,14 +587,7 @@ impl<'a> Parser<'a> {
 
     /// `bool`, `on`/`ignoring`, `group_left`/`group_right`, `fill*` after a binary operator.
     fn bin_modifiers(&mut self) -> PResult<(bool, VectorMatching)> {
-        let mut m = VectorMatching {
-            card: Cardinality::OneToOne,
-            on: false,
-            labels: Vec::new(),
-            include: Vec::new(),
-            fill_lhs: None,
-            fill_rhs: None,
-        };
+        let mut m = VectorMatching::one_to_one();
         let mut return_bool = false;
         if self.peek() == Tok::Keyword(Keyword::Bool) {
             self.next();
