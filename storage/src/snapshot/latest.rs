@@ -35,14 +35,10 @@ pub(super) fn latest_from_stats(
     if end > maxt || st.stale_count > 0 || st.count == 0 {
         return Ok(None);
     }
-    // A head sample after the block's end (in range) is later; one inside its range makes the
-    // block not exclusive.
-    let heads = read_heads(snap, series, end.saturating_add(1).max(mint), maxt);
-    if heads.iter().any(|run| !run.is_empty()) {
-        return Ok(None);
-    }
-    let heads = read_heads(snap, series, mint, end);
-    if !exclusive(&blocks, &heads)[last] {
+    // A head sample after the block's end is later; one inside its range makes the block not
+    // exclusive.
+    let heads = read_heads(snap, series, mint, maxt);
+    if heads.iter().any(|run| run.last().is_some_and(|s| s.t > end)) || !exclusive(&blocks, &heads)[last] {
         return Ok(None);
     }
     Ok(Some(Sample::new(end, st.last)))

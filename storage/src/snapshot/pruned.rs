@@ -12,7 +12,7 @@
 //! and merged exactly as [`Querier::samples`](crate::Querier::samples) reads it.
 
 use super::Snapshot;
-use super::window::{Use, decode, exclusive, file_blocks, read_heads};
+use super::window::{Block, Use, decode, exclusive, file_blocks, read_heads};
 use crate::error::Result;
 use crate::query::SeriesRef;
 use crate::types::{Sample, stale_nan};
@@ -34,10 +34,9 @@ pub(super) fn samples_pruned(
         return Ok(false);
     }
     let mut blocks = file_blocks(snap, series, mint, maxt)?;
-    let prunable = |lo: i64, hi: i64, min: f64, max: f64| lo >= mint && hi <= maxt && !may_keep(min, max);
-    let candidate = |b: &super::window::Block<'_>| {
+    let candidate = |b: &Block<'_>| {
         let (lo, hi) = b.range();
-        prunable(lo, hi, b.meta.stats.min, b.meta.stats.max)
+        lo >= mint && hi <= maxt && !may_keep(b.meta.stats.min, b.meta.stats.max)
     };
     if !blocks.iter().any(candidate) {
         return Ok(false);
