@@ -3,7 +3,7 @@
 use promql::{QueryResult, Value};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use storage::{Batch, Db, Labels, Sample, stale_nan};
+use storage::{Batch, Db, Labels, Options, Sample, stale_nan};
 
 /// The time random series start at, and their sample spacing.
 pub const BASE: i64 = 1_699_999_200_000;
@@ -81,4 +81,19 @@ pub fn load(db: &Db, specs: &[SeriesSpec]) {
         batch.push(labels, samples);
     }
     db.append(&batch).unwrap();
+}
+
+/// A database in `dir` whose background maintenance never runs during a test.
+pub fn open_db(dir: &std::path::Path) -> Db {
+    let mut o = Options::new(dir);
+    o.maintenance_interval = std::time::Duration::from_secs(3600);
+    Db::open(o).unwrap()
+}
+
+/// A database in a new temporary directory (returned with it, to keep it) holding `specs`.
+pub fn loaded_db(specs: &[SeriesSpec]) -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_db(dir.path());
+    load(&db, specs);
+    (dir, db)
 }

@@ -8,18 +8,12 @@
 
 use promql::{Engine, EngineOptions, Error};
 use proptest::prelude::*;
-use storage::{Batch, Db, Labels, Options, Sample};
+use storage::{Batch, Labels, Sample};
 
-use crate::common::{BASE, MINUTE, agree, load, series};
+use crate::common::{BASE, MINUTE, agree, loaded_db, open_db, series};
 
 fn cases() -> u32 {
     if std::env::var_os("STRATA_SLOW_TESTS").is_some() { 1000 } else { 32 }
-}
-
-fn open(dir: &std::path::Path) -> Db {
-    let mut o = Options::new(dir);
-    o.maintenance_interval = std::time::Duration::from_secs(3600);
-    Db::open(o).unwrap()
 }
 
 const OPS: [&str; 6] = ["==", "!=", ">", "<", ">=", "<="];
@@ -39,9 +33,7 @@ proptest! {
         step_min in prop_oneof![Just(1i64), Just(5), 1i64..30],
         delayed in any::<bool>(),
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let db = open(dir.path());
-        load(&db, &specs);
+        let (_dir, db) = loaded_db(&specs);
         let snap = db.snapshot();
         let engine = Engine::new(EngineOptions { delayed_name_removal: delayed, ..EngineOptions::default() });
         let (start, end, step) =
@@ -70,7 +62,7 @@ proptest! {
 #[test]
 fn the_sample_limit_counts_what_passes_the_filter() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
+    let db = open_db(dir.path());
     let mut batch = Batch::new();
     for s in 0..50 {
         let labels = Labels::from_pairs(&[("__name__", "cpu"), ("host", &format!("h{s}"))]);

@@ -8,9 +8,8 @@
 
 use promql::{Engine, EngineOptions};
 use proptest::prelude::*;
-use storage::{Db, Options};
 
-use crate::common::{BASE, MINUTE, agree, load, series};
+use crate::common::{BASE, MINUTE, agree, loaded_db, series};
 
 fn cases() -> u32 {
     if std::env::var_os("STRATA_SLOW_TESTS").is_some() { 500 } else { 32 }
@@ -45,11 +44,7 @@ proptest! {
         step_min in prop_oneof![Just(1i64), Just(5), 1i64..30],
         delayed in any::<bool>(),
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let mut o = Options::new(dir.path());
-        o.maintenance_interval = std::time::Duration::from_secs(3600);
-        let db = Db::open(o).unwrap();
-        load(&db, &specs);
+        let (_dir, db) = loaded_db(&specs);
         let snap = db.snapshot();
         let engine = Engine::new(EngineOptions { delayed_name_removal: delayed, ..EngineOptions::default() });
         let operands: Vec<&str> = picks.iter().map(|&i| OPERANDS[i]).collect();
