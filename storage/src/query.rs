@@ -186,14 +186,6 @@ pub trait Querier: Send + Sync {
         Ok(false)
     }
 
-    /// The time grid blocks are cut on (`Options::block_grid_ms`), if there is one: windows
-    /// narrower than half of it [`Querier::group_extremes`] declines (most would lie inside one
-    /// block per series, and decoding is faster then), so a caller may not ask. A hint for
-    /// choosing a path, never for an answer.
-    fn block_grid_ms(&self) -> Option<i64> {
-        None
-    }
-
     /// Label names (sorted, unique) of series matching `matchers` (all series if empty) with
     /// data in `[mint, maxt]`.
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>>;

@@ -342,11 +342,6 @@ impl Querier for Snapshot {
         extreme::group_extremes(self, group, windows, which, out, stats)
     }
 
-    fn block_grid_ms(&self) -> Option<i64> {
-        let grid = self.shared.block_grid_ms;
-        (grid > 0).then_some(grid)
-    }
-
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         let in_range = InRange::new(self, mint, maxt);
         if in_range.is_empty() {

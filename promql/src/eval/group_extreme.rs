@@ -57,8 +57,10 @@ pub(crate) fn group_extreme_call<'e>(
 const MIN_PIECE: usize = 8;
 
 /// Most series in one piece: storage works on a piece without a look at the deadline, and
-/// holds a piece's head samples and the blocks its current window cuts.
-const MAX_PIECE: usize = 64;
+/// holds a piece's head samples and the blocks its current window cuts. Larger pieces leave
+/// out more blocks (measured on 10,000 TSBS hosts, 1-minute windows: 256 decoded 44 % of the
+/// samples 64 did, in 62 % of the time).
+const MAX_PIECE: usize = 256;
 
 /// Pieces a query's series are cut into (more or fewer when `MAX_PIECE` or `MIN_PIECE` say
 /// so): enough for a pool of 4 threads to share. Not derived from the pool's size, so the work
@@ -83,14 +85,6 @@ impl<'a> Evaluator<'a> {
     /// order, which is the fold over all its series (see `storage::window_agg::Extreme`).
     pub(crate) fn eval_group_extreme(&mut self, a: &AggregateExpr, g: Grid) -> Result<Option<Val>> {
         let Some((c, which)) = group_extreme_call(a, self.opts) else { return Ok(None) };
-        // Windows storage would decline: leave before selecting anything (a declined query
-        // selects its series twice; measured: 5 such terms cost 0.46 instead of 0.36 ms).
-        if let [Expr::Matrix(ms)] = c.args.as_slice()
-            && let (Ok(spec), Some(grid)) = (self.window_spec(ms), self.querier.block_grid_ms())
-            && spec.range.saturating_mul(2) < grid
-        {
-            return Ok(None);
-        }
         let selected_before = self.series_selected;
         let (rc, source) = self.range_call(c, g, 0)?;
         let (Source::Selector(series, mint, maxt), Some(windows)) = (source, rc.pushdown_windows()) else {

@@ -97,9 +97,6 @@ impl Querier for Slow {
         decode_group_extremes(&self.inner, group, windows, which, out, stats)?;
         Ok(true)
     }
-    fn block_grid_ms(&self) -> Option<i64> {
-        Some(HOUR)
-    }
     fn label_names(&self, m: &[Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<String>> {
         self.inner.label_names(m, mint, maxt)
     }

@@ -441,7 +441,6 @@ impl Db {
                 index,
                 series,
                 partition_ms: opts.partition_ms,
-                block_grid_ms: opts.block_grid_ms,
                 deleted: AtomicBool::new(deleted),
             }),
             opts,

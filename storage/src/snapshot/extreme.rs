@@ -8,6 +8,13 @@
 //! value of each window: a block whose statistics maximum is below a value already found
 //! cannot change it, whichever of its samples fall in the window.
 //!
+//! The same holds for windows narrower than the blocks (`max(max_over_time(x[1m]))` over hour
+//! blocks, TSBS groupby-orderby-limit): a window lies inside one block per series, and once a
+//! few blocks with the best statistics are decoded, the value found usually leaves out most of
+//! the others (on 10,000 TSBS hosts, 1-minute windows decoded a fifth of the samples the
+//! per-series loop decodes, in a third of its time). Where it leaves out none, the work is
+//! that of the per-series loop: each block decoded once, up to the last window's end.
+//!
 //! Each series' data in the windows' span is cut into *sources* in time order: its exclusive
 //! blocks (as in `window.rs`: no other block, head sample or tombstone in their range), and the
 //! head samples between them. A series with a block that is not exclusive (rewritten data,
@@ -17,9 +24,10 @@
 //! - a block inside the window gives its statistic ([`Extreme::of_block`]);
 //! - decoded samples (head samples, a series read whole, blocks decoded for an earlier window)
 //!   give their fold over the window;
-//! - the blocks cut by the window are taken in order of their statistic, best first, and each
-//!   is decoded only while it could change the answer ([`Extreme::cannot_change`] against the
-//!   best value found so far);
+//! - the blocks cut by the window are taken best statistic first (the best [`BEST_FIRST`] in
+//!   order, the rest as they come), and each is decoded only while it could change the answer
+//!   ([`Extreme::cannot_change`] against the best value found so far), and only up to the last
+//!   window's end;
 //! - the values found are folded in series order and time order, which gives the bits of the
 //!   fold over every sample (see [`Extreme`]): the blocks left out hold nothing that could
 //!   replace the answer.
@@ -77,9 +85,6 @@ pub(super) fn group_extremes(
     if group.iter().any(|s| snap.may_have_histograms(s.id, mint, maxt)) {
         return Ok(false);
     }
-    if narrower_than_blocks(snap, &group[0], windows, mint, maxt)? {
-        return Ok(false);
-    }
     // Sources of all series, series by series; `series[i]` is the range of series i's.
     let mut sources: Vec<Source<'_>> = Vec::new();
     let mut series = Vec::with_capacity(group.len());
@@ -97,7 +102,9 @@ pub(super) fn group_extremes(
     for &w in windows {
         let answer = match prev {
             Some((pw, answer)) if pw == w => answer,
-            _ => window_extreme(&mut sources, &series, &mut live, w, which, &mut found, &mut cut, stats)?,
+            _ => {
+                window_extreme(&mut sources, &series, &mut live, w, maxt, which, &mut found, &mut cut, stats)?
+            }
         };
         out.push(answer);
         prev = Some((w, answer));
@@ -106,29 +113,6 @@ pub(super) fn group_extremes(
     stats.blocks_from_stats +=
         sources.iter().filter(|s| matches!(s, Source::Block(_, Decoded::No))).count() as u64;
     Ok(true)
-}
-
-/// Whether the windows are narrower than half the blocks they cut (judged by the first
-/// series' blocks): then most windows lie inside one block of each series, whose maximum
-/// rarely falls inside them, so nearly every block is decoded anyway, and the caller's
-/// per-series loop does that faster (measured on TSBS data: 5- and 10-minute windows over
-/// hour blocks took 15-50 % more CPU here).
-fn narrower_than_blocks(
-    snap: &Snapshot,
-    s: &SeriesRef,
-    windows: &[(i64, i64)],
-    mint: i64,
-    maxt: i64,
-) -> Result<bool> {
-    let mut spans: Vec<i64> =
-        file_blocks(snap, s, mint, maxt)?.iter().map(|b| b.range().1.saturating_sub(b.range().0)).collect();
-    if spans.is_empty() {
-        return Ok(false);
-    }
-    let mid = spans.len() / 2;
-    let median = *spans.select_nth_unstable(mid).1;
-    let narrowest = windows.iter().map(|(lo, hi)| hi.saturating_sub(*lo)).min().unwrap_or(0);
-    Ok(narrowest.saturating_mul(2) < median)
 }
 
 /// Appends the sources of series `s` in `[mint, maxt]` (see the module documentation).
@@ -176,15 +160,20 @@ fn series_sources<'a>(
     Ok(())
 }
 
+/// Cut blocks decoded in order of their statistic before the rest (see [`window_extreme`]).
+const BEST_FIRST: usize = 16;
+
 /// The group's extreme over window `w = (lo, hi)`: see the module documentation. `live[i]` is
 /// the first source of series `i` that this window or a later one may overlap (window starts
-/// never decrease), advanced here; `found` and `cut` are scratch space.
+/// never decrease), advanced here; no window ends after `maxt`; `found` and `cut` are scratch
+/// space.
 #[allow(clippy::too_many_arguments)]
 fn window_extreme(
     sources: &mut [Source<'_>],
     series: &[std::ops::Range<usize>],
     live: &mut [usize],
     (lo, hi): (i64, i64),
+    maxt: i64,
     which: Extreme,
     found: &mut Vec<(usize, Option<f64>)>,
     cut: &mut Vec<(usize, f64)>,
@@ -233,13 +222,20 @@ fn window_extreme(
             found.push((i, v));
         }
     }
-    // Best statistic first, NaN (a block of NaN only) last.
-    cut.sort_by(|a, b| {
+    // Best statistic first, NaN (a block of NaN only) last: the best few in order, which
+    // usually find a value that leaves out the rest, and the rest as they come (a full sort
+    // cost more than the decoding it saved with thousands of series per window).
+    let better = |a: &(usize, f64), b: &(usize, f64)| {
         a.1.is_nan().cmp(&b.1.is_nan()).then_with(|| match which {
             Extreme::Max => b.1.total_cmp(&a.1),
             Extreme::Min => a.1.total_cmp(&b.1),
         })
-    });
+    };
+    if cut.len() > BEST_FIRST {
+        cut.select_nth_unstable_by(BEST_FIRST, better);
+    }
+    let head = cut.len().min(BEST_FIRST);
+    cut[..head].sort_by(better);
     for &(i, bound) in cut.iter() {
         if best.is_some_and(|b| which.cannot_change(bound, b)) {
             continue;
@@ -248,8 +244,9 @@ fn window_extreme(
         if !matches!(decoded, Decoded::Kept(_)) {
             // Cut blocks of this window are `No` (or `Dropped`, never in practice: a block is
             // dropped only once the windows start after it).
+            // Windows never end after `maxt`: the rest of the block is not read.
             let mut samples = Vec::new();
-            b.file.file.read_block(&b.meta, &mut samples)?;
+            b.file.file.read_block_until(&b.meta, maxt, &mut samples)?;
             stats.blocks_decoded += 1;
             stats.samples_decoded += samples.len() as u64;
             *decoded = Decoded::Kept(samples);

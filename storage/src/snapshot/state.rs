@@ -24,8 +24,6 @@ pub(crate) struct ReadState {
     pub series: SeriesTable,
     /// The partition width in milliseconds (fixed at open: the manifest's).
     pub partition_ms: i64,
-    /// The block grid of partition files in milliseconds (0: none).
-    pub block_grid_ms: i64,
     /// Set by the first deletion of this process, or at open if tombstones are live: from
     /// then on a series' newest accepted timestamp may name a deleted sample, so lookups stop
     /// taking it as proof of data (see `snapshot::in_range`).

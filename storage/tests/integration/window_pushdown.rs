@@ -545,3 +545,45 @@ fn group_extremes_skip_blocks_that_cannot_win() {
     // (BASE + 4h + 7 s) lies in window 3 (it ends 4h 20 min in); BASE + 6h + 10 s in window 5.
     assert_eq!((max[3], min[5]), (Some(1e9), Some(-1e9)));
 }
+
+/// 300 series of random-walk data between 1 and 100 in hour blocks, five 1-minute windows in
+/// the middle of the second hour (TSBS groupby-orderby-limit: every window inside one block
+/// per series): the group's maximum and minimum equal decoding, and once a few blocks show a
+/// window reaching 100 (or 1), the rest are left to their statistics instead of decoded. (Not
+/// 0: a block whose minimum is a zero might hold a -0, so ties at zero are decoded.)
+#[test]
+fn group_extremes_over_narrow_windows_decode_few_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path(), 1024, HOUR)).unwrap();
+    let mut batch = Batch::new();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let series = 300;
+    for s in 0..series {
+        let mut v = 50.0;
+        let samples: Vec<Sample> = (1..=3 * 360)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                v = (v + (x % 21) as f64 - 10.0f64).clamp(1.0, 100.0);
+                Sample::new(BASE + i * 10_000, v)
+            })
+            .collect();
+        batch.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples);
+    }
+    db.append(&batch).unwrap();
+    db.flush().unwrap();
+    let narrow: Vec<(i64, i64)> =
+        (0..5).map(|m| (BASE + HOUR + (30 + m) * MINUTE + 1, BASE + HOUR + (31 + m) * MINUTE)).collect();
+    check_groups(&db, std::slice::from_ref(&narrow));
+    let snap = db.snapshot();
+    let all = snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap();
+    for which in [Extreme::Max, Extreme::Min] {
+        let mut st = ScanStats::default();
+        let mut got = Vec::new();
+        assert!(snap.group_extremes(&all, &narrow, which, &mut got, &mut st).unwrap());
+        assert_eq!(got, vec![Some(if which == Extreme::Max { 100.0 } else { 1.0 }); 5], "{which:?}");
+        // Each window lies inside one block of every series: the per-series loop decodes 300.
+        assert!(st.blocks_decoded < series / 5, "{which:?}: {st:?}");
+    }
+}
