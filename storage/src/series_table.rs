@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockReadGuard};
 
 use crate::types::SeriesId;
 
@@ -54,6 +54,20 @@ impl SeriesTable {
         }
     }
 
+    /// A view for many look-ups under one shared lock (taking it per look-up is a write to a
+    /// cache line every appending core shares), in which every id up to `max_id` has a slot.
+    /// Hold it only briefly and call nothing that takes the table's lock meanwhile.
+    pub fn view(&self, max_id: SeriesId) -> SeriesView<'_> {
+        let needed = max_id as usize / CHUNK + 1;
+        if self.chunks.read().len() < needed {
+            let mut chunks = self.chunks.write();
+            while chunks.len() < needed {
+                chunks.push((0..CHUNK).map(|_| SeriesSlot::default()).collect());
+            }
+        }
+        SeriesView(self.chunks.read())
+    }
+
     /// Newest timestamp of the series.
     pub fn max_t(&self, id: SeriesId) -> i64 {
         self.with(id, |s| s.max_t.load(Ordering::Relaxed))
@@ -62,5 +76,15 @@ impl SeriesTable {
     /// Raises the newest timestamp of the series to at least `t`.
     pub fn observe(&self, id: SeriesId, t: i64) {
         self.with(id, |s| s.max_t.fetch_max(t, Ordering::Relaxed));
+    }
+}
+
+/// See [`SeriesTable::view`].
+pub struct SeriesView<'a>(RwLockReadGuard<'a, Vec<Box<[SeriesSlot]>>>);
+
+impl SeriesView<'_> {
+    /// The slot of `id`; None only for an id past the view's `max_id` that no one added.
+    pub fn get(&self, id: SeriesId) -> Option<&SeriesSlot> {
+        self.0.get(id as usize / CHUNK).and_then(|ch| ch.get(id as usize % CHUNK))
     }
 }

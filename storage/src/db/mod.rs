@@ -35,7 +35,7 @@ use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::filenames;
 use crate::fsutil;
-use crate::head::Head;
+use crate::head::{Head, SeriesSamples};
 use crate::index::Index;
 use crate::labels_ref::RawLabels;
 use crate::manifest::Manifest;
@@ -709,6 +709,7 @@ impl Inner {
         // Histograms of accepted histogram samples, per series in write order.
         let mut kept_hists: Vec<HistogramSample> = Vec::new();
         let series_hists = batch.iter_histograms();
+        let table = self.shared.series.view(resolved.ids.iter().flatten().copied().max().unwrap_or(0));
         for (((labels, samples, starts), hists), id) in
             batch.iter_with_starts().zip(series_hists).zip(resolved.ids)
         {
@@ -717,7 +718,9 @@ impl Inner {
                 out.series_limited += samples.len() as u64;
                 continue;
             };
-            let mut max_t = self.shared.series.max_t(id);
+            // The view has a slot for every id resolved above.
+            let slot = table.get(id);
+            let mut max_t = slot.map_or(i64::MIN, |s| s.max_t.load(Ordering::Relaxed));
             let start = kept.len();
             let starts_from = kept_starts.len();
             let mut next_start = starts.iter().peekable();
@@ -769,7 +772,9 @@ impl Inner {
             let Some(mine) = kept.get_mut(start..).filter(|k| !k.is_empty()) else { continue };
             // Raise the series' newest timestamp now, not after the WAL write, so a later entry
             // for the same series in this batch (or a concurrent batch) sees it.
-            self.shared.series.observe(id, max_t);
+            if let Some(slot) = slot {
+                slot.max_t.fetch_max(max_t, Ordering::Relaxed);
+            }
             let mine_starts = kept_starts.get_mut(starts_from..).filter(|k| !k.is_empty());
             if !mine.windows(2).all(|w| w[0].t < w[1].t) {
                 // Stable: among equal timestamps the later sample stays later and so wins.
@@ -782,6 +787,7 @@ impl Inner {
             let hists = hists_from..kept_hists.len();
             accepted.push(Accepted { id, labels, samples: start..kept.len(), starts, hists });
         }
+        drop(table);
         self.counters.rejected_too_old.fetch_add(out.too_old, Ordering::Relaxed);
         self.counters.rejected_outside_retention.fetch_add(out.outside_retention, Ordering::Relaxed);
         self.counters.rejected_too_far_future.fetch_add(out.too_far_future, Ordering::Relaxed);
@@ -797,17 +803,30 @@ impl Inner {
 
         let head = self.state.read().head.clone();
         let series = &self.shared.series;
+        let max_id = accepted.iter().map(|a| a.id).max().unwrap_or(0);
         let written = self.wal.append(|run, buf| {
             // Each run of the WAL defines a series once: in the first record of the run that
             // uses it (replay maps the ids of a run from its definitions).
             let mark = run + 1;
             let mut defs = Vec::new();
+            let table = series.view(max_id);
             for a in &accepted {
-                let fresh = series.with(a.id, |s| s.wal_run.swap(mark, Ordering::Relaxed) != mark);
-                if fresh {
+                // Encoders run one at a time (under the WAL's lock): a load, and a store only
+                // for a series this run has not defined yet.
+                // (The view has every accepted id; were one missing, defining it again in
+                // this run would be harmless.)
+                let defined = table.get(a.id).is_some_and(|slot| {
+                    let defined = slot.wal_run.load(Ordering::Relaxed) == mark;
+                    if !defined {
+                        slot.wal_run.store(mark, Ordering::Relaxed);
+                    }
+                    defined
+                });
+                if !defined {
                     defs.push((a.id, a.labels));
                 }
             }
+            drop(table);
             let series: Vec<batch_codec::FullSeries<'_>> =
                 accepted.iter().map(|a| (a.id, samples_of(a), starts_of(a), hists_of(a))).collect();
             batch_codec::encode(&defs, &series, buf);
@@ -819,8 +838,12 @@ impl Inner {
             }
             return Err(e);
         }
-        for a in &accepted {
-            head.append_with_starts(a.id, samples_of(a), starts_of(a));
+        let appends: Vec<SeriesSamples<'_>> = accepted
+            .iter()
+            .map(|a| SeriesSamples { id: a.id, samples: samples_of(a), starts: starts_of(a) })
+            .collect();
+        head.append_series(&appends);
+        for a in accepted.iter().filter(|a| !a.hists.is_empty()) {
             head.append_histograms(a.id, hists_of(a));
         }
         if let Some(t) = kept.iter().map(|s| s.t).max() {
