@@ -43,7 +43,7 @@ pub(crate) mod xor;
 mod xor_chunk;
 
 pub use block::{
-    PrefixSum, decode_block, decode_block_until, decode_indexed_block, encode_indexed_block,
+    PrefixSum, block_has_time_in, decode_block, decode_block_until, decode_indexed_block, encode_indexed_block,
     integral_indexed_values, integral_values, sum_block_until,
 };
 #[cfg(any(test, feature = "testing"))]

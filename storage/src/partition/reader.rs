@@ -7,7 +7,7 @@ use memmap2::Mmap;
 
 use crate::encoding::varint::{get_uvarint, get_varint};
 use crate::encoding::{
-    BlockStats, PrefixSum, StatsChain, decode_block, decode_block_until, decode_indexed_block,
+    BlockStats, PrefixSum, StatsChain, block_has_time_in, decode_block, decode_block_until, decode_indexed_block,
     integral_indexed_values, integral_values, sum_block_until,
 };
 use crate::error::{Error, Result};
@@ -362,6 +362,14 @@ impl PartitionFile {
     pub fn read_block_until(&self, b: &BlockMeta, until_t: i64, out: &mut Vec<Sample>) -> Result<()> {
         let bytes = self.block_bytes(b)?;
         decode_block_until(bytes, self.index_stats(b), until_t, out)
+            .map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
+    }
+
+    /// Whether the block holds a sample in `[mint, maxt]`, verifying its checksum, from its
+    /// timestamps alone (see [`block_has_time_in`]).
+    pub fn block_has_time_in(&self, b: &BlockMeta, mint: i64, maxt: i64) -> Result<bool> {
+        let bytes = self.block_bytes(b)?;
+        block_has_time_in(bytes, self.index_stats(b), mint, maxt)
             .map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
     }
 

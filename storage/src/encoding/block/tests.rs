@@ -254,6 +254,52 @@ proptest! {
 
 proptest! {
     #![proptest_config(config(64))]
+    /// Whether a block has a sample in a range, from its timestamps alone, is what decoding it
+    /// says, for every codec (the implied one counted, with regular and irregular times) and
+    /// ranges between, on, around and past its samples.
+    #[test]
+    fn time_in_range_is_the_decoded_answer(
+        samples in arb_samples(1..300),
+        a in any::<prop::sample::Index>(),
+        b in any::<prop::sample::Index>(),
+        regular in (-1_000_000i64..1_000_000, 1i64..20_000, 1usize..300),
+    ) {
+        let (start, step, n) = regular;
+        for samples in [samples, regular_series(n, start, step, |i| i as f64)] {
+            let (ta, tb) = (samples[a.index(samples.len())].t, samples[b.index(samples.len())].t);
+            let mut blocks = Vec::new();
+            for ts in TS_CODECS {
+                let mut b = Vec::new();
+                encode_block_with(&samples, &mut b, Some(ts), None);
+                blocks.push(b);
+            }
+            let mut indexed = Vec::new();
+            encode_indexed_block(&samples, &mut indexed);
+            blocks.push(indexed);
+            let stats = BlockStats::from_samples(&samples);
+            let ranges = [
+                (ta.min(tb), ta.max(tb)),
+                (ta.saturating_add(1), tb.saturating_sub(1)),
+                (ta.saturating_add(1), ta.saturating_add(1)),
+                (i64::MIN, ta.saturating_sub(1)),
+                (ta, i64::MAX),
+                (i64::MIN, i64::MAX),
+            ];
+            for blk in &blocks {
+                for (mint, maxt) in ranges {
+                    let want = samples.iter().any(|s| s.t >= mint && s.t <= maxt);
+                    prop_assert_eq!(block_has_time_in(blk, Some(&stats), mint, maxt).unwrap(), want, "{}..{}", mint, maxt);
+                    if blk[0] & 0x0f != TS_IMPLIED {
+                        prop_assert_eq!(block_has_time_in(blk, None, mint, maxt).unwrap(), want);
+                    }
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(64))]
     /// The summed prefix of a block equals the decoded prefix folded: as many samples read, the
     /// same non-stale count and integer sum; it declines exactly the blocks that are not
     /// implied-timestamp blocks of integers and stale markers.
