@@ -92,8 +92,9 @@ fn stored_samples(http: &Http, base: &str, ds: &Dataset) -> BTreeMap<(String, St
     let body = http.get_ok(&format!("{base}{}", q.path())).unwrap();
     let answer = answers::parse(&body).unwrap();
     answer
-        .series
-        .into_iter()
+        .series()
+        .iter()
+        .cloned()
         .map(|(labels, points)| ((labels["hostname"].clone(), labels["__name__"].clone()), points))
         .collect()
 }

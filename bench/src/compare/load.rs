@@ -347,7 +347,7 @@ mod tests {
         };
         let body = http.get_ok(&format!("{base}{}", q.path())).unwrap();
         let answer = super::super::answers::parse(&body).unwrap();
-        assert_eq!(answer.series.len(), ds.hosts * 10, "one series per host and field");
+        assert_eq!(answer.series().len(), ds.hosts * 10, "one series per host and field");
         answer.points() as f64
     }
 

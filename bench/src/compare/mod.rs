@@ -75,7 +75,9 @@ pub struct Args {
     /// phase of a shared host falls on every system rather than on whichever ran then.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     query_rounds: u32,
-    /// Query types to run, comma-separated (default: all fifteen).
+    /// Query types to run, comma-separated (default: the fifteen TSBS types). The cardinality
+    /// types (count-all, sum-by-region, label-values, label-names, series-one-host,
+    /// series-regex) run only when named; `cardinality` names them all.
     #[arg(long, value_delimiter = ',')]
     query_types: Vec<String>,
     /// Load and measure disk only, no queries.
@@ -193,11 +195,14 @@ pub struct Context {
     pub query_rounds: u32,
     /// The query types run.
     pub query_types: Vec<&'static str>,
+    /// Those of them answered by the metadata APIs (series, label names, label values).
+    pub metadata_types: Vec<&'static str>,
     /// Peers not installed.
     pub absent: Vec<System>,
     /// Answer mismatches.
     pub mismatches: Vec<Mismatch>,
-    /// Per query type, series and points in strata's answers (what the comparison covered).
+    /// Per query type, series (or metadata entries) and points in strata's answers (what the
+    /// comparison covered).
     pub answer_sizes: Vec<(&'static str, usize, usize)>,
 }
 
@@ -276,20 +281,7 @@ pub fn run(args: Args) -> Result<(), String> {
         workspace.join("target/bench-compare").join(now.format("%Y%m%dT%H%M%SZ").to_string())
     });
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let query_types: Vec<&'static str> = if args.query_types.is_empty() {
-        queries::TYPES.to_vec()
-    } else {
-        args.query_types
-            .iter()
-            .map(|t| {
-                queries::TYPES
-                    .iter()
-                    .copied()
-                    .find(|k| k == t)
-                    .ok_or_else(|| format!("unknown query type {t}"))
-            })
-            .collect::<Result<_, _>>()?
-    };
+    let query_types = queries::resolve_types(&args.query_types)?;
     let qs = if args.no_queries {
         Vec::new()
     } else {
@@ -436,6 +428,12 @@ pub fn run(args: Args) -> Result<(), String> {
         clients: args.clients.clone(),
         query_rounds: args.query_rounds,
         query_types: query_types.clone(),
+        metadata_types: {
+            let mut kinds: Vec<&'static str> =
+                qs.iter().filter(|q| q.api.is_metadata()).map(|q| q.kind).collect();
+            kinds.dedup();
+            kinds
+        },
         absent,
         mismatches,
         answer_sizes,
@@ -468,16 +466,17 @@ pub fn run(args: Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Per query type, the series and points of strata's answers: shows what the comparison covered.
+/// Per query type, the series (label sets, names or values of a metadata answer) and points of
+/// strata's answers: shows what the comparison covered.
 fn answer_sizes(queries: &[Query], answers: &[answers::Answer]) -> Vec<(&'static str, usize, usize)> {
     let mut sizes: Vec<(&'static str, usize, usize)> = Vec::new();
     for (q, a) in queries.iter().zip(answers) {
         match sizes.last_mut() {
             Some(last) if last.0 == q.kind => {
-                last.1 += a.series.len();
+                last.1 += a.entries();
                 last.2 += a.points();
             }
-            _ => sizes.push((q.kind, a.series.len(), a.points())),
+            _ => sizes.push((q.kind, a.entries(), a.points())),
         }
     }
     sizes
@@ -796,6 +795,7 @@ mod tests {
             clients: vec![1],
             query_rounds: 1,
             query_types: vec!["lastpoint"],
+            metadata_types: Vec::new(),
             absent: Vec::new(),
             mismatches: Vec::new(),
             answer_sizes: Vec::new(),
@@ -911,6 +911,28 @@ mod tests {
         );
         assert!(!text.contains("VOID") && !text.contains("out_of_order_time_window"), "{text}");
         assert_eq!(prometheus_ooo_window_secs(Arrival::ByHost, &ds), None);
+    }
+
+    #[test]
+    fn report_says_how_metadata_answers_compare() {
+        let runs = vec![
+            run_result(System::Strata, Protocol::Prw, 0.5, 400_000, 2.0),
+            run_result(System::VictoriaMetrics, Protocol::Prw, 1.0, 800_000, 4.0),
+        ];
+        let ctx = Context {
+            query_types: vec!["label-values", "count-all"],
+            metadata_types: vec!["label-values"],
+            answer_sizes: vec![("label-values", 100, 0), ("count-all", 1, 1)],
+            ..report_context("strata-bench compare --query-types cardinality")
+        };
+        let text = report::render(&ctx, &runs);
+        assert!(text.contains("Metadata requests (`label-values`) are compared as multisets"), "{text}");
+        assert!(text.contains("each as often, in any order"), "{text}");
+        assert!(text.contains("| type | series or values | points |"), "{text}");
+        assert!(text.contains("| label-values | 100 | 0 |"), "{text}");
+        // Without metadata types no metadata note.
+        let text = report::render(&report_context("strata-bench compare"), &runs);
+        assert!(!text.contains("Metadata requests") && !text.contains("any order"), "{text}");
     }
 
     #[test]

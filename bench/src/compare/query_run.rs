@@ -47,7 +47,7 @@ pub fn warm_up(
         .map(|q| {
             let body = send(http, system, base, q)?;
             bar.inc(1);
-            answers::parse(&body).map_err(|e| format!("{} {}: {e}", system.name(), q.kind))
+            answers::parse_for(&q.api, &body).map_err(|e| format!("{} {}: {e}", system.name(), q.kind))
         })
         .collect()
 }

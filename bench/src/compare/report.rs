@@ -296,7 +296,8 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
         let _ = writeln!(
             o,
             "Latencies in ms; strata/peer is strata's p50 over the peer's (below 1: strata faster). PromQL of each \
-             type: see `bench/src/tsbs/queries.rs`. The last row, `{}`, is the cheapest request there is \
+             type: see `bench/src/tsbs/queries.rs` (the cardinality types: `bench/src/tsbs/queries/cardinality.rs`). \
+             The last row, `{}`, is the cheapest request there is \
              (the scalar `1`, {} requests per client): the round trip every query pays before any work.\n",
             query_run::FLOOR,
             query_run::floor_queries(0).len()
@@ -352,8 +353,12 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
 
     let _ = writeln!(o, "## Answer check\n");
     if !ctx.answer_sizes.is_empty() {
-        let _ = writeln!(o, "What strata's answers held (all queries of the type together):\n");
-        let _ = writeln!(o, "| type | series | points |\n|---|---|---|");
+        let _ = writeln!(
+            o,
+            "What strata's answers held (all queries of the type together; for a metadata request, the label \
+             sets, names or values it listed):\n"
+        );
+        let _ = writeln!(o, "| type | series or values | points |\n|---|---|---|");
         for (kind, series, points) in &ctx.answer_sizes {
             let _ = writeln!(o, "| {kind} | {series} | {points} |");
         }
@@ -365,9 +370,15 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
         if peers.is_empty() {
             let _ = writeln!(o, "No PromQL peer ran: nothing to compare.\n");
         } else {
+            let metadata = if ctx.metadata_types.is_empty() {
+                ""
+            } else {
+                "; metadata answers: the same label sets, names or values, each as often, in any order"
+            };
             let _ = writeln!(
                 o,
-                "Every query's answer from {} equals strata's (same series, timestamps, values within 1e-9 relative).\n",
+                "Every query's answer from {} equals strata's (same series, timestamps, values within 1e-9 \
+                 relative{metadata}).\n",
                 peers.join(" and ")
             );
         }
@@ -385,6 +396,22 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
             );
         }
         let _ = writeln!(o);
+    }
+    if !ctx.metadata_types.is_empty() {
+        let _ = writeln!(
+            o,
+            "Metadata requests ({}) are compared as multisets: the order a system lists entries in carries no \
+             meaning, a missing, extra or repeated entry does. Each request carries `start` and `end` covering the \
+             whole data (its first row to one interval past its last): VictoriaMetrics answers for the last day \
+             without them, and the systems apply a time range at different granularity (strata by the series' \
+             samples, Prometheus by the blocks and head overlapping it, VictoriaMetrics by whole UTC days of its \
+             per-day index), which select the same series only over a range that covers the data. \
+             VictoriaMetrics 1.79 lists at most `-search.maxTagValues` label values (100,000 by default) and drops \
+             the rest without an error or warning, and refuses a `/api/v1/series` answer of more than \
+             `-search.maxSeries` series (30,000): above 100,000 hosts its label-values answer would lack hosts \
+             and fail the comparison.\n",
+            ctx.metadata_types.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+        );
     }
     let errors: Vec<&RunResult> = runs.iter().filter(|r| r.error.is_some()).collect();
     if !errors.is_empty() {

@@ -51,7 +51,7 @@ pub fn count(http: &Http, system: System, base: &str, ds: &Dataset) -> Result<u6
         let body = http.get_ok(&query_run::url(system, base, &q))?;
         let answer = answers::parse(&body).map_err(|e| format!("{}: {e}", q.promql))?;
         // No series: nothing stored (`sum` of nothing is an empty vector).
-        if let Some((_, points)) = answer.series.first() {
+        if let Some((_, points)) = answer.series().first() {
             let n = points.first().map_or(0.0, |p| p.1);
             if !(n.is_finite() && n >= 0.0 && n.fract() == 0.0) {
                 return Err(format!("{}: not a count: {n}", q.promql));

@@ -25,6 +25,10 @@
 //! closes range windows on the left, VictoriaMetrics and Prometheus 3 do not), so every correct
 //! engine gives the same answer. A window longer than the dataset is cut to the dataset.
 
+mod cardinality;
+
+pub use cardinality::{CARDINALITY, CARDINALITY_TYPES};
+
 use super::hosts::{STREAM_QUERIES, stream};
 use super::{Dataset, FIELDS};
 use crate::datagen::Rng;
@@ -110,14 +114,48 @@ pub enum Api {
         /// Evaluation time.
         time_ms: i64,
     },
+    /// `/api/v1/series`: the label sets of the series the query's selector (sent as `match[]`)
+    /// selects that have data in `[start_ms, end_ms]`.
+    Series {
+        /// Start of the time range.
+        start_ms: i64,
+        /// End of the time range.
+        end_ms: i64,
+    },
+    /// `/api/v1/labels`: the label names of the series with data in `[start_ms, end_ms]` (of
+    /// those the query's selector selects, if it has one).
+    LabelNames {
+        /// Start of the time range.
+        start_ms: i64,
+        /// End of the time range.
+        end_ms: i64,
+    },
+    /// `/api/v1/label/<label>/values`: the values of one label over the series with data in
+    /// `[start_ms, end_ms]` (of those the query's selector selects, if it has one).
+    LabelValues {
+        /// The label.
+        label: &'static str,
+        /// Start of the time range.
+        start_ms: i64,
+        /// End of the time range.
+        end_ms: i64,
+    },
+}
+
+impl Api {
+    /// Whether the answer is metadata (label sets, names or values) rather than a PromQL result.
+    pub fn is_metadata(&self) -> bool {
+        !matches!(self, Api::Range { .. } | Api::Instant { .. })
+    }
 }
 
 /// One query to send.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Query {
-    /// The query type (one of [`TYPES`]).
+    /// The query type (one of [`TYPES`] or [`CARDINALITY_TYPES`]).
     pub kind: &'static str,
-    /// The PromQL expression.
+    /// The PromQL expression; for the metadata APIs the series selector sent as `match[]`
+    /// (empty: none).
     pub promql: String,
     /// Where and when it is evaluated.
     pub api: Api,
@@ -127,15 +165,24 @@ impl Query {
     /// The query's evaluation time (a range query's end).
     pub fn time_ms(&self) -> i64 {
         match self.api {
-            Api::Range { end_ms, .. } => end_ms,
+            Api::Range { end_ms, .. }
+            | Api::Series { end_ms, .. }
+            | Api::LabelNames { end_ms, .. }
+            | Api::LabelValues { end_ms, .. } => end_ms,
             Api::Instant { time_ms } => time_ms,
         }
     }
 
     /// The request path and query string, e.g. `/api/v1/query_range?query=...&start=...`.
+    /// The metadata APIs always get `start` and `end`: without them VictoriaMetrics answers for
+    /// the last day only, and the data may lie further back.
     pub fn path(&self) -> String {
         let secs = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
         let q = encode_component(&self.promql);
+        let range = |start_ms: i64, end_ms: i64| format!("start={}&end={}", secs(start_ms), secs(end_ms));
+        // `match[]` with its brackets percent-encoded: they are not allowed in a query string
+        // (RFC 3986), and every server decodes parameter names.
+        let matcher = if self.promql.is_empty() { String::new() } else { format!("&match%5B%5D={q}") };
         match self.api {
             Api::Range { start_ms, end_ms, step_ms } => format!(
                 "/api/v1/query_range?query={q}&start={}&end={}&step={}",
@@ -144,6 +191,17 @@ impl Query {
                 secs(step_ms)
             ),
             Api::Instant { time_ms } => format!("/api/v1/query?query={q}&time={}", secs(time_ms)),
+            Api::Series { start_ms, end_ms } => {
+                format!("/api/v1/series?{}{matcher}", range(start_ms, end_ms))
+            }
+            Api::LabelNames { start_ms, end_ms } => {
+                format!("/api/v1/labels?{}{matcher}", range(start_ms, end_ms))
+            }
+            Api::LabelValues { label, start_ms, end_ms } => format!(
+                "/api/v1/label/{}/values?{}{matcher}",
+                encode_component(label),
+                range(start_ms, end_ms)
+            ),
         }
     }
 }
@@ -211,15 +269,45 @@ fn window(rng: &mut Rng, ds: &Dataset, len_ms: i64) -> (i64, i64) {
     (start, start + len)
 }
 
-/// `per_type` queries of each type in `types` (names from [`TYPES`]) for `dataset`, the same for
-/// the same dataset seed. Unknown names are an error.
+/// The query types `--query-types` names, in the order given, each once: every one of [`TYPES`]
+/// when none is named; [`CARDINALITY`] stands for every one of [`CARDINALITY_TYPES`]. Unknown
+/// names are an error.
+pub fn resolve_types(names: &[String]) -> Result<Vec<&'static str>, String> {
+    if names.is_empty() {
+        return Ok(TYPES.to_vec());
+    }
+    let mut out: Vec<&'static str> = Vec::new();
+    for name in names {
+        let kinds: Vec<&'static str> = if name == CARDINALITY {
+            CARDINALITY_TYPES.to_vec()
+        } else {
+            let known = TYPES.iter().chain(&CARDINALITY_TYPES).copied().find(|t| t == name);
+            vec![known.ok_or_else(|| format!("unknown query type {name}"))?]
+        };
+        for kind in kinds {
+            if !out.contains(&kind) {
+                out.push(kind);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `per_type` queries of each type in `types` (names from [`TYPES`] and [`CARDINALITY_TYPES`])
+/// for `dataset`, the same for the same dataset seed. Unknown names are an error.
 pub fn generate(dataset: &Dataset, types: &[&str], per_type: usize) -> Result<Vec<Query>, String> {
     let mut out = Vec::new();
     for (i, name) in types.iter().enumerate() {
-        let kind =
-            TYPES.iter().copied().find(|t| t == name).ok_or_else(|| format!("unknown query type {name}"))?;
-        let shape = shape(kind).ok_or_else(|| format!("unknown query type {name}"))?;
+        let unknown = || format!("unknown query type {name}");
         let mut rng = stream(dataset.seed, i as u64, STREAM_QUERIES);
+        if let Some(kind) = CARDINALITY_TYPES.iter().copied().find(|t| t == name) {
+            for _ in 0..per_type {
+                out.push(cardinality::one(&mut rng, dataset, kind).ok_or_else(unknown)?);
+            }
+            continue;
+        }
+        let kind = TYPES.iter().copied().find(|t| t == name).ok_or_else(unknown)?;
+        let shape = shape(kind).ok_or_else(unknown)?;
         for _ in 0..per_type {
             out.push(one(&mut rng, dataset, kind, shape));
         }
@@ -338,5 +426,28 @@ mod tests {
             api: Api::Instant { time_ms: 1_500 },
         };
         assert_eq!(q.path(), "/api/v1/query?query=%7Ba%3D~%22x%7Cy%22%7D%20%3E%209&time=1.500");
+    }
+
+    #[test]
+    fn metadata_paths_carry_their_range_and_an_optional_selector() {
+        let q = |promql: &str, api| Query { kind: "label-values", promql: promql.into(), api };
+        let (start_ms, end_ms) = (1_000, 2_500);
+        let values = Api::LabelValues { label: "hostname", start_ms, end_ms };
+        assert_eq!(q("", values).path(), "/api/v1/label/hostname/values?start=1.000&end=2.500");
+        assert_eq!(
+            q("up", values).path(),
+            "/api/v1/label/hostname/values?start=1.000&end=2.500&match%5B%5D=up"
+        );
+        assert_eq!(
+            q("", Api::LabelNames { start_ms, end_ms }).path(),
+            "/api/v1/labels?start=1.000&end=2.500"
+        );
+        let series = q("{hostname=\"host_7\"}", Api::Series { start_ms, end_ms });
+        assert_eq!(
+            series.path(),
+            "/api/v1/series?start=1.000&end=2.500&match%5B%5D=%7Bhostname%3D%22host_7%22%7D"
+        );
+        assert_eq!(series.time_ms(), end_ms);
+        assert!(series.api.is_metadata() && !Api::Instant { time_ms: 0 }.is_metadata());
     }
 }
