@@ -35,7 +35,7 @@ use crate::tsbs::queries::{self, Query};
 use http::Http;
 use load::{LoadResult, Plan};
 use query_run::{Mismatch, Timing};
-use servers::{Found, Protocol, Server, System};
+use servers::{Found, Protocol, Server, System, WalBytes};
 
 /// Flags of `strata-bench compare`.
 #[derive(clap::Args, Debug)]
@@ -112,6 +112,8 @@ pub struct RunResult {
     pub protocol: Protocol,
     /// The load's figures.
     pub load: LoadResult,
+    /// The write-ahead log on disk right after the load, before the flush and merge.
+    pub wal_after_load: WalBytes,
     /// Points stored, counted by query after the load and settling ([`stored`]), or why they
     /// could not be counted.
     pub stored: Result<u64, String>,
@@ -139,6 +141,11 @@ impl RunResult {
     /// Disk bytes per acknowledged point.
     pub fn bytes_per_point(&self) -> f64 {
         self.disk_figure() as f64 / self.load.points.max(1) as f64
+    }
+
+    /// WAL bytes (right after the load) per acknowledged point, if the system has a WAL.
+    pub fn wal_bytes_per_point(&self) -> Option<f64> {
+        self.wal_after_load.wal.map(|b| b as f64 / self.load.points.max(1) as f64)
     }
 
     /// Whether the count of stored points is exactly the points generated.
@@ -375,6 +382,7 @@ pub fn run(args: Args) -> Result<(), String> {
                         version: f.version.clone(),
                         protocol,
                         load: LoadResult::default(),
+                        wal_after_load: WalBytes::default(),
                         stored: Err("not counted: the run failed".into()),
                         disk_after_shutdown: 0,
                         disk_settled: None,
@@ -657,6 +665,8 @@ fn one_run(
     }
     let label = format!("{} {}", system.name(), protocol.name());
     let load = load::run(ctx.http, &server.base, server.pid(), &ctx.plan, &label)?;
+    // Before anything asks the server to flush: the log as the load left it.
+    let wal_after_load = Server::wal_bytes(system, &server.data_dir);
     let settle_bar = ProgressBar::new_spinner().with_message(format!("{label}: flush and merge"));
     settle_bar.enable_steady_tick(Duration::from_millis(200));
     let disk_settled = server.settle(ctx.http)?;
@@ -716,6 +726,7 @@ fn one_run(
         version: ctx.found.version.clone(),
         protocol,
         load,
+        wal_after_load,
         stored,
         disk_after_shutdown,
         disk_settled,
@@ -742,6 +753,7 @@ mod tests {
                 timeline: vec![(0.0, 0), (secs, 1_000_000)],
                 ..Default::default()
             },
+            wal_after_load: WalBytes { wal: Some(disk * 10), head_chunks: None },
             stored: Ok(1_000_000),
             disk_after_shutdown: disk,
             disk_settled: None,
@@ -933,6 +945,37 @@ mod tests {
         // Without metadata types no metadata note.
         let text = report::render(&report_context("strata-bench compare"), &runs);
         assert!(!text.contains("Metadata requests") && !text.contains("any order"), "{text}");
+    }
+
+    #[test]
+    fn report_shows_the_wal_right_after_the_load() {
+        let strata = run_result(System::Strata, Protocol::Prw, 0.5, 400_000, 2.0);
+        let vm = RunResult {
+            wal_after_load: WalBytes::default(),
+            ..run_result(System::VictoriaMetrics, Protocol::Prw, 1.0, 800_000, 4.0)
+        };
+        let prometheus = RunResult {
+            wal_after_load: WalBytes { wal: Some(8_000_000), head_chunks: Some(500_000) },
+            ..run_result(System::Prometheus, Protocol::Prw, 1.0, 1_000_000, 4.0)
+        };
+        let ctx = report_context("strata-bench compare");
+        let text = report::render(&ctx, &[strata.clone(), vm.clone(), prometheus]);
+        assert!(text.contains("## Write-ahead log at the end of the load"), "{text}");
+        // strata 4 MB (4 bytes/point) against Prometheus' 8 MB (8 bytes/point): ratio 0.50.
+        assert!(text.contains("| strata | remote-write | 4,000,000 | 4.000 | 1.00 | – | – |"), "{text}");
+        assert!(
+            text.contains("| Prometheus | remote-write | 8,000,000 | 8.000 | 0.50 | 500,000 | 0.500 |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| VictoriaMetrics | remote-write | none (no WAL) | – | – | – | – |"),
+            "{text}"
+        );
+        assert!(text.contains("- VictoriaMetrics: none: no WAL"), "{text}");
+        // Without Prometheus no chunks_head column.
+        let text = report::render(&ctx, &[strata, vm]);
+        assert!(text.contains("| strata | remote-write | 4,000,000 | 4.000 | 1.00 |\n"), "{text}");
+        assert!(!text.contains("chunks_head"), "{text}");
     }
 
     #[test]

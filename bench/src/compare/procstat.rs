@@ -48,6 +48,24 @@ pub fn dir_bytes(dir: &Path, skip: &[&str]) -> u64 {
     total
 }
 
+/// The summed lengths of all regular files under `dir`: the bytes written into them (what `du
+/// --apparent-size` counts). For a file still being appended to this is the better figure than
+/// [`dir_bytes`]: a file system may reserve blocks beyond its end (ext4 does, in steps of up to
+/// some hundred KiB), which `du` counts until the file is closed.
+pub fn file_lengths(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut total = 0;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_dir() {
+            total += file_lengths(&entry.path());
+        } else if meta.is_file() {
+            total += meta.len();
+        }
+    }
+    total
+}
+
 /// The machine, for the report: CPU model, cores, memory, kernel.
 pub fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -93,6 +111,9 @@ mod tests {
         let sparse = std::fs::File::create(d.path().join("sparse")).unwrap();
         sparse.set_len(1 << 30).unwrap();
         assert!(dir_bytes(d.path(), &[]) < all + 65_536);
+        assert_eq!(file_lengths(d.path()), 30_000 + (1 << 30), "lengths, the sparse file's too");
+        assert_eq!(file_lengths(&d.path().join("sub")), 10_000);
+        assert_eq!(file_lengths(&d.path().join("missing")), 0);
         assert!(machine().contains("cores"));
     }
 }

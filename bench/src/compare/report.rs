@@ -32,6 +32,61 @@ fn thousands(n: u64) -> String {
     out
 }
 
+/// The "Write-ahead log" section: each system's log on disk right after its load.
+fn wal_table(o: &mut String, runs: &[RunResult]) {
+    let ok: Vec<&RunResult> = runs.iter().filter(|r| r.error.is_none()).collect();
+    let strata = |p: Protocol| ok.iter().find(|r| r.system == System::Strata && r.protocol == p);
+    let head_chunks = ok.iter().any(|r| r.wal_after_load.head_chunks.is_some());
+    let _ = writeln!(o, "\n## Write-ahead log at the end of the load\n");
+    let _ = writeln!(
+        o,
+        "The WAL on disk right after the load's last answer, before the harness asks for any flush, merge \
+         or shutdown: what a crash at that moment would replay, as the lengths of its files (the bytes \
+         written; `du` may count more while a file is being written, blocks reserved past its end). Bytes per point are \
+         over the points acknowledged; strata/peer is strata's over the peer's on the same protocol \
+         (below 1: strata's WAL smaller). What each figure covers:\n"
+    );
+    let mut seen = Vec::new();
+    for r in &ok {
+        if !seen.contains(&r.system) {
+            seen.push(r.system);
+            let _ = writeln!(o, "- {}: {}", r.system.name(), r.system.wal_note());
+        }
+    }
+    let (extra_head, extra_rule) = if head_chunks {
+        (" Prometheus `chunks_head/` bytes | chunks_head bytes/point |", "---|---|")
+    } else {
+        ("", "")
+    };
+    let _ = writeln!(
+        o,
+        "\n| system | protocol | WAL bytes | WAL bytes/point | strata/peer |{extra_head}\n|---|---|---|---|---|{extra_rule}"
+    );
+    for r in &ok {
+        let points = r.load.points.max(1) as f64;
+        let (bytes, per_point, rel) = match (r.wal_after_load.wal, r.wal_bytes_per_point()) {
+            (Some(b), Some(pp)) => {
+                let rel = strata(r.protocol)
+                    .and_then(|s| s.wal_bytes_per_point())
+                    .map_or("–".to_owned(), |s| ratio(s, pp));
+                (thousands(b), format!("{pp:.3}"), rel)
+            }
+            _ => ("none (no WAL)".to_owned(), "–".to_owned(), "–".to_owned()),
+        };
+        let mut line =
+            format!("| {} | {} | {bytes} | {per_point} | {rel} |", r.system.name(), r.protocol.name());
+        if head_chunks {
+            match r.wal_after_load.head_chunks {
+                Some(b) => {
+                    let _ = write!(line, " {} | {:.3} |", thousands(b), b as f64 / points);
+                }
+                None => line.push_str(" – | – |"),
+            }
+        }
+        let _ = writeln!(o, "{line}");
+    }
+}
+
 /// The report text.
 pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
     let mut o = String::new();
@@ -257,6 +312,8 @@ pub fn render(ctx: &Context, runs: &[RunResult]) -> String {
             l.retries
         );
     }
+
+    wal_table(&mut o, runs);
 
     let _ = writeln!(o, "\n## Disk\n");
     let _ = writeln!(

@@ -106,6 +106,22 @@ impl System {
         }
     }
 
+    /// What the WAL figure measures (see [`Server::wal_bytes`]), for the report.
+    pub fn wal_note(self) -> &'static str {
+        match self {
+            System::Strata => {
+                "`wal/` of the data dir (segments; partition files flushed during the load are not in it)"
+            }
+            System::VictoriaMetrics => {
+                "none: no WAL (recent rows buffered in memory, flushed to parts about every second)"
+            }
+            System::Prometheus => {
+                "`wal/` (segments and any checkpoint; records snappy-compressed, the default since 2.20); `chunks_head/` in its own column"
+            }
+            System::InfluxDb => "`wal/benchmark/` (the benchmark database's WAL)",
+        }
+    }
+
     /// What "disk" means for it, for the report.
     pub fn disk_note(self) -> &'static str {
         match self {
@@ -123,6 +139,18 @@ impl System {
             }
         }
     }
+}
+
+/// A system's write-ahead log on disk at one moment (right after a load, before any flush or
+/// shutdown the harness asks for): the lengths of its files, the bytes written, not what `du`
+/// counts while they are open (see [`super::procstat::file_lengths`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WalBytes {
+    /// Bytes of the WAL directory; `None` for a system without a WAL (VictoriaMetrics).
+    pub wal: Option<u64>,
+    /// Bytes of Prometheus' `chunks_head/`: head chunks written out of memory, which like the
+    /// WAL hold data not yet in blocks (`None` for the other systems).
+    pub head_chunks: Option<u64>,
 }
 
 /// An installed system.
@@ -409,6 +437,23 @@ impl Server {
         }
     }
 
+    /// This system's write-ahead log in `data_dir` now (see [`System::wal_note`]). Measured
+    /// while the server runs, right after the load: what a crash at that moment would replay.
+    pub fn wal_bytes(system: System, data_dir: &Path) -> WalBytes {
+        use super::procstat::file_lengths;
+        match system {
+            System::Strata => WalBytes { wal: Some(file_lengths(&data_dir.join("wal"))), head_chunks: None },
+            System::VictoriaMetrics => WalBytes { wal: None, head_chunks: None },
+            System::Prometheus => WalBytes {
+                wal: Some(file_lengths(&data_dir.join("wal"))),
+                head_chunks: Some(file_lengths(&data_dir.join("chunks_head"))),
+            },
+            System::InfluxDb => {
+                WalBytes { wal: Some(file_lengths(&data_dir.join("wal").join(INFLUX_DB))), head_chunks: None }
+            }
+        }
+    }
+
     /// Bytes of this system's data in `data_dir` after shutdown (see [`System::disk_note`]).
     pub fn disk_bytes(system: System, data_dir: &Path) -> u64 {
         use super::procstat::dir_bytes;
@@ -439,7 +484,29 @@ mod tests {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use super::{prometheus_config, wait_quiet};
+    use super::{Server, System, WalBytes, prometheus_config, wait_quiet};
+
+    #[test]
+    fn wal_bytes_measure_each_systems_log_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let file = |rel: &str, len: usize| {
+            let path = d.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, vec![1u8; len]).unwrap();
+        };
+        file("wal/00000001", 40_000);
+        file("wal/checkpoint.00000001/00000000", 8_000);
+        file("chunks_head/000001", 20_000);
+        file("partitions/0/00000001.spf", 100_000);
+        file("wal/benchmark/1/_00001.wal", 4_000);
+        // The test's tree holds every system's layout at once: strata's `wal/` holds all three.
+        let strata = Server::wal_bytes(System::Strata, d.path());
+        assert_eq!(strata, WalBytes { wal: Some(52_000), head_chunks: None });
+        let prometheus = Server::wal_bytes(System::Prometheus, d.path());
+        assert_eq!(prometheus, WalBytes { wal: Some(52_000), head_chunks: Some(20_000) });
+        assert_eq!(Server::wal_bytes(System::VictoriaMetrics, d.path()), WalBytes::default());
+        assert_eq!(Server::wal_bytes(System::InfluxDb, d.path()).wal, Some(4_000));
+    }
 
     #[test]
     fn prometheus_gets_an_out_of_order_window_only_when_asked() {
