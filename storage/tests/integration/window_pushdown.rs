@@ -477,6 +477,29 @@ fn counters_from_statistics_with_resets_between_and_inside_blocks() {
     assert_eq!(st.blocks_from_stats, from_stats_for_resets + 1, "hour 4 from statistics for delta: {st:?}");
 }
 
+/// Appends and flushes `series` series `m{s="<i>"}` of `samples` samples every 10 s from BASE:
+/// integer random walks from 50 with steps of at most `step`, clamped to `range`, drawn from
+/// an xorshift generator seeded with `seed`.
+fn append_walks(db: &Db, series: u64, samples: i64, seed: u64, step: u64, range: (f64, f64)) {
+    let mut batch = Batch::new();
+    let mut x = seed;
+    for s in 0..series {
+        let mut v = 50.0;
+        let walk: Vec<Sample> = (1..=samples)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                v = (v + (x % (2 * step + 1)) as f64 - step as f64).clamp(range.0, range.1);
+                Sample::new(BASE + i * 10_000, v)
+            })
+            .collect();
+        batch.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), walk);
+    }
+    db.append(&batch).unwrap();
+    db.flush().unwrap();
+}
+
 /// Eight series of random-walk data in hour blocks, hourly windows 20 minutes off the blocks
 /// (every block cut in two, as TSBS cpu-max-all's windows are): the group's maximum and minimum
 /// equal decoding, and far fewer blocks are decoded than the windows overlap. A head sample
@@ -485,23 +508,7 @@ fn counters_from_statistics_with_resets_between_and_inside_blocks() {
 fn group_extremes_skip_blocks_that_cannot_win() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(options(dir.path(), 1024, HOUR)).unwrap();
-    let mut batch = Batch::new();
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for s in 0..8u8 {
-        let mut v = 50.0;
-        let samples: Vec<Sample> = (1..=9 * 360)
-            .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                v = (v + (x % 7) as f64 - 3.0f64).clamp(0.0, 100.0);
-                Sample::new(BASE + i * 10_000, v)
-            })
-            .collect();
-        batch.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples);
-    }
-    db.append(&batch).unwrap();
-    db.flush().unwrap();
+    append_walks(&db, 8, 9 * 360, 0x9e37_79b9_7f4a_7c15, 3, (0.0, 100.0));
     let off = 20 * MINUTE;
     let hourly: Vec<(i64, i64)> =
         (0..8).map(|h| (BASE + h * HOUR + off + 1, BASE + (h + 1) * HOUR + off)).collect();
@@ -555,24 +562,8 @@ fn group_extremes_skip_blocks_that_cannot_win() {
 fn group_extremes_over_narrow_windows_decode_few_blocks() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(options(dir.path(), 1024, HOUR)).unwrap();
-    let mut batch = Batch::new();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     let series = 300;
-    for s in 0..series {
-        let mut v = 50.0;
-        let samples: Vec<Sample> = (1..=3 * 360)
-            .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                v = (v + (x % 21) as f64 - 10.0f64).clamp(1.0, 100.0);
-                Sample::new(BASE + i * 10_000, v)
-            })
-            .collect();
-        batch.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples);
-    }
-    db.append(&batch).unwrap();
-    db.flush().unwrap();
+    append_walks(&db, series, 3 * 360, 0x2545_f491_4f6c_dd1d, 10, (1.0, 100.0));
     let narrow: Vec<(i64, i64)> =
         (0..5).map(|m| (BASE + HOUR + (30 + m) * MINUTE + 1, BASE + HOUR + (31 + m) * MINUTE)).collect();
     check_groups(&db, std::slice::from_ref(&narrow));
