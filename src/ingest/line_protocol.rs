@@ -33,7 +33,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use remote::line::{self, LineError, Precision};
 
-use super::{blocking, body_or_error, count_rejection, decode_error, guard_decoder, header, store};
+use super::{
+    blocking, body_or_error, count_rejection, decode_error, finish_store, guard_decoder, header,
+    store_deferred,
+};
 use crate::error::ApiError;
 use crate::influx::version_headers;
 use crate::metrics::Protocol;
@@ -122,11 +125,12 @@ async fn accept(
     let body = body_or_error(body, &limits)?;
     let now_ns = now_ns();
     let state = Arc::clone(state);
+    let slot = state.write_admission().decode_slot().await;
     // Parsed and stored on one thread: the batch borrows the (decompressed) body.
     let (outcome, bad_lines, errors, refused_line) = blocking(move || {
         let text =
             guard_decoder(|| line::decode_body(encoding.as_deref(), &body, &limits).map_err(decode_error))?;
-        let parsed = guard_decoder(|| Ok(line::parse_ref(&text, precision, now_ns, &limits)))?;
+        let mut parsed = guard_decoder(|| Ok(line::parse_ref(&text, precision, now_ns, &limits)))?;
 
         let metrics = state.metrics();
         metrics.count_samples_received(Protocol::Influx, parsed.fields);
@@ -138,12 +142,20 @@ async fn accept(
             return Err(ApiError::BadData(describe_line_errors(&parsed.errors, parsed.bad_lines)));
         }
         let batch = guard_decoder(|| Ok(parsed.batch()))?;
-        let outcome = store(&state, &batch)?;
-        let refused_line = outcome
-            .first_rejected_series
+        let pending = store_deferred(&state, &batch)?;
+        let refused_line = pending
             .as_ref()
+            .and_then(|p| p.outcome().first_rejected_series.as_ref())
             .and_then(|r| line_of_series(&text, &r.labels, precision, now_ns, &limits));
-        Ok((outcome, parsed.bad_lines, parsed.errors, refused_line))
+        // The request's memory goes before the wait for the fsync, the batch first (it borrows
+        // the others).
+        drop(batch);
+        let (bad_lines, errors) = (parsed.bad_lines, std::mem::take(&mut parsed.errors));
+        drop(parsed);
+        drop(text);
+        drop(slot);
+        let outcome = finish_store(pending)?;
+        Ok((outcome, bad_lines, errors, refused_line))
     })
     .await?;
 

@@ -5,7 +5,8 @@
 //! `--write-body-bytes-max`), then on one blocking thread (decoding is CPU work that must not
 //! stall the async workers, and runs in parallel across requests) decode it with the `remote`
 //! crate into a `storage::BatchRef`, whose label strings borrow the request's bytes, and append
-//! that (`Db::append_ref` returns once the WAL record is durable); then answer. Decoding and
+//! that (`Db::append_ref_deferred` writes the WAL record; the request's memory and decode slot are
+//! freed; `PendingAppend::finish` returns once the record is durable); then answer. Decoding and
 //! appending share the thread because the batch borrows the decoded body: no label string is
 //! copied on the way from the request to the series index. The status rules follow the
 //! remote-write specification (senders retry 5xx forever and drop 4xx; docs/operations.md,
@@ -28,7 +29,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::http::HeaderMap;
 use storage::cardinality::SeriesLimit;
-use storage::{AppendOutcome, BatchRef};
+use storage::{AppendOutcome, BatchRef, PendingAppend};
 
 use crate::error::ApiError;
 use crate::metrics::{Protocol, RequestRejection};
@@ -116,20 +117,31 @@ fn guard_decoder<T>(decode: impl FnOnce() -> Result<T, ApiError>) -> Result<T, A
     }
 }
 
-/// Appends `batch` (on the calling blocking thread) and returns what storage did, or the error
-/// to answer with: 503 while the database opens or when storage cannot write right now, 400 for
-/// input storage never accepts, 500 otherwise. An empty batch is not sent to storage at all (a
-/// metadata-only remote-write request must not fail because of storage).
-fn store(state: &AppState, batch: &BatchRef<'_>) -> Result<AppendOutcome, ApiError> {
+/// Writes `batch` to the WAL (on the calling blocking thread) without waiting for its fsync, or
+/// returns the error to answer with: 503 while the database opens or when storage cannot write
+/// right now, 400 for input storage never accepts, 500 otherwise. The caller frees the request
+/// (body, decoded batch) and its decode slot, then calls [`finish_store`], so that requests
+/// waiting for a shared fsync hold no more than what storage keeps of them. An empty batch is
+/// not sent to storage at all (`None`: a metadata-only remote-write request must not fail
+/// because of storage).
+fn store_deferred<'s>(
+    state: &'s AppState,
+    batch: &BatchRef<'_>,
+) -> Result<Option<PendingAppend<'s>>, ApiError> {
     if batch.sample_count() == 0 {
-        return Ok(AppendOutcome::default());
+        return Ok(None);
     }
     let Some(db) = state.db() else {
         return Err(ApiError::Unavailable(
             "the database is still opening (replaying the WAL); retry later".into(),
         ));
     };
-    db.append_ref(batch).map_err(ApiError::from)
+    db.append_ref_deferred(batch).map(Some).map_err(ApiError::from)
+}
+
+/// Waits until what [`store_deferred`] wrote is durable and stored, and returns what storage did.
+fn finish_store(pending: Option<PendingAppend<'_>>) -> Result<AppendOutcome, ApiError> {
+    pending.map_or_else(|| Ok(AppendOutcome::default()), |p| p.finish().map_err(ApiError::from))
 }
 
 /// The explanation of samples storage refused, for the 400 that reports them, or `None` if
@@ -311,9 +323,11 @@ mod tests {
         let state = AppState::new();
         let mut batch = BatchRef::new();
         batch.push([("__name__", "up")], [Sample::new(1, 1.0)]);
-        let err = store(&state, &batch).unwrap_err();
+        let err = store_deferred(&state, &batch).err().unwrap();
         assert_eq!(err.status().as_u16(), 503);
         // An empty batch never needs storage.
-        assert_eq!(store(&state, &BatchRef::new()).unwrap(), AppendOutcome::default());
+        let empty = store_deferred(&state, &BatchRef::new()).unwrap();
+        assert!(empty.is_none());
+        assert_eq!(finish_store(empty).unwrap(), AppendOutcome::default());
     }
 }

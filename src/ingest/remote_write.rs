@@ -30,7 +30,10 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use remote::prw::{self, Version};
 
-use super::{blocking, body_or_error, count_rejection, decode_error, guard_decoder, header, store};
+use super::{
+    blocking, body_or_error, count_rejection, decode_error, finish_store, guard_decoder, header,
+    store_deferred,
+};
 use crate::error::ApiError;
 use crate::metrics::Protocol;
 use crate::state::AppState;
@@ -99,6 +102,7 @@ async fn accept(
     let limits = state.limits().clone();
     let body = body_or_error(body, &limits)?;
     let state = Arc::clone(state);
+    let slot = state.write_admission().decode_slot().await;
     // Decoded and stored on one thread: the batch borrows the decompressed body.
     let (outcome, stale_histograms) = blocking(move || {
         let mut buf = DecompressBuffer::take();
@@ -112,9 +116,16 @@ async fn accept(
         metrics.count_exemplars_dropped(decoded.exemplars);
         // Metadata is kept only once storage has taken the batch: storage may still refuse the
         // whole request (a new series whose labels are not UTF-8), and then nothing is kept.
-        let outcome = store(&state, &decoded.batch)?;
-        state.metadata().update(std::mem::take(&mut decoded.metadata));
-        Ok((outcome, decoded.stale_histograms))
+        let pending = store_deferred(&state, &decoded.batch)?;
+        let (metadata, stale_histograms) = (std::mem::take(&mut decoded.metadata), decoded.stale_histograms);
+        // The request's memory goes before the wait for the fsync, the batch first (it borrows
+        // the buffer).
+        drop(decoded);
+        drop(buf);
+        drop(slot);
+        let outcome = finish_store(pending)?;
+        state.metadata().update(metadata);
+        Ok((outcome, stale_histograms))
     })
     .await?;
     // Histogram stale markers are stored as float samples; a sender counts them as histograms.

@@ -66,7 +66,7 @@ mod types;
 pub use batch_ref::{BatchRef, SeriesBuilder};
 pub use db::backup::BackupStats;
 pub use db::stats::{DiskStats, HeadStats, PartitionStats};
-pub use db::{AppendOutcome, Counters, Db, Health, OpenStats};
+pub use db::{AppendOutcome, Counters, Db, Health, OpenStats, PendingAppend};
 pub use error::{Error, Result};
 pub use index::{IndexStats, Stat};
 pub use labels_ref::{LabelPair, LabelsRef, RawLabels, RawPair};

@@ -104,6 +104,78 @@ struct Accepted<'b> {
     hists: std::ops::Range<usize>,
 }
 
+/// An append whose WAL record is written but not yet known durable: see
+/// [`Db::append_ref_deferred`]. Holds the database's append lock (shared), so a flush waits for
+/// it; finish it promptly. Dropping it unfinished keeps its samples out of the head (its
+/// record stays in the WAL, replayed only by a restart before the next flush): only for a
+/// request that then answers an error, so nothing unstored is acknowledged.
+#[must_use = "the samples are neither durable nor visible until finish returns"]
+pub struct PendingAppend<'d> {
+    db: &'d Inner,
+    _appending: parking_lot::RwLockReadGuard<'d, ()>,
+    out: AppendOutcome,
+    /// None when nothing of the batch was accepted (no record written).
+    written: Option<WrittenAppend>,
+}
+
+/// What the head insert of a written append needs, owned, so that the batch can go.
+struct WrittenAppend {
+    record: crate::wal::Written,
+    head: Arc<Head>,
+    kept: Vec<Sample>,
+    kept_starts: Vec<i64>,
+    kept_hists: Vec<HistogramSample>,
+    /// Per accepted entry: its series and ranges, as in [`Accepted`].
+    series: Vec<KeptSeries>,
+    out_of_order: u64,
+}
+
+/// An [`Accepted`] entry without its labels, which borrow the batch.
+struct KeptSeries {
+    id: SeriesId,
+    samples: std::ops::Range<usize>,
+    starts: Option<std::ops::Range<usize>>,
+    hists: std::ops::Range<usize>,
+}
+
+impl PendingAppend<'_> {
+    /// What was refused so far (`appended` is filled in by [`PendingAppend::finish`]).
+    pub fn outcome(&self) -> &AppendOutcome {
+        &self.out
+    }
+
+    /// Waits until the WAL record is durable, then inserts the samples into the head.
+    pub fn finish(self) -> Result<AppendOutcome> {
+        let PendingAppend { db, _appending, mut out, written } = self;
+        let Some(w) = written else { return Ok(out) };
+        db.wal.wait_durable(w.record).map_err(|e| db.append_failed(e))?;
+        let appends: Vec<SeriesSamples<'_>> = w
+            .series
+            .iter()
+            .map(|k| SeriesSamples {
+                id: k.id,
+                samples: w.kept.get(k.samples.clone()).unwrap_or_default(),
+                starts: k.starts.clone().and_then(|r| w.kept_starts.get(r)).unwrap_or_default(),
+            })
+            .collect();
+        w.head.append_series(&appends);
+        for k in w.series.iter().filter(|k| !k.hists.is_empty()) {
+            w.head.append_histograms(k.id, w.kept_hists.get(k.hists.clone()).unwrap_or_default());
+        }
+        if let Some(t) = w.kept.iter().map(|s| s.t).max() {
+            db.newest.fetch_max(t, Ordering::Relaxed);
+        }
+        out.appended = w.kept.len() as u64;
+        out.histograms_appended = w.kept_hists.len() as u64;
+        db.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
+        db.counters.samples_out_of_order.fetch_add(w.out_of_order, Ordering::Relaxed);
+        if w.head.flush_weight() >= db.opts.head_samples_max as u64 || db.span_flush_due(&w.head) {
+            db.wake_worker();
+        }
+        Ok(out)
+    }
+}
+
 /// Monotonic counters for `/metrics`. Bumped with relaxed atomic adds where the event happens;
 /// read at scrape time.
 #[derive(Debug)]
@@ -495,6 +567,15 @@ impl Db {
         self.inner.append(batch)
     }
 
+    /// [`Db::append_ref`] in two halves, so that a request handler can free the request (its
+    /// body, the decoded batch) while the WAL's fsync is pending instead of holding it through
+    /// the wait: this writes the WAL record and returns; [`PendingAppend::finish`] waits until
+    /// the record is durable and then puts the samples in the head, where queries see them.
+    /// Nothing is acknowledged or visible before it is durable, as with `append_ref`.
+    pub fn append_ref_deferred(&self, batch: &BatchRef<'_>) -> Result<PendingAppend<'_>> {
+        self.inner.append_deferred(batch)
+    }
+
     /// A consistent read view. Cheap; take one per query.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::new(self.inner.shared.clone(), self.inner.state.read().clone())
@@ -671,6 +752,11 @@ impl Drop for Db {
 
 impl Inner {
     fn append(&self, batch: &BatchRef<'_>) -> Result<AppendOutcome> {
+        self.append_deferred(batch)?.finish()
+    }
+
+    /// The WAL-writing half of an append; see [`Db::append_ref_deferred`].
+    fn append_deferred(&self, batch: &BatchRef<'_>) -> Result<PendingAppend<'_>> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -678,9 +764,10 @@ impl Inner {
         if let Some((l, _)) = batch.iter().find(|(l, _)| l.is_empty()) {
             return Err(Error::InvalidInput(format!("series with no labels ({l})")));
         }
-        // Held from id resolution to the head insert: a flush's rotation and retention's series
-        // garbage collection take it exclusively, so neither runs in the middle of an append.
-        let _appending = self.appending.read();
+        // Held from id resolution to the head insert (in `PendingAppend::finish`): a flush's
+        // rotation and retention's series garbage collection take it exclusively, so neither
+        // runs in the middle of an append.
+        let appending = self.appending.read();
         self.check_flush_backlog()?;
         let now = now_ms();
         let future_limit = now.saturating_add(self.opts.future_window_ms);
@@ -794,7 +881,7 @@ impl Inner {
         self.counters.rejected_series_limit.fetch_add(out.series_limited, Ordering::Relaxed);
         self.counters.series_created.fetch_add(out.series_created, Ordering::Relaxed);
         if accepted.is_empty() {
-            return Ok(out);
+            return Ok(PendingAppend { db: self, _appending: appending, out, written: None });
         }
         let samples_of = |a: &Accepted<'_>| kept.get(a.samples.clone()).unwrap_or_default();
         let starts_of =
@@ -804,7 +891,7 @@ impl Inner {
         let head = self.state.read().head.clone();
         let series = &self.shared.series;
         let max_id = accepted.iter().map(|a| a.id).max().unwrap_or(0);
-        let written = self.wal.append(|run, buf| {
+        let written = self.wal.write(|run, buf| {
             // Each run of the WAL defines a series once: in the first record of the run that
             // uses it (replay maps the ids of a run from its definitions).
             let mark = run + 1;
@@ -831,32 +918,30 @@ impl Inner {
                 accepted.iter().map(|a| (a.id, samples_of(a), starts_of(a), hists_of(a))).collect();
             batch_codec::encode(&defs, &series, buf);
         });
-        if let Err(e) = written {
-            if self.wal.poisoned().is_some() {
-                // Recovery is the maintenance thread's job; it keeps its own backoff.
-                self.wake_worker();
-            }
-            return Err(e);
-        }
-        let appends: Vec<SeriesSamples<'_>> = accepted
+        let record = match written {
+            Ok(record) => record,
+            Err(e) => return Err(self.append_failed(e)),
+        };
+        let series = accepted
             .iter()
-            .map(|a| SeriesSamples { id: a.id, samples: samples_of(a), starts: starts_of(a) })
+            .map(|a| KeptSeries {
+                id: a.id,
+                samples: a.samples.clone(),
+                starts: a.starts.clone(),
+                hists: a.hists.clone(),
+            })
             .collect();
-        head.append_series(&appends);
-        for a in accepted.iter().filter(|a| !a.hists.is_empty()) {
-            head.append_histograms(a.id, hists_of(a));
-        }
-        if let Some(t) = kept.iter().map(|s| s.t).max() {
-            self.newest.fetch_max(t, Ordering::Relaxed);
-        }
-        out.appended = kept.len() as u64;
-        out.histograms_appended = kept_hists.len() as u64;
-        self.counters.samples_appended.fetch_add(out.appended, Ordering::Relaxed);
-        self.counters.samples_out_of_order.fetch_add(out_of_order, Ordering::Relaxed);
-        if head.flush_weight() >= self.opts.head_samples_max as u64 || self.span_flush_due(&head) {
+        let written = WrittenAppend { record, head, kept, kept_starts, kept_hists, series, out_of_order };
+        Ok(PendingAppend { db: self, _appending: appending, out, written: Some(written) })
+    }
+
+    /// The error of a WAL write or sync that failed, after waking the maintenance thread if
+    /// the WAL is poisoned: recovery is its job, and it keeps its own backoff.
+    fn append_failed(&self, e: Error) -> Error {
+        if self.wal.poisoned().is_some() {
             self.wake_worker();
         }
-        Ok(out)
+        e
     }
 
     /// True when the head holds old data in bulk: its samples span more than

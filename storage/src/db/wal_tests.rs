@@ -460,3 +460,32 @@ fn samples_or_none(db: &Db, k: usize) -> Vec<Sample> {
     }
     out
 }
+
+/// The two halves of an append: after the WAL write the batch may go and nothing is visible;
+/// `finish` makes it durable and visible. A pending append dropped unfinished (a handler that
+/// panicked between the halves, so nothing was acknowledged) stores nothing in the head and
+/// releases the append lock.
+#[test]
+fn a_deferred_append_is_visible_after_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path())).unwrap();
+    let owned = batch(0);
+    let pending = db.append_ref_deferred(&crate::BatchRef::from(&owned)).unwrap();
+    drop(owned);
+    assert_eq!(pending.outcome().appended, 0, "filled in by finish");
+    let outcome = pending.finish().unwrap();
+    assert_eq!(outcome.appended, SERIES as u64);
+    expect_batches(&db, 0..1);
+
+    let owned = batch(1);
+    let pending = db.append_ref_deferred(&crate::BatchRef::from(&owned)).unwrap();
+    drop(pending);
+    expect_batches(&db, 0..1);
+    // The append lock went with it: a flush (which takes it exclusively) does not wait.
+    db.flush().unwrap();
+    db.append(&batch(2)).unwrap();
+    let want = [Sample::new(BASE, 0.0), Sample::new(BASE + 2000, 2.0)];
+    for k in 0..SERIES {
+        assert_eq!(samples(&db, k), want, "series {k}");
+    }
+}

@@ -225,6 +225,16 @@ enum Rotation {
 /// The interval syncer never spins faster than this, whatever interval it is given.
 const SYNC_INTERVAL_MIN: Duration = Duration::from_millis(1);
 
+/// Where [`Wal::write`] put a record: what [`Wal::wait_durable`] waits for.
+#[derive(Debug, Clone, Copy)]
+#[must_use = "a written record is not durable until wait_durable returns"]
+pub struct Written {
+    /// The segment the record went to.
+    #[cfg(any(test, feature = "testing"))]
+    segment: u64,
+    seq: u64,
+}
+
 impl Wal {
     /// Opens the WAL in `opts.dir` (creating it), deletes segments numbered below
     /// `first_segment` (the caller has flushed their data elsewhere; it must be where a run
@@ -290,18 +300,25 @@ impl Wal {
         Ok((Wal { inner, syncer: Mutex::new(syncer) }, recovered.stats))
     }
 
-    /// Appends one record and returns the number of the segment it went to.
+    /// [`Wal::write`] then [`Wal::wait_durable`]: appends one record and returns, once it is
+    /// durable, the number of the segment it went to. (Tests and benchmarks use it; the
+    /// database writes and waits in two steps, freeing the request in between.)
+    #[cfg(any(test, feature = "testing"))]
+    pub fn append(&self, encode: impl FnOnce(u64, &mut Vec<u8>)) -> Result<u64> {
+        let written = self.write(encode)?;
+        self.wait_durable(written)?;
+        Ok(written.segment)
+    }
+
+    /// Writes one record (write(2), no fsync) and says where it went; it is durable once
+    /// [`Wal::wait_durable`] returns for it.
     ///
     /// `encode(run, buf)` writes the payload into `buf` (empty on entry). It runs under the
     /// append lock, so the run it sees is the one the record lands in, and it should be cheap:
     /// appenders take turns running it. If the record is not written after all (too large, or
     /// a failed write), the run ends there, so the next record's encoder sees a new run and
     /// nothing relies on what the lost record held.
-    ///
-    /// Returns once the record is durable as the sync mode promises: with
-    /// [`WalSync::PerBatch`] after an fdatasync that covers it (shared with concurrent
-    /// appenders), with [`WalSync::Interval`] right after the write(2).
-    pub fn append(&self, encode: impl FnOnce(u64, &mut Vec<u8>)) -> Result<u64> {
+    pub fn write(&self, encode: impl FnOnce(u64, &mut Vec<u8>)) -> Result<Written> {
         let inner = &*self.inner;
         let entered = inner.commit.enter();
         let (segment, seq, frame_len) = {
@@ -343,11 +360,25 @@ impl Wal {
         drop(entered);
         inner.counters.records.fetch_add(1, Ordering::Relaxed);
         inner.counters.bytes.fetch_add(frame_len, Ordering::Relaxed);
+        #[cfg(not(any(test, feature = "testing")))]
+        let _ = segment;
+        Ok(Written {
+            #[cfg(any(test, feature = "testing"))]
+            segment,
+            seq,
+        })
+    }
+
+    /// Returns once the record [`Wal::write`] wrote is durable as the sync mode promises: with
+    /// [`WalSync::PerBatch`] after an fdatasync that covers it (shared with concurrent
+    /// appenders), with [`WalSync::Interval`] at once.
+    pub fn wait_durable(&self, written: Written) -> Result<()> {
+        let inner = &*self.inner;
         if inner.sync == WalSync::PerBatch {
-            inner.commit.wait_durable(seq, &|f| inner.fsync(f), &|| inner.check_poison())?;
+            inner.commit.wait_durable(written.seq, &|f| inner.fsync(f), &|| inner.check_poison())?;
         }
         failpoint::hit("wal.after_sync_before_ack");
-        Ok(segment)
+        Ok(())
     }
 
     /// Syncs and closes the current segment and starts the next, which starts a new run;
