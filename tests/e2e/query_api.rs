@@ -208,15 +208,37 @@ fn regex_search_caches_do_not_outlive_their_query() {
 /// `max(max_over_time(..))` and `min(min_over_time(..))` over data in partition files, with
 /// hourly windows not aligned with the hour blocks: answered per group from block statistics
 /// (`promql/src/eval/group_extreme.rs`), through the HTTP API, with the values the samples
-/// give and the statistics showing blocks left undecoded.
+/// give and the statistics showing blocks left undecoded. Once with the data inside one UTC
+/// day (one partition), once across a UTC midnight, whatever the time the test runs.
 #[test]
 fn group_extremes_over_blocks_equal_the_samples() {
+    let (hour, day) = (3_600_000, 86_400_000);
+    let today = minute_ms() / day * day;
+    // Hour blocks are the grid cells `(k·1h, (k+1)·1h]`, open on the left like PromQL windows,
+    // and day partitions `[d, d + 24h)`, closed on the left: the sample at midnight belongs to
+    // the cell ending there but is written into the next day's partition, a block of its own.
+    // So across midnight the cell before it is two blocks, and the windows overlap 7 blocks of
+    // each series instead of 6. Both in the past, well inside the 30d retention.
+    let cases = [
+        // Yesterday 08:00 to 14:00.
+        (today - day + 8 * hour, 6),
+        // 21:00 the day before yesterday to 03:00 yesterday: midnight at 3 hours in.
+        (today - day - 3 * hour, 7),
+    ];
+    for (start, blocks_per_series) in cases {
+        group_extremes_over_blocks(start, blocks_per_series);
+    }
+}
+
+/// Four series of a sample every 10 s for 6 hours from `start` (a whole hour), flushed to
+/// partition files, queried with 5 hourly windows from `start + 1h20m`: every window cuts two
+/// hour blocks of each series, which has `blocks_per_series` blocks in the windows' span.
+fn group_extremes_over_blocks(start: i64, blocks_per_series: u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut strata = Strata::start_with(dir.path(), &["--retention=30d"]);
     strata.wait_ready();
-    // Four hosts, a sample every 10 s for 6 hours ending 2 hours ago, pseudo-random integers.
+    // Four hosts, a sample every 10 s for 6 hours, pseudo-random integers.
     let hour = 3_600_000;
-    let start = minute_ms() / hour * hour - 8 * hour;
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     let mut data: Vec<(String, Vec<Sample>)> = Vec::new();
     let mut batch = Batch::new();
@@ -268,20 +290,21 @@ fn group_extremes_over_blocks_equal_the_samples() {
             step / 1000
         );
         let reply = strata.get(&path);
-        assert_eq!(reply.status, 200, "{query}: {}", reply.body);
+        assert_eq!(reply.status, 200, "{query} from {start}: {}", reply.body);
         let body = json(&reply.body);
         let result = body["data"]["result"].as_array().unwrap();
-        assert_eq!(result.len(), 1, "{query}: {}", reply.body);
-        assert_eq!(result[0]["metric"], json!({}), "{query}");
-        assert_eq!(result[0]["values"], json!(expect(hosts, max)), "{query}");
+        assert_eq!(result.len(), 1, "{query} from {start}: {}", reply.body);
+        assert_eq!(result[0]["metric"], json!({}), "{query} from {start}");
+        assert_eq!(result[0]["values"], json!(expect(hosts, max)), "{query} from {start}");
         let samples = &body["data"]["stats"]["samples"];
         let from_stats = samples["blocksFromStats"].as_u64().unwrap();
         let decoded = samples["blocksDecoded"].as_u64().unwrap();
-        // Each series has 6 hour blocks in the windows' span, every one cut by a window: the
-        // per-series path decodes them all. Measured here: 7 of 24, 8 of 12, 7 of 18.
-        let blocks = 6 * hosts.len() as u64;
-        assert_eq!(from_stats + decoded, blocks, "{query}: {samples}");
-        assert!(decoded <= blocks * 2 / 3, "{query}: {samples}");
+        // Every block in the windows' span is cut by a window: the per-series path decodes
+        // them all. Each is counted once, from its statistics or decoded. Measured inside one
+        // day: 7 of 24, 8 of 12, 7 of 18.
+        let blocks = blocks_per_series * hosts.len() as u64;
+        assert_eq!(from_stats + decoded, blocks, "{query} from {start}: {samples}");
+        assert!(decoded <= blocks * 2 / 3, "{query} from {start}: {samples}");
     }
     assert_eq!(strata.terminate().code(), Some(0), "log:\n{}", strata.log());
 }

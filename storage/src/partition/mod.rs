@@ -44,6 +44,9 @@ pub const HISTS_TAG: u8 = b'H';
 /// `(k·grid_ms, (k+1)·grid_ms]`, e.g. one hour. The cells are open on the left like PromQL's
 /// range windows `(t - range, t]`, so a query stepping on whole hours with a range of whole
 /// hours covers whole blocks and can answer them from their statistics.
+/// Partitions are closed on the left (`[d, d + partition_ms)`), so a sample exactly on a
+/// partition start is written apart from the rest of its cell, a block of its own in the later
+/// partition.
 pub fn cut_blocks(samples: &[Sample], max: usize, grid_ms: i64) -> Vec<&[Sample]> {
     let max = max.max(1);
     let cell = |t: i64| if grid_ms > 0 { t.saturating_sub(1).div_euclid(grid_ms) } else { 0 };

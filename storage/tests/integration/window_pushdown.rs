@@ -578,3 +578,64 @@ fn group_extremes_over_narrow_windows_decode_few_blocks() {
         assert!(st.blocks_decoded < series / 5, "{which:?}: {st:?}");
     }
 }
+
+/// Four series of a sample every 10 s for 6 hours in hour blocks and day partitions, hourly
+/// windows 20 minutes off the blocks, once inside one partition and once across a partition
+/// boundary: the statistics count every block the windows overlap exactly once.
+///
+/// Hour cells are open on the left, `(k·1h, (k+1)·1h]` (like PromQL windows), and partitions
+/// closed on the left, `[d, d + 24h)`. So the sample exactly at a partition start `d` belongs
+/// to the cell `(d - 1h, d]` but is written into partition `d`, a block of its own: the cell
+/// holds two blocks, `(d - 1h, d - 10 s]` in the earlier partition and `[d, d]` in the later.
+/// Across a boundary the windows overlap 7 blocks of each series, not 6.
+#[test]
+fn group_extremes_count_each_block_once_across_partitions() {
+    const DAY: i64 = 24 * HOUR;
+    // A day boundary: BASE is 22:00 UTC, so this is BASE + 2h.
+    let midnight = (BASE / DAY + 1) * DAY;
+    for (start, blocks_per_series) in [(midnight + 2 * HOUR, 6), (midnight - 3 * HOUR, 7)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(dir.path(), 1024, HOUR);
+        o.partition_ms = DAY;
+        let db = Db::open(o).unwrap();
+        let mut batch = Batch::new();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for s in 0..4 {
+            let samples: Vec<Sample> = (1..=6 * 360)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    Sample::new(start + i * 10_000, (x % 1000) as f64)
+                })
+                .collect();
+            batch.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples);
+        }
+        db.append(&batch).unwrap();
+        db.flush().unwrap();
+        let hourly: Vec<(i64, i64)> =
+            (1..6).map(|h| (start + h * HOUR - 40 * MINUTE + 1, start + h * HOUR + 20 * MINUTE)).collect();
+        check_groups(&db, std::slice::from_ref(&hourly));
+
+        let snap = db.snapshot();
+        let all = snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap();
+        let (lo, hi) = (hourly[0].0, hourly[4].1);
+        let mut overlapped = 0;
+        for s in &all {
+            let views = snap.blocks(s, lo, hi).unwrap();
+            assert!(views.iter().all(|v| v.exclusive));
+            // Across midnight, the sample at midnight is a block of its own.
+            let single =
+                views.iter().filter(|v| v.meta.stats.min_t == midnight && v.meta.stats.max_t == midnight);
+            assert_eq!(single.count(), usize::from(blocks_per_series == 7), "{start}");
+            assert_eq!(views.len(), blocks_per_series, "{start}");
+            overlapped += views.len() as u64;
+        }
+        for which in [Extreme::Max, Extreme::Min] {
+            let mut st = ScanStats::default();
+            assert!(snap.group_extremes(&all, &hourly, which, &mut Vec::new(), &mut st).unwrap());
+            assert_eq!(st.blocks_from_stats + st.blocks_decoded, overlapped, "{start} {which:?}: {st:?}");
+            assert!(st.blocks_decoded <= overlapped * 2 / 3, "{start} {which:?}: {st:?}");
+        }
+    }
+}
