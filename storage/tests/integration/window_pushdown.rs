@@ -477,6 +477,14 @@ fn counters_from_statistics_with_resets_between_and_inside_blocks() {
     assert_eq!(st.blocks_from_stats, from_stats_for_resets + 1, "hour 4 from statistics for delta: {st:?}");
 }
 
+/// The next value of a xorshift64 generator: fixed pseudo-random test data from a seed.
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
 /// Appends and flushes `series` series `m{s="<i>"}` of `samples` samples every 10 s from BASE:
 /// integer random walks from 50 with steps of at most `step`, clamped to `range`, drawn from
 /// an xorshift generator seeded with `seed`.
@@ -487,10 +495,7 @@ fn append_walks(db: &Db, series: u64, samples: i64, seed: u64, step: u64, range:
         let mut v = 50.0;
         let walk: Vec<Sample> = (1..=samples)
             .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                v = (v + (x % (2 * step + 1)) as f64 - step as f64).clamp(range.0, range.1);
+                v = (v + (xorshift(&mut x) % (2 * step + 1)) as f64 - step as f64).clamp(range.0, range.1);
                 Sample::new(BASE + i * 10_000, v)
             })
             .collect();
@@ -602,12 +607,7 @@ fn group_extremes_count_each_block_once_across_partitions() {
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         for s in 0..4 {
             let samples: Vec<Sample> = (1..=6 * 360)
-                .map(|i| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    Sample::new(start + i * 10_000, (x % 1000) as f64)
-                })
+                .map(|i| Sample::new(start + i * 10_000, (xorshift(&mut x) % 1000) as f64))
                 .collect();
             batch.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples);
         }
