@@ -142,14 +142,22 @@ fn miniblock_width(lo: i64, hi: i64) -> u32 {
 }
 
 fn for_len(xs: &[i64]) -> usize {
+    for_len_range(xs).0
+}
+
+/// The FOR size of `xs` with their smallest and largest value (`i64::MAX, i64::MIN` if empty),
+/// which FOR finds anyway.
+pub(crate) fn for_len_range(xs: &[i64]) -> (usize, i64, i64) {
     let mut header = 0;
     let mut bits = 0u64;
+    let (mut min, mut max) = (i64::MAX, i64::MIN);
     for mb in xs.chunks(MINIBLOCK) {
         let (lo, hi) = min_max(mb);
         header += uvarint_len(zigzag(lo)) + 1;
         bits += u64::from(miniblock_width(lo, hi)) * mb.len() as u64;
+        (min, max) = (min.min(lo), max.max(hi));
     }
-    header + bits.div_ceil(8) as usize
+    (header + bits.div_ceil(8) as usize, min, max)
 }
 
 fn write_for(xs: &[i64], out: &mut Vec<u8>) {
@@ -256,9 +264,7 @@ fn read_rice_code(r: &mut BitReader<'_>, k: u32) -> Result<u64> {
 /// number of bits.
 fn best_k(zs: impl Iterator<Item = u64> + Clone) -> (u8, u64) {
     let (sum, count) = zs.clone().fold((0u128, 0u128), |(s, c), z| (s + u128::from(z), c + 1));
-    let mean = (sum / count.max(1)).min(u128::from(u64::MAX)) as u64;
-    // The optimal k is about log2(mean * ln 2): cost four neighbours in one pass.
-    let lowest = (bit_width(mean).saturating_sub(3) as u8).min(RICE_K_MAX - 3);
+    let lowest = lowest_k(sum, count);
     let ks = [0u8, 1, 2, 3].map(|i| u32::from(lowest + i));
     let mut bits = [0u64; 4];
     for z in zs {
@@ -266,44 +272,107 @@ fn best_k(zs: impl Iterator<Item = u64> + Clone) -> (u8, u64) {
             *b += rice_bits(z, k);
         }
     }
+    cheapest_k(lowest, bits)
+}
+
+/// [`best_k`] for codes given as distinct values with their counts: the same result, costing
+/// each distinct code once.
+fn best_k_counted(zs: impl Iterator<Item = (u64, u64)> + Clone) -> (u8, u64) {
+    let (sum, count) = zs
+        .clone()
+        .fold((0u128, 0u128), |(s, c), (z, n)| (s + u128::from(z) * u128::from(n), c + u128::from(n)));
+    let lowest = lowest_k(sum, count);
+    let ks = [0u8, 1, 2, 3].map(|i| u32::from(lowest + i));
+    let mut bits = [0u64; 4];
+    for (z, n) in zs {
+        for (b, &k) in bits.iter_mut().zip(&ks) {
+            *b += rice_bits(z, k) * n;
+        }
+    }
+    cheapest_k(lowest, bits)
+}
+
+/// The smallest of the four Rice parameters [`best_k`] tries, from the codes' sum and count.
+fn lowest_k(sum: u128, count: u128) -> u8 {
+    let mean = (sum / count.max(1)).min(u128::from(u64::MAX)) as u64;
+    // The optimal k is about log2(mean * ln 2): cost four neighbours in one pass.
+    (bit_width(mean).saturating_sub(3) as u8).min(RICE_K_MAX - 3)
+}
+
+/// The parameter from `lowest` with the fewest bits (the smaller on a tie) and those bits.
+fn cheapest_k(lowest: u8, bits: [u64; 4]) -> (u8, u64) {
     (0u8..).zip(bits).min_by_key(|&(_, b)| b).map_or((lowest, 0), |(i, b)| (lowest + i, b))
 }
 
 // ---- Rice ----
 
+/// Residual ranges below this are counted in a table (for the median and Rice's sizes).
+const SMALL_RANGE: usize = 256;
+
+/// How often each value in `lo .. lo + SMALL_RANGE` occurs in `xs`, if all of them lie there.
+fn small_range_counts(xs: &[i64], lo: i64, hi: i64) -> Option<[u32; SMALL_RANGE]> {
+    if xs.is_empty() || hi.wrapping_sub(lo) as u64 >= SMALL_RANGE as u64 {
+        return None;
+    }
+    let mut counts = [0u32; SMALL_RANGE];
+    for &x in xs {
+        if let Some(c) = counts.get_mut(x.wrapping_sub(lo) as usize) {
+            *c += 1;
+        }
+    }
+    Some(counts)
+}
+
+/// The lower median of `len` values counted by [`small_range_counts`] from `lo`.
+fn counted_median(counts: &[u32; SMALL_RANGE], lo: i64, len: usize) -> i64 {
+    let mid = len.saturating_sub(1) / 2;
+    let mut seen = 0usize;
+    for (offset, &c) in (0i64..).zip(counts.iter()) {
+        seen += c as usize;
+        if seen > mid {
+            return lo.wrapping_add(offset);
+        }
+    }
+    lo
+}
+
 /// The lower median of `xs` (0 if empty): by counting when the values span a small range, as
 /// residuals usually do, else by selection on a copy in `scratch`.
 pub(crate) fn median(xs: &[i64], scratch: &mut Vec<i64>) -> i64 {
-    const SMALL_RANGE: usize = 256;
-    let (lo, hi) = min_max(xs);
-    let mid = xs.len().saturating_sub(1) / 2;
     if xs.is_empty() {
         return 0;
     }
-    if (hi.wrapping_sub(lo) as u64) < SMALL_RANGE as u64 {
-        let mut counts = [0u32; SMALL_RANGE];
-        for &x in xs {
-            if let Some(c) = counts.get_mut(x.wrapping_sub(lo) as usize) {
-                *c += 1;
-            }
-        }
-        let mut seen = 0usize;
-        for (offset, &c) in (0i64..).zip(counts.iter()) {
-            seen += c as usize;
-            if seen > mid {
-                return lo.wrapping_add(offset);
-            }
-        }
+    let (lo, hi) = min_max(xs);
+    match small_range_counts(xs, lo, hi) {
+        Some(counts) => counted_median(&counts, lo, xs.len()),
+        None => selected_median(xs, scratch),
     }
+}
+
+/// The lower median of `xs` (not empty) by selection on a copy in `scratch`.
+fn selected_median(xs: &[i64], scratch: &mut Vec<i64>) -> i64 {
     scratch.clear();
     scratch.extend_from_slice(xs);
-    scratch.select_nth_unstable(mid).1.to_owned()
+    scratch.select_nth_unstable(xs.len().saturating_sub(1) / 2).1.to_owned()
 }
 
 fn rice_choose(xs: &[i64], scratch: &mut Vec<i64>) -> (Packing, usize) {
-    // The median centres the residuals on zero (e.g. a counter's typical increase).
-    let bias = median(xs, scratch);
-    let (k, bits) = best_k(xs.iter().map(|&x| zigzag(x.wrapping_sub(bias))));
+    // The median centres the residuals on zero (e.g. a counter's typical increase). Residuals
+    // in a small range (the usual case) are counted once, and each distinct one costed once.
+    let (lo, hi) = min_max(xs);
+    let (bias, (k, bits)) = match small_range_counts(xs, lo, hi) {
+        Some(counts) => {
+            let bias = counted_median(&counts, lo, xs.len());
+            let codes = (0i64..).zip(counts).filter(|&(_, c)| c > 0).map(|(offset, c)| {
+                (zigzag(lo.wrapping_add(offset).wrapping_sub(bias)), u64::from(c))
+            });
+            (bias, best_k_counted(codes))
+        }
+        None => {
+            let bias = if xs.is_empty() { 0 } else { selected_median(xs, scratch) };
+            (bias, best_k(xs.iter().map(|&x| zigzag(x.wrapping_sub(bias)))))
+        }
+    };
     let bias_len = if bias == 0 { 0 } else { uvarint_len(zigzag(bias)) };
     (Packing::Rice { bias, k }, 1 + bias_len + bits.div_ceil(8) as usize)
 }
@@ -403,11 +472,74 @@ fn runs_split(xs: &[i64]) -> (Vec<u64>, Vec<u64>) {
     (runs, vals)
 }
 
-/// False when Runs cannot beat Rice on `xs`, so a caller trying both may skip costing it: each
-/// non-zero value costs Runs at least two bits (its run and itself) where Rice pays one bit per
-/// value, so with half or more of the values non-zero Runs loses.
-pub(crate) fn runs_may_win(xs: &[i64]) -> bool {
-    xs.iter().filter(|&&x| x != 0).count() * 2 < xs.len()
+/// Whether Runs could take fewer than `cap` bytes for `xs`, whose smallest and largest values
+/// are `lo` and `hi`, so that sizing it may pay. Never false when Runs would be smaller:
+///
+/// * Without zeros (e.g. a counter's deltas), every residual costs a run code and a value code
+///   at least as long as the one of the value nearest zero (see [`runs_min_len`]): checked from
+///   the range alone.
+/// * With most residuals zero, Runs usually wins, and sizing it costs less than bounding it.
+/// * Else by [`runs_min_len`].
+pub(crate) fn runs_may_beat(xs: &[i64], lo: i64, hi: i64, cap: usize) -> bool {
+    if lo > 0 || hi < 0 {
+        let v = zigzag(if lo > 0 { lo } else { hi }) - 1;
+        let per_value = 1 + (v.min(u64::from(RICE_ESCAPE)) + 1).min(u64::from(bit_width(v | 1) + 1));
+        if 2 + (per_value * xs.len() as u64).div_ceil(8) as usize >= cap {
+            return false;
+        }
+    }
+    xs.iter().filter(|&&x| x != 0).count() * 2 < xs.len() || runs_min_len(xs, cap) < cap
+}
+
+/// A lower bound on the bytes Runs takes for `xs` (what [`Packing::choose`] gives for
+/// [`PACK_RUNS`]), from one branch-free pass without allocating, so a caller that already has
+/// a candidate that small may skip sizing Runs and never miss a smaller Runs encoding. Once the
+/// bound reaches `cap` the pass stops and returns a value of at least `cap`.
+///
+/// Each of the two Rice streams (run lengths, non-zero values) uses one parameter `k` for all
+/// its codes, so it costs at least the smaller of its cost at `k = 0` and a bound for `k >= 1`:
+///
+/// * `k = 0`: a code of `z` costs `z + 1` bits below the escape and at least 31 from it on, so
+///   at least `min(z, 20) + 1`.
+/// * `k >= 1`: a code costs at least 2 bits, and at least `bit_width(z) + 1` for any `k` (with
+///   `q = z >> k`: if `bit_width(z) > k` then `q >= 2^(bit_width(z) - 1 - k) >= bit_width(z) - k`;
+///   an escape costs more still).
+///
+/// For the runs (one before each non-zero value, and a trailing one) this gives
+/// `runs + min(short_zeros, runs)` bits, `short_zeros` being the zeros among the first 20 of
+/// their run; for the values (`zigzag(x) - 1` of each non-zero `x`), the smaller of the two
+/// sums.
+///
+/// (The share of non-zero residuals alone bounds nothing: Rice pays its `k` on every value, zeros
+/// included, so with zeros and large values mixed, e.g. alternating 0 and 1000, Runs is the
+/// smallest even with half the residuals non-zero.)
+pub(crate) fn runs_min_len(xs: &[i64], cap: usize) -> usize {
+    let (mut non_zero, mut short_zeros, mut vals_k0, mut vals_k1) = (0u64, 0u64, 0u64, 0u64);
+    let mut run = 0u64;
+    let len = |non_zero: u64, short_zeros: u64, vals_k0: u64, vals_k1: u64, run: u64| {
+        let runs = non_zero + u64::from(run > 0);
+        2 + (runs + short_zeros.min(runs) + vals_k0.min(vals_k1)).div_ceil(8) as usize
+    };
+    for chunk in xs.chunks(256) {
+        for &x in chunk {
+            let zero = x == 0;
+            run = if zero { run + 1 } else { 0 };
+            short_zeros += u64::from(zero & (run <= u64::from(RICE_ESCAPE)));
+            non_zero += u64::from(!zero);
+            // With z = v + 1 (v = zigzag(x) - 1 for x != 0): min(z, 21) = min(v, 20) + 1, and 0
+            // for a zero.
+            let z = zigzag(x);
+            vals_k0 += z.min(u64::from(RICE_ESCAPE) + 1);
+            let k1 = u64::from(bit_width(z.wrapping_sub(1) | 1) + 1);
+            vals_k1 += k1 & u64::from(!zero).wrapping_neg();
+        }
+        // Every term only grows, so a prefix's bound already bounds the whole.
+        let so_far = len(non_zero, short_zeros, vals_k0, vals_k1, run);
+        if so_far >= cap {
+            return so_far;
+        }
+    }
+    len(non_zero, short_zeros, vals_k0, vals_k1, run)
 }
 
 fn runs_choose(xs: &[i64]) -> (Packing, usize) {
@@ -496,6 +628,17 @@ mod tests {
         p.write(xs, &mut out);
         assert_eq!(out.len() - 1, len, "{p:?} size estimate");
         assert!(len >= min_bytes(id, xs.len()));
+        if id == PACK_RUNS {
+            let (_, lo, hi) = for_len_range(xs);
+            assert!(runs_may_beat(xs, lo, hi, len + 1), "Runs of {len} bytes ruled out below {}", len + 1);
+            let bound = runs_min_len(xs, usize::MAX);
+            assert!(bound <= len, "Runs bound {bound} above its size {len}");
+            // Cut short at a cap, it bounds no less than the cap or is the whole bound.
+            for cap in [0, 3, bound, bound + 1, len] {
+                let cut = runs_min_len(xs, cap);
+                assert!(cut <= bound && (cut >= cap || cut == bound), "cap {cap}: {cut} of {bound}");
+            }
+        }
         out.push(0xAB); // a following section must not be consumed
         let mut got = Vec::new();
         let mut pos = 1;
@@ -570,6 +713,15 @@ mod tests {
         }
     }
 
+    /// Half the values non-zero and Runs still the smallest: Rice pays its `k` on the zeros too.
+    #[test]
+    fn runs_can_win_with_half_non_zero() {
+        let xs: Vec<i64> = (0..1024).map(|i| if i % 2 == 0 { 0 } else { 1000 + i % 7 }).collect();
+        let [f, r, u] = [PACK_FOR, PACK_RICE, PACK_RUNS].map(|id| round_trip(id, &xs));
+        assert!(u < f && u < r, "for {f} rice {r} runs {u}");
+        assert!(runs_min_len(&xs, usize::MAX) <= u);
+    }
+
     #[test]
     fn each_packing_wins_its_shape() {
         // Steps of a random walk: mostly 0 and ±1, a rare ±3.
@@ -584,7 +736,9 @@ mod tests {
         let sizes = |xs: &[i64]| [PACK_FOR, PACK_RICE, PACK_RUNS].map(|id| round_trip(id, xs));
         let [f, r, u] = sizes(&walk);
         assert!(r < f && r < u, "walk: for {f} rice {r} runs {u}");
-        assert!(!runs_may_win(&walk) && runs_may_win(&steps));
+        // The walk's Runs bound already exceeds its Rice size, so encoders skip costing Runs.
+        let bound = runs_min_len(&walk, usize::MAX);
+        assert!(bound > r, "walk: rice {r} runs bound {bound}");
         let [f, r, u] = sizes(&noise);
         assert!(f < r && f < u, "noise: for {f} rice {r} runs {u}");
         let [f, r, u] = sizes(&steps);

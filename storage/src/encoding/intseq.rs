@@ -110,31 +110,45 @@ fn transform(ms: &[i64], order: u8, scratch: &mut Vec<i64>) -> (Vec<i64>, Vec<i6
     (seeds, residuals)
 }
 
+/// One residual order of a sequence, with its FOR size and the residuals' smallest and largest.
+struct Candidate {
+    order: u8,
+    residuals: Vec<i64>,
+    seed_len: usize,
+    for_len: usize,
+    range: (i64, i64),
+}
+
 /// The smallest (order, packing) among those allowed for `ms`. Ties go to the earlier order
 /// and packing in the lists, so callers list the faster-to-decode ones first.
 ///
 /// To keep flushes cheap, orders are first ranked by their exact FOR size (one pass); the
 /// costlier packings are tried only for orders within 25% of the best FOR size (an order whose
-/// residuals are much wider under FOR is wider under Rice and Runs as well).
+/// residuals are much wider under FOR is wider under Rice and Runs as well). Within those, Runs
+/// is sized only if a lower bound of its size ([`intpack::runs_may_beat`]) is below the best so
+/// far, which never changes the choice.
 pub(crate) fn plan(ms: &[i64], orders: &[u8], packings: &[u8], scratch: &mut Vec<i64>) -> SeqPlan {
-    let candidates: Vec<(u8, Vec<i64>, usize, usize)> = orders
+    let candidates: Vec<Candidate> = orders
         .iter()
         .map(|&order| {
             let (seeds, residuals) = transform(ms, order, scratch);
             let seed_len: usize = seeds.iter().map(|&s| uvarint_len(zigzag(s))).sum();
-            let for_len = Packing::choose(PACK_FOR, &residuals, scratch).1;
-            (order, residuals, seed_len, for_len)
+            let (for_len, lo, hi) = intpack::for_len_range(&residuals);
+            Candidate { order, residuals, seed_len, for_len, range: (lo, hi) }
         })
         .collect();
-    let best_for = candidates.iter().map(|c| c.2 + c.3).min().unwrap_or(0);
+    let best_for = candidates.iter().map(|c| c.seed_len + c.for_len).min().unwrap_or(0);
     let mut best = SeqPlan { order: ORDER_RAW, packing: Packing::For, len: usize::MAX };
-    for (order, residuals, seed_len, for_len) in candidates {
+    for Candidate { order, residuals, seed_len, for_len, range: (lo, hi) } in candidates {
         let promising = (seed_len + for_len) * 4 <= best_for * 5 + 32;
         for &id in packings {
             if id != PACK_FOR && !promising {
                 continue;
             }
-            if id == PACK_RUNS && packings.contains(&PACK_RICE) && !intpack::runs_may_win(&residuals) {
+            // Runs costs the most to size: skip it when even a lower bound of its size is no
+            // smaller than the best so far (it could not replace it).
+            let cap = best.len.saturating_sub(seed_len);
+            if id == PACK_RUNS && !intpack::runs_may_beat(&residuals, lo, hi, cap) {
                 continue;
             }
             let (packing, len) = if id == PACK_FOR {

@@ -49,6 +49,23 @@ proptest! {
 
 }
 
+/// The smallest input found where the automatic choice was larger than a pinned pair (the
+/// property `round_trip_full_blocks` checks): values alternating 0 and 1000. Their raw residuals
+/// are half zeros, where Runs (a 2-bit run and a 12-bit value per pair) beats FOR and Rice (10
+/// and 11+ bits per value), but the chooser skipped Runs whenever half the residuals or more were
+/// non-zero, taking Rice's cost to be one bit per value.
+#[test]
+fn auto_choice_not_larger_than_pinned_runs_with_half_non_zero() {
+    let samples = regular_series(4, 0, 10_000, |i| [0.0, 1000.0][i % 2]);
+    let auto = check(&samples, None, None);
+    assert_eq!(auto, check(&samples, None, Some(VAL_SCALED_RUNS)));
+    for ts in TS_CODECS {
+        for val in VAL_CODECS {
+            assert!(auto.len() <= check(&samples, Some(ts), Some(val)).len(), "ts {ts} val {val}");
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(config(12))]
     #[test]
