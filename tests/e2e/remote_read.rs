@@ -96,22 +96,34 @@ fn prometheus_queries_data_only_strata_holds() {
     ]);
     assert_eq!(sum["data"]["result"][0]["value"][1], "40");
 
-    let types: Vec<String> = strata
-        .log()
-        .lines()
-        .filter(|l| l.contains("remote read") && l.contains("response_type"))
-        .filter_map(|l| {
-            l.split("response_type=").nth(1).map(|t| t.split_whitespace().next().unwrap_or("").to_owned())
-        })
-        .collect();
     // The first two are the direct reads above; the rest came from Prometheus. 2.42's client
     // sends no accepted_response_types, which means SAMPLES (streamed chunks reached
     // Prometheus' client only later); the streamed answer is checked above and against
     // Prometheus' own chunk encoding in `xor_chunks_are_byte_identical_to_prometheus_own`.
+    // strata logs before it answers, but the test's reader thread may not have drained the
+    // pipe yet when Prometheus' answer arrives, so wait for the lines rather than snapshot.
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    let types = loop {
+        let types = remote_read_types(&strata.log());
+        if types.len() > 2 || Instant::now() > deadline {
+            break types;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let from_prometheus = types.get(2..).unwrap_or_default();
     assert!(!from_prometheus.is_empty(), "Prometheus never called strata; log:\n{}", strata.log());
     let _ =
         writeln!(std::io::stderr(), "Prometheus' remote-read requests were answered as {from_prometheus:?}");
+}
+
+/// The answer type of each remote read strata logged, in order.
+fn remote_read_types(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("remote read") && l.contains("response_type"))
+        .filter_map(|l| {
+            l.split("response_type=").nth(1).map(|t| t.split_whitespace().next().unwrap_or("").to_owned())
+        })
+        .collect()
 }
 
 #[test]
