@@ -243,6 +243,18 @@ fn write_maintenance(db: &Db, out: &mut Exposition) {
         "Bytes of partition files written by compactions.",
         load(&c.compaction_bytes),
     );
+    out.single(
+        "strata_storage_compaction_blocks_written_total",
+        Kind::Counter,
+        "Blocks of partition files written by compactions.",
+        load(&c.compaction_blocks),
+    );
+    out.single(
+        "strata_storage_compaction_blocks_copied_total",
+        Kind::Counter,
+        "Blocks compactions copied from their inputs as they were, without decoding them.",
+        load(&c.compaction_blocks_copied),
+    );
     out.family(
         "strata_storage_compaction_duration_seconds",
         Kind::Histogram,

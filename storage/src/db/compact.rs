@@ -2,7 +2,8 @@
 //!
 //! Compaction merges a run of files of one partition that are adjacent in `seq` order into one
 //! file (merging out-of-order and duplicate data, newest write winning, and dropping data hidden
-//! by tombstones). Only adjacent runs are merged so that the output can take the highest `seq`
+//! by tombstones). Blocks that no other input shares a grid cell with are copied as they are
+//! (`splice.rs`); the rest are decoded, merged and encoded again. Only adjacent runs are merged so that the output can take the highest `seq`
 //! of its inputs without changing which copy of a sample wins against the other files.
 //!
 //! Policy, per partition (size-tiered):
@@ -21,6 +22,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Inner;
+use super::splice::splice_series;
 use crate::error::Result;
 use crate::filenames;
 use crate::fsutil;
@@ -138,7 +140,20 @@ impl Inner {
         let mut buf = Vec::new();
         let mut starts = Vec::new();
         let mut hists = Vec::new();
+        let policy = (self.opts.block_samples_max, self.opts.block_grid_ms);
+        let mut copied = 0;
         for (sid, labels) in &ids {
+            match splice_series(run, tombs, *sid, labels, &mut w, policy) {
+                Ok(Some(done)) => {
+                    copied += done.copied;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    w.abort();
+                    return Err(e);
+                }
+            }
             buf.clear();
             starts.clear();
             hists.clear();
@@ -162,6 +177,7 @@ impl Inner {
         let inputs: Vec<(i64, u64)> = run.iter().map(|f| (f.entry.partition, f.entry.id)).collect();
         next.files.retain(|f| !inputs.contains(&(f.partition, f.id)));
         let mut opened = None;
+        let blocks = w.blocks;
         if w.series_count() > 0 {
             let (series, samples, range) = (w.series_count(), w.samples, w.time_range);
             let written = w.finish().and_then(|size| {
@@ -183,6 +199,8 @@ impl Inner {
             opened = Some(Arc::new(LiveFile { entry: entry.clone(), file }));
             next.files.push(entry);
             self.counters.compaction_bytes.fetch_add(size, Ordering::Relaxed);
+            self.counters.compaction_blocks.fetch_add(blocks, Ordering::Relaxed);
+            self.counters.compaction_blocks_copied.fetch_add(copied, Ordering::Relaxed);
         } else {
             w.abort();
         }
@@ -220,6 +238,8 @@ impl Inner {
             target: LOG_TARGET,
             partition = p,
             inputs = run.len(),
+            blocks,
+            blocks_copied = copied,
             ms = started.elapsed().as_millis() as u64,
             "compacted"
         );

@@ -13,6 +13,7 @@ pub mod backup;
 mod compact;
 mod flush;
 mod recovery;
+mod splice;
 pub mod stats;
 #[cfg(test)]
 mod wal_tests;
@@ -219,6 +220,10 @@ pub struct Counters {
     pub compaction_duration: BucketHistogram,
     /// Bytes written by compactions.
     pub compaction_bytes: AtomicU64,
+    /// Blocks written by compactions, copied ones included.
+    pub compaction_blocks: AtomicU64,
+    /// Blocks compactions copied from their inputs without decoding them (see `db/splice.rs`).
+    pub compaction_blocks_copied: AtomicU64,
     /// Partitions removed by retention.
     pub retention_partitions_removed: AtomicU64,
     /// Maintenance runs that failed.
@@ -253,6 +258,8 @@ impl Default for Counters {
             compaction_micros: zero(),
             compaction_duration: BucketHistogram::new(MAINTENANCE_NANOS_BUCKETS),
             compaction_bytes: zero(),
+            compaction_blocks: zero(),
+            compaction_blocks_copied: zero(),
             retention_partitions_removed: zero(),
             maintenance_errors: zero(),
             recoveries: zero(),

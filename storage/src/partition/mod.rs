@@ -10,7 +10,7 @@ mod writer;
 
 pub use block_lists::kept_bytes as block_list_bytes;
 pub use reader::{BlockMeta, PartitionFile};
-pub use writer::FileWriter;
+pub use writer::{FileWriter, SeriesPart};
 
 use crate::types::Sample;
 
@@ -49,7 +49,7 @@ pub const HISTS_TAG: u8 = b'H';
 /// partition.
 pub fn cut_blocks(samples: &[Sample], max: usize, grid_ms: i64) -> Vec<&[Sample]> {
     let max = max.max(1);
-    let cell = |t: i64| if grid_ms > 0 { t.saturating_sub(1).div_euclid(grid_ms) } else { 0 };
+    let cell = |t: i64| grid_cell(t, grid_ms);
     let mut out = Vec::new();
     let mut start = 0;
     for i in 1..=samples.len() {
@@ -60,6 +60,12 @@ pub fn cut_blocks(samples: &[Sample], max: usize, grid_ms: i64) -> Vec<&[Sample]
         }
     }
     out
+}
+
+/// The grid cell `(k·grid_ms, (k+1)·grid_ms]` that holds `t`, as `k` (0 for every `t` without a
+/// grid).
+pub fn grid_cell(t: i64, grid_ms: i64) -> i64 {
+    if grid_ms > 0 { t.saturating_sub(1).div_euclid(grid_ms) } else { 0 }
 }
 
 #[cfg(test)]

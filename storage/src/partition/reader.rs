@@ -333,8 +333,14 @@ impl PartitionFile {
         Ok(out)
     }
 
-    /// A block's bytes, its checksum verified.
-    fn block_bytes(&self, b: &BlockMeta) -> Result<&[u8]> {
+    /// The file's format version (`VERSION_MIN..=VERSION`).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// A block's bytes and the CRC stored after them, checked, for copying the block into
+    /// another file as it is.
+    pub fn checked_block(&self, b: &BlockMeta) -> Result<(&[u8], u32)> {
         let start = b.offset as usize;
         let end = start.saturating_add(b.len as usize);
         let corrupt = |reason: &str| Error::corruption(&self.path, Some(b.offset), reason);
@@ -344,7 +350,12 @@ impl PartitionFile {
         if crc32fast::hash(bytes) != crc {
             return Err(corrupt("block checksum mismatch"));
         }
-        Ok(bytes)
+        Ok((bytes, crc))
+    }
+
+    /// A block's bytes, its checksum verified.
+    fn block_bytes(&self, b: &BlockMeta) -> Result<&[u8]> {
+        Ok(self.checked_block(b)?.0)
     }
 
     /// Decodes one block, verifying its checksum, appending its samples to `out`.

@@ -16,6 +16,35 @@ use crate::types::{HistogramSample, Labels, Sample};
 
 use super::{FOOTER_MAGIC, HISTS_TAG, MAGIC, STARTS_TAG, VERSION, cut_blocks};
 
+/// One piece of a series given to [`FileWriter::add_series_blocks`].
+#[derive(Debug, Clone, Copy)]
+pub enum SeriesPart<'a> {
+    /// Samples to cut into blocks and encode (sorted, unique timestamps).
+    Samples(&'a [Sample]),
+    /// One encoded block of a format-[`VERSION`] file: its bytes (without the CRC), already
+    /// checked against the CRC that file stored ([`super::PartitionFile::checked_block`]), and
+    /// its statistics, which its decoder reads (codec 4).
+    Block {
+        /// The encoded block.
+        bytes: &'a [u8],
+        /// Its CRC32, as stored after it.
+        crc: u32,
+        /// Its statistics.
+        stats: BlockStats,
+    },
+}
+
+/// The first and last timestamp of `parts` (given in time order), None if they hold no sample.
+fn parts_time_range(parts: &[SeriesPart<'_>]) -> Option<(i64, i64)> {
+    let bounds = |p: &SeriesPart<'_>| match *p {
+        SeriesPart::Samples(s) => Some((s.first()?.t, s.last()?.t)),
+        SeriesPart::Block { stats, .. } => Some((stats.min_t, stats.max_t)),
+    };
+    let lo = parts.iter().find_map(bounds)?.0;
+    let hi = parts.iter().rev().find_map(bounds)?.1;
+    Some((lo, hi))
+}
+
 /// Streams series into a new partition file. Blocks are written as series are added; the symbol
 /// table and series index follow at [`FileWriter::finish`], which fsyncs and renames the file
 /// into place. Series must be added in label order, each once.
@@ -46,6 +75,8 @@ pub struct FileWriter {
     entry_buf: Vec<u8>,
     /// Samples written.
     pub samples: u64,
+    /// Blocks written, copied ones included.
+    pub blocks: u64,
     /// Oldest and newest timestamps written.
     pub time_range: Option<(i64, i64)>,
 }
@@ -76,6 +107,7 @@ impl FileWriter {
             block_buf: Vec::new(),
             entry_buf: Vec::new(),
             samples: 0,
+            blocks: 0,
             time_range: None,
         };
         let mut header = Vec::with_capacity(super::HEADER_LEN);
@@ -130,49 +162,9 @@ impl FileWriter {
         starts: &[StartTimestamp],
         hists: &[HistogramSample],
     ) -> Result<()> {
-        if samples.is_empty() {
+        if !self.write_series(labels, &[SeriesPart::Samples(samples)])? {
             return Ok(());
         }
-        if self.last_labels.as_ref().is_some_and(|l| l >= labels) {
-            return Err(Error::InvalidInput(format!("series {labels} added out of label order")));
-        }
-        self.last_labels = Some(labels.clone());
-        let mut entry = std::mem::take(&mut self.entry_buf);
-        entry.clear();
-        put_uvarint(&mut entry, labels.len() as u64);
-        for l in labels.iter() {
-            let n = self.symbol(&l.name);
-            let v = self.symbol(&l.value);
-            put_uvarint(&mut entry, u64::from(n));
-            put_uvarint(&mut entry, u64::from(v));
-        }
-        let (lo, hi) = (samples[0].t, samples[samples.len() - 1].t);
-        // The newest timestamp, so startup learns each series' newest sample without decoding
-        // block lists (the out-of-order window is measured from it).
-        crate::encoding::varint::put_varint(&mut entry, hi);
-        let blocks = cut_blocks(samples, self.block_samples_max, self.block_grid_ms);
-        let mut list = Vec::with_capacity(blocks.len() * 24);
-        put_uvarint(&mut list, blocks.len() as u64);
-        let mut block = std::mem::take(&mut self.block_buf);
-        // Blocks of a series are written back to back, so only the first offset is stored;
-        // each block's statistics are chained on the previous block's (gap, span and count
-        // usually repeat), and a regular block leaves its count and timestamps to them.
-        put_uvarint(&mut list, self.offset);
-        let mut chain = StatsChain::default();
-        for b in blocks {
-            block.clear();
-            let stats: BlockStats = encode_indexed_block(b, &mut block);
-            let crc = crc32fast::hash(&block);
-            block.extend_from_slice(&crc.to_le_bytes());
-            self.write(&block)?;
-            put_uvarint(&mut list, (block.len() - 4) as u64);
-            stats.encode_chained(&mut chain, &mut list);
-        }
-        self.block_buf = block;
-        put_uvarint(&mut entry, list.len() as u64);
-        entry.extend_from_slice(&list);
-        self.series.extend_from_slice(&entry);
-        self.entry_buf = entry;
         if !starts.is_empty() {
             let runs = StRuns::from_samples(samples, starts);
             if !runs.is_empty() {
@@ -199,9 +191,90 @@ impl FileWriter {
             self.hists_count += 1;
         }
         self.series_count += 1;
-        self.samples += samples.len() as u64;
-        self.time_range = Some(self.time_range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
         Ok(())
+    }
+
+    /// Adds one series from parts in time order, none overlapping the next: runs of samples
+    /// (sorted, unique timestamps), cut into blocks and encoded here, and blocks taken as they
+    /// are from another file of format [`VERSION`] (compaction copies the blocks that no other
+    /// input shares a grid cell with, instead of decoding and encoding them again). A copied
+    /// block must lie inside one grid cell and hold at most `block_samples_max` samples, as
+    /// [`cut_blocks`] would have cut it, so the file reads as if every block had been encoded
+    /// here.
+    pub fn add_series_blocks(&mut self, labels: &Labels, parts: &[SeriesPart<'_>]) -> Result<()> {
+        if self.write_series(labels, parts)? {
+            self.series_count += 1;
+        }
+        Ok(())
+    }
+
+    /// Writes the blocks of a series and its entry in the series table, but does not count it
+    /// yet (the start-timestamp and histogram tables refer to it by its ordinal). False if
+    /// `parts` hold no sample: nothing written.
+    fn write_series(&mut self, labels: &Labels, parts: &[SeriesPart<'_>]) -> Result<bool> {
+        let Some((lo, hi)) = parts_time_range(parts) else { return Ok(false) };
+        if self.last_labels.as_ref().is_some_and(|l| l >= labels) {
+            return Err(Error::InvalidInput(format!("series {labels} added out of label order")));
+        }
+        self.last_labels = Some(labels.clone());
+        let mut entry = std::mem::take(&mut self.entry_buf);
+        entry.clear();
+        put_uvarint(&mut entry, labels.len() as u64);
+        for l in labels.iter() {
+            let n = self.symbol(&l.name);
+            let v = self.symbol(&l.value);
+            put_uvarint(&mut entry, u64::from(n));
+            put_uvarint(&mut entry, u64::from(v));
+        }
+        // The newest timestamp, so startup learns each series' newest sample without decoding
+        // block lists (the out-of-order window is measured from it).
+        crate::encoding::varint::put_varint(&mut entry, hi);
+        let mut blocks = 0u64;
+        let mut list = Vec::new();
+        let mut block = std::mem::take(&mut self.block_buf);
+        // Blocks of a series are written back to back, so only the first offset is stored;
+        // each block's statistics are chained on the previous block's (gap, span and count
+        // usually repeat), and a regular block leaves its count and timestamps to them.
+        put_uvarint(&mut list, self.offset);
+        let mut chain = StatsChain::default();
+        let mut samples = 0u64;
+        for part in parts {
+            match *part {
+                SeriesPart::Samples(run) => {
+                    for b in cut_blocks(run, self.block_samples_max, self.block_grid_ms) {
+                        block.clear();
+                        let stats: BlockStats = encode_indexed_block(b, &mut block);
+                        let crc = crc32fast::hash(&block);
+                        block.extend_from_slice(&crc.to_le_bytes());
+                        self.write(&block)?;
+                        put_uvarint(&mut list, (block.len() - 4) as u64);
+                        stats.encode_chained(&mut chain, &mut list);
+                        blocks += 1;
+                    }
+                    samples += run.len() as u64;
+                }
+                SeriesPart::Block { bytes, crc, stats } => {
+                    self.write(bytes)?;
+                    self.write(&crc.to_le_bytes())?;
+                    put_uvarint(&mut list, bytes.len() as u64);
+                    stats.encode_chained(&mut chain, &mut list);
+                    blocks += 1;
+                    samples += u64::from(stats.count) + u64::from(stats.stale_count);
+                }
+            }
+        }
+        self.block_buf = block;
+        let mut head = Vec::with_capacity(10);
+        put_uvarint(&mut head, blocks);
+        put_uvarint(&mut entry, (head.len() + list.len()) as u64);
+        entry.extend_from_slice(&head);
+        entry.extend_from_slice(&list);
+        self.series.extend_from_slice(&entry);
+        self.entry_buf = entry;
+        self.samples += samples;
+        self.blocks += blocks;
+        self.time_range = Some(self.time_range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        Ok(true)
     }
 
     /// Number of series added.
