@@ -52,18 +52,22 @@ pub(crate) fn encode(values: &[f64], out: &mut Vec<u8>, force: Option<u8>) -> u8
         _ if constant => return write_const(first, out),
         _ => {}
     }
-    let mut xor = Vec::with_capacity(values.len() * 2 + 16);
-    write_xor(values, &mut xor);
+    // Sized, not written: the XOR stream is kept only when it is the smallest.
     match scaled::plan(values, None) {
-        Some(plan) if plan.len() <= xor.len() => {
+        Some(plan) if plan.len() <= xor_len(values) => {
             plan.write(out);
             VAL_SCALED_FOR + plan.packing()
         }
-        _ => {
-            out.extend_from_slice(&xor);
-            VAL_XOR
-        }
+        _ => write_xor(values, out),
     }
+}
+
+/// Bytes [`write_xor`] appends for `values` (non-empty).
+fn xor_len(values: &[f64]) -> usize {
+    let first = values.first().map_or(0, |v| v.to_bits());
+    let mut state = XorState::start(first);
+    let bits: u64 = 64 + values.iter().skip(1).map(|v| u64::from(state.push_len(v.to_bits()))).sum::<u64>();
+    bits.div_ceil(8) as usize
 }
 
 fn write_const(bits: u64, out: &mut Vec<u8>) -> u8 {

@@ -18,6 +18,16 @@ use crate::error::{Error, Result};
 /// Marks "no window yet" in [`XorState::leading`].
 const NO_WINDOW: u8 = u8::MAX;
 
+/// How one value is written: see the table at the top of this module.
+enum Step {
+    /// Same bits as the previous value.
+    Same,
+    /// The XOR's meaningful bits (`x`, shifted down) in the previous window of `window` bits.
+    Reuse { x: u64, window: u32 },
+    /// A new window: `lead` leading zeros, `sig` meaningful bits `x`.
+    Open { x: u64, lead: u32, sig: u32 },
+}
+
 /// Running state of a value sequence: the previous bits and the current XOR window.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct XorState {
@@ -40,11 +50,37 @@ impl XorState {
     /// Encodes `bits` as the next value.
     #[inline]
     pub(crate) fn push(&mut self, w: &mut BitWriter<'_>, bits: u64) {
+        match self.step(bits) {
+            Step::Same => w.write(0, 1),
+            Step::Reuse { x, window } => {
+                w.write(0b01, 2);
+                w.write(x, window);
+            }
+            Step::Open { x, lead, sig } => {
+                w.write(0b11 | u64::from(lead) << 2 | u64::from(sig - 1) << 8, 14);
+                w.write(x, sig);
+            }
+        }
+    }
+
+    /// The bits [`XorState::push`] would write for `bits`, with the same change of state: the
+    /// block encoder sizes the XOR codec against the others without writing it.
+    #[inline]
+    pub(crate) fn push_len(&mut self, bits: u64) -> u32 {
+        match self.step(bits) {
+            Step::Same => 1,
+            Step::Reuse { window, .. } => 2 + window,
+            Step::Open { sig, .. } => 14 + sig,
+        }
+    }
+
+    /// The encoder's choice for the next value, `bits`, with the state moved past it.
+    #[inline]
+    fn step(&mut self, bits: u64) -> Step {
         let x = bits ^ self.prev;
         self.prev = bits;
         if x == 0 {
-            w.write(0, 1);
-            return;
+            return Step::Same;
         }
         let lead = x.leading_zeros();
         let trail = x.trailing_zeros();
@@ -54,15 +90,12 @@ impl XorState {
             let window = 64 - l - t;
             // Reuse costs 2 + window bits, a new window 14 + sig bits.
             if lead >= l && trail >= t && window <= sig + 12 {
-                w.write(0b01, 2);
-                w.write(x >> t, window);
-                return;
+                return Step::Reuse { x: x >> t, window };
             }
         }
-        w.write(0b11 | u64::from(lead) << 2 | u64::from(sig - 1) << 8, 14);
-        w.write(x >> trail, sig);
         self.leading = lead as u8;
         self.trailing = trail as u8;
+        Step::Open { x: x >> trail, lead, sig }
     }
 
     /// Decodes the next value's bits.
@@ -104,10 +137,14 @@ mod tests {
         let mut w = BitWriter::new(&mut buf);
         w.write(values[0], 64);
         let mut s = XorState::start(values[0]);
+        let mut sized = XorState::start(values[0]);
+        let mut len = 64u64;
         for &v in &values[1..] {
             s.push(&mut w, v);
+            len += u64::from(sized.push_len(v));
         }
         let bits = w.bit_len();
+        assert_eq!(len, bits, "push_len sizes what push writes");
         drop(w);
         let mut r = BitReader::with_limit(&buf, bits);
         let first = r.read(64).unwrap();

@@ -49,15 +49,21 @@ pub const HISTS_TAG: u8 = b'H';
 /// partition.
 pub fn cut_blocks(samples: &[Sample], max: usize, grid_ms: i64) -> Vec<&[Sample]> {
     let max = max.max(1);
-    let cell = |t: i64| grid_cell(t, grid_ms);
-    let mut out = Vec::new();
-    let mut start = 0;
-    for i in 1..=samples.len() {
-        let cut = i == samples.len() || i - start >= max || cell(samples[i].t) != cell(samples[start].t);
-        if cut {
-            out.push(&samples[start..i]);
-            start = i;
-        }
+    let mut out = Vec::with_capacity(samples.len() / max + 1);
+    let mut rest = samples;
+    while let Some(first) = rest.first() {
+        // The last timestamp of the first sample's cell; a binary search finds where the cell
+        // (or the block's room) ends, rather than a division per sample.
+        let cell_end = if grid_ms > 0 {
+            grid_cell(first.t, grid_ms).saturating_add(1).saturating_mul(grid_ms)
+        } else {
+            i64::MAX
+        };
+        let room = &rest[..rest.len().min(max)];
+        let n = room.partition_point(|s| s.t <= cell_end).max(1);
+        let (block, tail) = rest.split_at(n);
+        out.push(block);
+        rest = tail;
     }
     out
 }

@@ -27,6 +27,38 @@ fn cut_blocks_respects_max_and_grid() {
     assert_eq!(cut_blocks(&extreme, 10, 500).len(), 2);
 }
 
+proptest::proptest! {
+    /// The cut equals the rule applied sample by sample: a new block where the grid cell
+    /// changes or the block is full.
+    #[test]
+    fn cut_blocks_equals_the_per_sample_rule(
+        gaps in proptest::collection::vec(1i64..400, 0..300),
+        from in proptest::prop_oneof![-5_000i64..5_000, proptest::strategy::Just(i64::MIN), proptest::strategy::Just(i64::MAX - 200_000)],
+        max in 1usize..50,
+        grid in proptest::prop_oneof![proptest::strategy::Just(0i64), 1i64..1_000],
+    ) {
+        let mut t = from;
+        let mut s = Vec::new();
+        for g in gaps {
+            s.push(Sample::new(t, 0.0));
+            t = t.saturating_add(g);
+            if t == i64::MAX {
+                break;
+            }
+        }
+        let cell = |t: i64| grid_cell(t, grid);
+        let mut model: Vec<&[Sample]> = Vec::new();
+        let mut start = 0;
+        for i in 1..=s.len() {
+            if i == s.len() || i - start >= max || cell(s[i].t) != cell(s[start].t) {
+                model.push(&s[start..i]);
+                start = i;
+            }
+        }
+        proptest::prop_assert_eq!(cut_blocks(&s, max, grid), model);
+    }
+}
+
 #[test]
 fn write_open_read_round_trip() {
     let d = tempfile::tempdir().unwrap();
