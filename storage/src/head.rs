@@ -227,6 +227,23 @@ fn append_to_chunks(chunks: &mut Vec<XorChunk>, s: Sample) {
     }
 }
 
+/// [`append_to_chunks`] for each of `samples` (strictly increasing, after the last chunk's).
+fn append_run_to_chunks(chunks: &mut Vec<XorChunk>, samples: &[Sample]) {
+    let mut rest = samples;
+    while !rest.is_empty() {
+        if chunks.last().is_none_or(|c| c.len() >= CHUNK_SAMPLES) {
+            if let Some(c) = chunks.last_mut() {
+                c.shrink_to_fit();
+            }
+            chunks.push(XorChunk::new());
+        }
+        let Some(c) = chunks.last_mut() else { return };
+        let (now, later) = rest.split_at((CHUNK_SAMPLES - c.len()).min(rest.len()));
+        c.append_many(now);
+        rest = later;
+    }
+}
+
 /// Appends the samples of sorted, non-overlapping `chunks` in `[mint, maxt]` to `out`.
 fn read_chunks(chunks: &[XorChunk], mint: i64, maxt: i64, out: &mut Vec<Sample>) {
     for c in chunks {
@@ -276,6 +293,21 @@ impl HeadSeries {
         }
         append_to_chunks(&mut self.chunks, s);
         false
+    }
+
+    /// Appends a series' samples of one write (sorted by time); returns how many went to the
+    /// out-of-order samples. The usual write, strictly increasing and after every in-order
+    /// sample, goes to the chunks in one pass; anything else sample by sample.
+    fn append_run(&mut self, samples: &[Sample]) -> u64 {
+        let after_last = match (self.last(), samples.first()) {
+            (Some((t, _)), Some(first)) => first.t > t,
+            _ => true,
+        };
+        if after_last && samples.windows(2).all(|w| w[0].t < w[1].t) {
+            append_run_to_chunks(&mut self.chunks, samples);
+            return 0;
+        }
+        samples.iter().map(|s| u64::from(self.append(*s))).sum()
     }
 
     fn bounds(&self) -> Option<(i64, i64)> {
@@ -337,9 +369,7 @@ impl Shard {
         let series = self.series.entry(id).or_default();
         let mut late = 0u64;
         if a.starts.is_empty() && (self.starts.is_empty() || !self.starts.contains_key(&id)) {
-            for s in a.samples {
-                late += u64::from(series.append(*s));
-            }
+            late += series.append_run(a.samples);
         } else {
             let runs = self.starts.entry(id).or_default();
             for (i, s) in a.samples.iter().enumerate() {
@@ -984,6 +1014,38 @@ mod tests {
             let mut merged: BTreeMap<i64, u64> = inorder.into_iter().collect();
             merged.extend(ooo);
             proptest::prop_assert_eq!(merged.into_iter().collect::<Vec<_>>(), want_ranged);
+        }
+
+        /// A write appended as a run leaves the series as appending its samples one by one:
+        /// the same chunks (stream and cut) and the same out-of-order samples, whatever the
+        /// writes (in order, overlapping, rewriting the newest timestamp, unsorted).
+        #[test]
+        fn a_run_appends_as_its_samples_do(
+            writes in proptest::collection::vec(
+                (proptest::collection::vec((0i64..3_000, 0u32..3), 1..40), proptest::bool::ANY), 1..40),
+        ) {
+            let (mut run, mut single) = (HeadSeries::default(), HeadSeries::default());
+            let mut late = (0, 0);
+            for (w, sorted) in &writes {
+                let mut w: Vec<Sample> = w.iter().map(|&(t, v)| Sample::new(t, f64::from(v))).collect();
+                if *sorted {
+                    w.sort_by_key(|s| s.t);
+                }
+                late.0 += run.append_run(&w);
+                late.1 += w.iter().map(|s| u64::from(single.append(*s))).sum::<u64>();
+            }
+            proptest::prop_assert_eq!(late.0, late.1);
+            proptest::prop_assert_eq!(run.chunks.len(), single.chunks.len());
+            for (a, b) in run.chunks.iter().zip(&single.chunks) {
+                proptest::prop_assert_eq!(a.iter().collect::<Vec<_>>(), b.iter().collect::<Vec<_>>());
+            }
+            for part in [Part::InOrder, Part::OutOfOrder, Part::All] {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                run.read(part, i64::MIN, i64::MAX, &mut a);
+                single.read(part, i64::MIN, i64::MAX, &mut b);
+                let bits = |v: &[Sample]| v.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>();
+                proptest::prop_assert_eq!(bits(&a), bits(&b));
+            }
         }
 
         /// One `append_series` of many series (some listed more than once, across shards)

@@ -820,7 +820,33 @@ impl Inner {
             let mut next_start = starts.iter().peekable();
             let hists_from = kept_hists.len();
             let mut next_hist = hists.iter().peekable();
-            for (i, s) in samples.iter().enumerate() {
+            // The usual series: plain samples, all inside the accepted window (checked on their
+            // oldest and newest), kept whole. Otherwise sample by sample below.
+            let plain = starts.is_empty() && hists.is_empty();
+            let within = plain
+                && samples
+                    .iter()
+                    .fold(None, |b: Option<(i64, i64)>, s| {
+                        Some(b.map_or((s.t, s.t), |(lo, hi)| (lo.min(s.t), hi.max(s.t))))
+                    })
+                    .is_some_and(|(lo, hi)| {
+                        // With a window, each sample is checked against the newest before it, which
+                        // is at most `max(max_t, hi)`.
+                        let newest = max_t.max(hi);
+                        hi <= future_limit
+                            && lo >= first_kept
+                            && ooo_window.is_none_or(|w| newest == i64::MIN || lo >= newest.saturating_sub(w))
+                    });
+            if within {
+                for s in samples {
+                    if s.t < max_t {
+                        out_of_order += 1;
+                    }
+                    max_t = max_t.max(s.t);
+                }
+                kept.extend_from_slice(samples);
+            }
+            for (i, s) in samples.iter().enumerate().filter(|_| !within) {
                 let st = match next_start.next_if(|(at, _)| *at as usize == i) {
                     Some(&(_, st)) => st,
                     None => 0,

@@ -65,6 +65,35 @@ impl XorChunk {
         self.len += 1;
     }
 
+    /// Appends samples in increasing time order, each after [`last_t`](Self::last_t): the same
+    /// stream and the same buffer growth as appending them one by one, with one bit writer for
+    /// as many samples as the buffer has room for (a write request brings a series several
+    /// samples at a time).
+    pub fn append_many(&mut self, samples: &[Sample]) {
+        let mut rest = samples;
+        if self.vals.is_none() {
+            let Some((first, tail)) = rest.split_first() else { return };
+            self.append(first.t, first.v);
+            rest = tail;
+        }
+        while !rest.is_empty() {
+            self.reserve_for_append();
+            // Appends that surely fit without growing: growth then happens at the same appends
+            // as it would one by one.
+            let room = (self.bits.capacity() - self.bits.len()) / MAX_APPEND_BYTES;
+            let (now, later) = rest.split_at(room.clamp(1, rest.len()));
+            let Some(vals) = self.vals.as_mut() else { return };
+            let mut w = BitWriter::resume(&mut self.bits, self.bit_len);
+            for s in now {
+                self.ts.push(&mut w, s.t);
+                vals.push(&mut w, s.v.to_bits());
+            }
+            self.bit_len = w.bit_len();
+            self.len += now.len();
+            rest = later;
+        }
+    }
+
     /// Grows the buffer by a quarter (at least [`MIN_GROWTH_BYTES`]) when the next append might
     /// not fit, instead of letting `Vec` double it.
     fn reserve_for_append(&mut self) {
@@ -279,6 +308,17 @@ mod tests {
         shrunk.shrink_to_fit();
         assert_eq!(shrunk.memory_bytes(), shrunk.encoded_bytes());
         assert_eq!(shrunk.iter().collect::<Vec<_>>(), samples);
+        // In pieces of growing size: the same stream, length and buffer growth.
+        let mut many = XorChunk::new();
+        let (mut rest, mut size) = (samples, 1);
+        while !rest.is_empty() {
+            let (piece, tail) = rest.split_at(size.min(rest.len()));
+            many.append_many(piece);
+            (rest, size) = (tail, size + 1);
+        }
+        assert_eq!((&many.bits, many.bit_len, many.len), (&c.bits, c.bit_len, c.len));
+        assert_eq!(many.bits.capacity(), c.bits.capacity(), "grows at the same appends");
+        assert_eq!(many.iter().collect::<Vec<_>>(), samples);
     }
 
     #[test]

@@ -82,6 +82,46 @@ fn out_of_order_window_duplicates_and_last_write_wins() {
     assert_eq!(o.too_far_future, 1);
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// With an out-of-order window each sample is refused exactly when it lies more than the
+    /// window behind the newest sample of its series before it (earlier batches and earlier
+    /// samples of its own batch), in order or not, sorted or not; the rest are stored, the
+    /// last write of a timestamp winning.
+    #[test]
+    fn the_out_of_order_window_refuses_per_sample(
+        batches in proptest::collection::vec(
+            proptest::collection::vec((-100i64..200, 0u32..4), 1..20), 1..12),
+    ) {
+        const W: i64 = 100;
+        let d = tempfile::tempdir().unwrap();
+        let mut o = opts(d.path());
+        o.ooo_window_ms = Some(W);
+        let db = Db::open(o).unwrap();
+        let a = series("m", "a");
+        let mut newest = i64::MIN;
+        let mut stored = std::collections::BTreeMap::new();
+        for (i, batch) in batches.iter().enumerate() {
+            let samples: Vec<(i64, f64)> =
+                batch.iter().map(|&(dt, v)| (BASE + 50 * i as i64 + dt, f64::from(v))).collect();
+            let (mut appended, mut too_old) = (0, 0);
+            for &(t, v) in &samples {
+                if newest != i64::MIN && t < newest - W {
+                    too_old += 1;
+                } else {
+                    appended += 1;
+                    newest = newest.max(t);
+                    stored.insert(t, v.to_bits());
+                }
+            }
+            let got = append(&db, &a, &samples);
+            proptest::prop_assert_eq!((got.appended, got.too_old), (appended, too_old));
+        }
+        proptest::prop_assert_eq!(read(&db, &a), stored.into_iter().collect::<Vec<_>>());
+    }
+}
+
 /// Without an out-of-order window (the default) any sample inside retention is stored, however
 /// far behind its series' newest; one that the next retention pass would delete (its partition
 /// ends before the newest sample minus retention) is refused and counted, and so is one that a
