@@ -80,6 +80,10 @@ fn nearest_integer(x: f64) -> i64 {
 
 /// Smallest exponent at which `v` round-trips exactly, with the integer, if any.
 fn min_exponent(v: f64) -> Option<(u8, i64)> {
+    // Integers, most values of most series, qualify at exponent 0 (what `scale(v, 1.0)` finds).
+    if is_small_integer(v) {
+        return Some((0, v as i64));
+    }
     if !v.is_finite() {
         return None;
     }

@@ -1,3 +1,5 @@
+use std::io::Write as _;
+
 use super::*;
 use crate::encoding::BlockStats;
 use crate::types::{Labels, Sample, stale_nan};
@@ -266,4 +268,55 @@ fn version_3_records_blocks_that_never_decrease_and_version_2_still_opens() {
             assert_eq!(&out, want);
         }
     }
+}
+
+/// Flush-encoding speed: 1,000 TSBS-like series (integer random walks in [0, 100], 10 s apart)
+/// of one day each written into a partition file, median of 5 runs. Prints ns per sample.
+/// `STRATA_SLOW_TESTS=1 cargo test --release -p storage --lib flush_encode_speed -- --nocapture`
+#[test]
+fn flush_encode_speed() {
+    if std::env::var_os("STRATA_SLOW_TESTS").is_none() {
+        return;
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let series: Vec<(Labels, Vec<Sample>)> = (0..1_000)
+        .map(|i| {
+            let mut v = 50.0f64;
+            let samples = (0..8_640i64)
+                .map(|k| {
+                    // About N(0, 1): a sum of four uniforms, centred and scaled.
+                    let step: f64 = (0..4).map(|_| (next() % 1_000) as f64 / 1_000.0).sum::<f64>() - 2.0;
+                    v = (v + step * 1.7).clamp(0.0, 100.0);
+                    Sample::new(1_700_000_000_000 + k * 10_000, v.round())
+                })
+                .collect();
+            (Labels::from_pairs(&[("__name__", "cpu_usage_user"), ("hostname", &format!("host_{i:04}"))]), samples)
+        })
+        .collect();
+    let samples: usize = series.iter().map(|(_, s)| s.len()).sum();
+    let d = tempfile::tempdir().unwrap();
+    let mut times: Vec<f64> = (0..5)
+        .map(|run| {
+            let started = std::time::Instant::now();
+            let mut w = FileWriter::create(&d.path().join(format!("{run}.spf")), 1024, 3_600_000).unwrap();
+            for (l, s) in &series {
+                w.add_series_full(l, s, &[], &[]).unwrap();
+            }
+            w.finish().unwrap();
+            started.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let _ = writeln!(
+        std::io::stderr(),
+        "flush encode: {samples} samples, median {:.1} ms, {:.1} ns/sample",
+        times[2] * 1e3,
+        times[2] * 1e9 / samples as f64
+    );
 }
