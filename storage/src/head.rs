@@ -216,18 +216,11 @@ pub(crate) enum Part {
 /// Appends `s` (after every sample of `chunks`) to the last chunk, cutting a new one when it
 /// holds [`CHUNK_SAMPLES`].
 fn append_to_chunks(chunks: &mut Vec<XorChunk>, s: Sample) {
-    if chunks.last().is_none_or(|c| c.len() >= CHUNK_SAMPLES) {
-        if let Some(c) = chunks.last_mut() {
-            c.shrink_to_fit();
-        }
-        chunks.push(XorChunk::new());
-    }
-    if let Some(c) = chunks.last_mut() {
-        c.append(s.t, s.v);
-    }
+    append_run_to_chunks(chunks, &[s]);
 }
 
-/// [`append_to_chunks`] for each of `samples` (strictly increasing, after the last chunk's).
+/// Appends `samples` (strictly increasing, after the last chunk's) to the last chunk, starting
+/// a new one (and shrinking the full one) every [`CHUNK_SAMPLES`].
 fn append_run_to_chunks(chunks: &mut Vec<XorChunk>, samples: &[Sample]) {
     let mut rest = samples;
     while !rest.is_empty() {
