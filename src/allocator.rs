@@ -1,12 +1,12 @@
 //! The global allocator's settings: mimalloc, told to give memory back to the OS sooner.
 //!
 //! mimalloc is the allocator because it appends and replays the WAL several times faster than
-//! glibc malloc with many threads (docs/benchmarks.md). Its defaults keep memory resident that
-//! ingest has freed: arenas are committed up front, and freed pages are purged only after 1 s
-//! (10 s for arena memory). Under a bulk load that made the peak resident memory more than
-//! twice what the data needs (145–187 MiB against 62–67 MiB with glibc malloc for the 3-day
-//! TSBS load). Two changes bring it to 79–125 MiB with no measurable cost in CPU
-//! (docs/benchmarks.md, "Peak memory during ingest"):
+//! glibc malloc with many threads (docs/benchmarks/storage.md#append-throughput). Its defaults
+//! keep memory resident that ingest has freed: arenas are committed up front, and freed pages are
+//! purged only after 1 s (10 s for arena memory). Under a bulk load that made the peak resident
+//! memory more than twice what the data needs (145–187 MiB against 62–67 MiB with glibc malloc
+//! for the 3-day TSBS load). Two changes bring it to 79–125 MiB with no measurable cost in CPU
+//! (docs/benchmarks/ingest.md#peak-memory-during-ingest):
 //!
 //! - arena memory is committed as it is used: `MI_DEFAULT_ARENA_EAGER_COMMIT=0`, a build-time
 //!   default set in `.cargo/config.toml`, because the first arena exists before `main` runs;

@@ -9,7 +9,8 @@ mod allocator;
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc malloc: ingest makes many small, short-lived allocations that
-/// fragment glibc's arenas; see docs/benchmarks.md for the measured difference.
+/// fragment glibc's arenas; see docs/benchmarks/storage.md#append-throughput for the measured
+/// difference.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

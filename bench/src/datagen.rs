@@ -33,7 +33,8 @@ impl Rng {
     }
 }
 
-/// The data shapes measured in `docs/benchmarks.md`.
+/// The data shapes measured in `docs/benchmarks/storage.md` ("Disk and head memory per data
+/// shape").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
     /// TSBS devops cpu as TSBS generates it: a float random walk with N(0, 1) steps clamped to

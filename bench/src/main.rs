@@ -3,7 +3,8 @@
 //! series. `strata-bench metadata` measures label and series lookups with a million series.
 //! `strata-bench tsbs-gen` writes the TSBS cpu-only devops dataset, and `strata-bench compare`
 //! (or `bench/run.sh`) runs that workload on strata and on VictoriaMetrics, Prometheus and
-//! InfluxDB side by side. Numbers go to `docs/benchmarks.md` with the command that produced them.
+//! InfluxDB side by side. Numbers go to `docs/benchmarks/`, one page per subject (the entry page
+//! is `docs/benchmarks.md`), with the command that produced them.
 
 mod compare;
 mod datagen;

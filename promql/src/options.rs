@@ -70,7 +70,8 @@ pub struct EngineOptions {
     /// hand chunks to the pool: TSBS `double-groupby-1` over 8 h (100 series, ~190,000
     /// estimated points) went from 4.75 to 2.85 ms p50 when the threshold went from 250,000 to
     /// 50,000, and `cpu-max-all-8` (ten selectors of 8 series, ~15,000 points each) from 3.53
-    /// to 2.67-3.01 ms when it went to 10,000, on an idle second core (docs/benchmarks.md).
+    /// to 2.67-3.01 ms when it went to 10,000, on an idle second core
+    /// (docs/benchmarks/query.md#parallel-evaluation-under-load).
     pub parallel_min_points: usize,
     /// A loop past those thresholds first evaluates its first series on the query's thread and
     /// goes to the pool only if that series' time, times the series left, reaches this much:

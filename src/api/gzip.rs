@@ -6,9 +6,9 @@
 //! memory before it is sent, so it is compressed in one call with libdeflate, which does a whole
 //! buffer at once, instead of a streaming deflater: at its fastest level it compressed query JSON
 //! at about 410 MB/s to 18 % of its size, where tower-http's streaming gzip (miniz_oxide) managed
-//! 290 MB/s to 21 % at its fastest level and 19 MB/s at its default one (docs/benchmarks.md,
-//! "Compressed answers"). Each thread keeps its compressor, so an answer does not pay for
-//! setting one up (miniz_oxide zeroed some 200 KB of tables per answer).
+//! 290 MB/s to 21 % at its fastest level and 19 MB/s at its default one
+//! (docs/benchmarks/http-api.md#compressed-answers). Each thread keeps its compressor, so an
+//! answer does not pay for setting one up (miniz_oxide zeroed some 200 KB of tables per answer).
 
 use std::cell::RefCell;
 use std::time::Instant;

@@ -3,8 +3,9 @@
 //! shapes (TSBS-like integers, noisy floats, constant, step, 2-decimal gauge, jittered and
 //! irregular timestamps, a counter), with generous upper bounds so a regression fails.
 //!
-//! Prints a table; the numbers in docs/benchmarks.md come from the release run with full-size
-//! data (TSBS: 1000 series x 1 day; other shapes 100 series x 1 day):
+//! Prints a table; the numbers in docs/benchmarks/storage.md#disk-and-head-memory-per-data-shape
+//! come from the release run with full-size data (TSBS: 1000 series x 1 day; other shapes 100
+//! series x 1 day):
 //!
 //! ```text
 //! STRATA_SLOW_TESTS=1 cargo test -p storage --release --test integration encoding_sizes:: -- --nocapture
