@@ -669,6 +669,22 @@ impl Head {
         }
     }
 
+    /// The series' newest sample if it lies in `[mint, maxt]` and no out-of-order sample of
+    /// the series is held: then it is the latest sample in the range, read without decoding
+    /// (a chunk keeps its last sample). None otherwise, also when the series has none here.
+    pub(crate) fn latest_in_order(&self, id: SeriesId, mint: i64, maxt: i64) -> Option<Sample> {
+        let shard = self.shard(id).lock();
+        let s = shard.series.get(&id).filter(|s| s.ooo.is_none())?;
+        let (t, v) = s.last()?;
+        (mint <= t && t <= maxt).then_some(Sample::new(t, v))
+    }
+
+    /// The oldest and newest timestamps of the series' samples here (including rewrites and
+    /// out-of-order samples), without locking a shard; None if it has none.
+    pub(crate) fn series_bounds(&self, id: SeriesId) -> Option<(i64, i64)> {
+        self.bounds.get(id)
+    }
+
     /// [`Head::read`], also appending the start timestamps of the samples read to `starts`
     /// (those that have one, in time order).
     pub fn read_with_starts(

@@ -88,7 +88,7 @@ pub trait Querier: Send + Sync {
     /// [`Querier::samples_scanned`] for a caller that needs only the latest sample in
     /// `[mint, maxt]`: appends it, and perhaps (as the default does) the samples before it.
     /// A storage with block statistics may answer from the statistics of the block that ends
-    /// with it.
+    /// with it, or from the last sample it keeps of a series in memory.
     fn samples_latest(
         &self,
         series: &SeriesRef,

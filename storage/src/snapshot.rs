@@ -202,13 +202,12 @@ impl Snapshot {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
-        for id in self.shared.index.select(matchers) {
-            let Some(labels) = self.labels(id) else { continue };
+        let index = &self.shared.index;
+        for (id, labels) in index.sorted_by_labels(&index.select(matchers)) {
             if in_range.has_data(id, Some(&labels))? {
                 out.push(SeriesRef { id, labels });
             }
         }
-        out.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(out)
     }
 
@@ -290,9 +289,14 @@ impl Querier for Snapshot {
         out: &mut Vec<Sample>,
         stats: &mut ScanStats,
     ) -> Result<()> {
-        match latest::latest_from_stats(self, series, mint, maxt)? {
-            Some(s) => {
+        match latest::latest_without_reading(self, series, mint, maxt)? {
+            Some(latest::Latest::Stats(s)) => {
                 stats.blocks_from_stats += 1;
+                out.push(s);
+                Ok(())
+            }
+            // Neither a block nor a decoded sample: nothing to count.
+            Some(latest::Latest::Head(s)) => {
                 out.push(s);
                 Ok(())
             }

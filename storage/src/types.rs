@@ -128,12 +128,50 @@ pub struct HistogramSample {
 pub type SeriesId = u32;
 
 /// One label pair. Names and values are shared `Arc<str>` so the index can intern them.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Compared by name, then value, as strings; two interned copies of one string are the same
+/// allocation, so the comparisons look at the pointers first: sorting many series whose label
+/// sets share most pairs (the usual case) then reads only the pairs that differ.
+#[derive(Clone)]
 pub struct Label {
     /// Label name, e.g. `__name__` or `instance`.
     pub name: Arc<str>,
     /// Label value; never empty in a stored series (an empty value means "label absent").
     pub value: Arc<str>,
+}
+
+/// `a` and `b` compared as strings, without reading them if they are one allocation.
+fn cmp_shared(a: &Arc<str>, b: &Arc<str>) -> std::cmp::Ordering {
+    if Arc::ptr_eq(a, b) { std::cmp::Ordering::Equal } else { a.as_ref().cmp(b.as_ref()) }
+}
+
+impl PartialEq for Label {
+    fn eq(&self, other: &Self) -> bool {
+        (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
+            && (Arc::ptr_eq(&self.value, &other.value) || self.value == other.value)
+    }
+}
+
+impl Eq for Label {}
+
+/// As derived: the strings, so equal labels hash alike whether shared or not.
+impl std::hash::Hash for Label {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.as_ref().hash(state);
+        self.value.as_ref().hash(state);
+    }
+}
+
+impl Ord for Label {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        cmp_shared(&self.name, &other.name).then_with(|| cmp_shared(&self.value, &other.value))
+    }
+}
+
+impl PartialOrd for Label {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl Label {
@@ -299,6 +337,32 @@ mod tests {
         assert_eq!(format!("{l}"), r#"{a="1", b="3"}"#);
         assert_eq!(l.get("b"), Some("3"));
         assert_eq!(l.get("c"), None);
+    }
+
+    proptest::proptest! {
+        /// Label sets order and compare as their `(name, value)` string pairs do, whether
+        /// their strings are shared allocations (as the index's are) or copies.
+        #[test]
+        fn labels_order_as_their_strings(
+            a in proptest::collection::btree_map("[a-c]{1,2}", "[x-z]{1,2}", 0..4),
+            b in proptest::collection::btree_map("[a-c]{1,2}", "[x-z]{1,2}", 0..4),
+        ) {
+            let pool: Vec<Arc<str>> = a.iter().chain(&b).flat_map(|(n, v)| [n, v]).map(|s| Arc::from(s.as_str())).collect();
+            let shared = |s: &String| pool.iter().find(|p| p.as_ref() == s).cloned().unwrap_or_else(|| Arc::from(s.as_str()));
+            let build = |m: &std::collections::BTreeMap<String, String>, share: bool| {
+                Labels::from_sorted(m.iter().map(|(n, v)| if share {
+                    Label { name: shared(n), value: shared(v) }
+                } else {
+                    Label::new(n.as_str(), v.as_str())
+                }).collect())
+            };
+            let want = a.iter().cmp(b.iter());
+            for (sa, sb) in [(true, true), (true, false), (false, true), (false, false)] {
+                let (x, y) = (build(&a, sa), build(&b, sb));
+                proptest::prop_assert_eq!(x.cmp(&y), want);
+                proptest::prop_assert_eq!(x == y, want.is_eq());
+            }
+        }
     }
 
     #[test]

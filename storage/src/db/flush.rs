@@ -243,9 +243,7 @@ impl Inner {
         &self,
         ids: impl IntoIterator<Item = SeriesId>,
     ) -> Vec<(SeriesId, Labels)> {
-        let mut v: Vec<(SeriesId, Labels)> =
-            ids.into_iter().filter_map(|id| self.shared.index.labels(id).map(|l| (id, l))).collect();
-        v.sort_by(|a, b| a.1.cmp(&b.1));
-        v
+        let ids: Vec<SeriesId> = ids.into_iter().collect();
+        self.shared.index.sorted_by_labels(&ids)
     }
 }

@@ -12,6 +12,8 @@
 //! * [`inverted`]: name -> value -> sorted postings, plus the postings of all live series; also
 //!   the string interner (equal names and values across series share one `Arc<str>`).
 //! * [`select`]: turns matchers into postings operations ([`postings`]).
+//! * [`order`]: the label order of the series, so that sorting a selection by labels mostly
+//!   sorts integers.
 //!
 //! Creating a series runs under the write lock of its series-map shard, so racing creators of
 //! one label set agree on one id. The id is published in the store, then added to the postings,
@@ -33,6 +35,7 @@
 mod inverted;
 mod lookup;
 mod metric_count;
+mod order;
 mod postings;
 mod select;
 mod series_map;
@@ -54,6 +57,7 @@ use crate::labels_ref::{LabelPair, LabelsRef, RawLabels};
 use crate::matcher::Matcher;
 use crate::types::{Label, Labels, SeriesId};
 use inverted::InvertedIndex;
+use order::LabelOrder;
 use series_map::SeriesMap;
 use series_store::SeriesStore;
 pub use stats::{IndexStats, Stat};
@@ -66,6 +70,7 @@ pub struct Index {
     series: SeriesMap,
     store: SeriesStore,
     postings: InvertedIndex,
+    order: LabelOrder,
     next_id: AtomicU32,
     live: AtomicUsize,
     /// Heap bytes of the live label sets (their slices; the strings are interned).
@@ -90,6 +95,7 @@ impl Index {
             series: SeriesMap::new(),
             store: SeriesStore::new(),
             postings: InvertedIndex::new(),
+            order: LabelOrder::default(),
             next_id: AtomicU32::new(0),
             live: AtomicUsize::new(0),
             label_bytes: AtomicUsize::new(0),
@@ -215,6 +221,12 @@ impl Index {
         select::select(self, matchers)
     }
 
+    /// The live series of `ids` with their labels, sorted by labels (see [`order`]: mostly
+    /// without comparing label sets).
+    pub fn sorted_by_labels(&self, ids: &[SeriesId]) -> Vec<(SeriesId, Labels)> {
+        self.order.sort(&self.store, ids)
+    }
+
     /// Sorted unique label names over `ids` (all live series if None), whatever the times of
     /// their data: [`Index::label_names_where`] keeping every series.
     #[cfg(any(test, feature = "testing"))]
@@ -273,6 +285,7 @@ impl Index {
             + self.series.memory_bytes()
             + self.store.memory_bytes()
             + self.postings.memory_bytes()
+            + self.order.memory_bytes()
             + self.label_bytes.load(Ordering::Relaxed)
     }
 

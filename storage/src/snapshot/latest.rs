@@ -7,6 +7,11 @@
 //! marker. They answer when the block is *exclusive* (see `window.rs`: nothing else touches its
 //! time range), ends inside the range, and nothing else (no other block, no head sample) lies
 //! after its end in the range; otherwise the series is read as usual.
+//!
+//! Recent data lives in the active head, the newest source, whose value wins at any timestamp
+//! it holds. Its in-order chunks keep their last sample, so when that sample lies in the range
+//! and no other source (frozen head, file) holds anything after it in the range, it is the
+//! answer without decoding anything.
 
 use super::Snapshot;
 use super::window::{exclusive, file_blocks, read_heads};
@@ -14,17 +19,28 @@ use crate::error::Result;
 use crate::query::SeriesRef;
 use crate::types::Sample;
 
-/// The latest sample of `series` in `[mint, maxt]` if a block's statistics give it (see the
-/// module documentation); `None` if the series must be read.
-pub(super) fn latest_from_stats(
+/// Where [`latest_without_reading`] found the sample.
+pub(super) enum Latest {
+    /// The statistics of a block.
+    Stats(Sample),
+    /// The active head's last in-order sample.
+    Head(Sample),
+}
+
+/// The latest sample of `series` in `[mint, maxt]` if a block's statistics or the head's last
+/// sample give it (see the module documentation); `None` if the series must be read.
+pub(super) fn latest_without_reading(
     snap: &Snapshot,
     series: &SeriesRef,
     mint: i64,
     maxt: i64,
-) -> Result<Option<Sample>> {
-    // Block statistics count histogram markers as float values.
+) -> Result<Option<Latest>> {
+    // Block statistics count histogram markers as float values, and so do the head's chunks.
     if snap.may_have_histograms(series.id, mint, maxt) {
         return Ok(None);
+    }
+    if let Some(s) = latest_in_head(snap, series, mint, maxt) {
+        return Ok(Some(Latest::Head(s)));
     }
     let blocks = file_blocks(snap, series, mint, maxt)?;
     let Some((last, b)) = blocks.iter().enumerate().max_by_key(|(_, b)| b.range().1) else {
@@ -41,5 +57,24 @@ pub(super) fn latest_from_stats(
     if heads.iter().any(|run| run.last().is_some_and(|s| s.t > end)) || !exclusive(&blocks, &heads)[last] {
         return Ok(None);
     }
-    Ok(Some(Sample::new(end, st.last)))
+    Ok(Some(Latest::Stats(Sample::new(end, st.last))))
+}
+
+/// The active head's newest sample of the series, if it is the latest in `[mint, maxt]` of
+/// every source (see the module documentation); None if that takes reading.
+fn latest_in_head(snap: &Snapshot, series: &SeriesRef, mint: i64, maxt: i64) -> Option<Sample> {
+    let s = snap.state.head.latest_in_order(series.id, mint, maxt)?;
+    let later_in_frozen =
+        snap.state.frozen.iter().any(|f| f.head.series_bounds(series.id).is_some_and(|(_, hi)| hi > s.t));
+    if later_in_frozen {
+        return None;
+    }
+    // A file holding the series with data after `s.t` in the range might hold a later sample.
+    let after = s.t.saturating_add(1);
+    let later_in_files = after <= maxt
+        && snap
+            .partitions_in(after, maxt)
+            .flatten()
+            .any(|f| f.entry.max_t >= after && f.entry.min_t <= maxt && f.file.contains(series.id));
+    (!later_in_files).then_some(s)
 }

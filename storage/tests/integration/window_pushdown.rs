@@ -234,6 +234,22 @@ fn check_groups(db: &Db, window_lists: &[Vec<(i64, i64)>]) -> ScanStats {
     total
 }
 
+/// Asserts that [`Querier::samples_latest`] ends with the sample a full read ends with, bit for
+/// bit, over every window of `window_lists`: whether it came from a block's statistics, from
+/// the head's last sample, or from reading.
+fn check_latest(db: &Db, window_lists: &[Vec<(i64, i64)>]) {
+    let snap = db.snapshot();
+    for s in snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap() {
+        for &(mint, maxt) in window_lists.iter().flatten() {
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            snap.samples_latest(&s, mint, maxt, &mut got, &mut ScanStats::default()).unwrap();
+            snap.samples_scanned(&s, mint, maxt, &mut want, &mut ScanStats::default()).unwrap();
+            let last = |v: &[Sample]| v.last().map(|x| (x.t, x.v.to_bits()));
+            assert_eq!(last(&got), last(&want), "series {:?} in [{mint}, {maxt}]", s.labels);
+        }
+    }
+}
+
 fn cases() -> u32 {
     if std::env::var_os("STRATA_SLOW_TESTS").is_some() { 1000 } else { 48 }
 }
@@ -253,6 +269,7 @@ proptest! {
         apply(&db, &ops);
         check(&db, &window_lists);
         check_groups(&db, &window_lists);
+        check_latest(&db, &window_lists);
         // Aligned windows over everything written: the case push-down is built for.
         // PromQL windows `(t - 1h, t]` at whole hours, as closed ranges.
         let hourly: Vec<(i64, i64)> = (0..12).map(|h| (BASE + h * HOUR + 1, BASE + (h + 1) * HOUR)).collect();
