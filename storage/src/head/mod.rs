@@ -10,7 +10,8 @@
 //! queue) is bounded by the same flush thresholds. Reads merge the parts, out-of-order writes
 //! winning at equal timestamps (last write wins); a flush writes the two parts to separate
 //! files (`crate::db::flush`). The head is sharded by series id: an append locks only the shards
-//! of the series it touches, and a read locks one shard for one series at a time.
+//! of the series it touches, and a read locks one shard for one series at a time. Within a
+//! shard, series are found by indexing a table with the id ([`slots`]), not by hashing.
 //!
 //! Beside the shards, [`SeriesBounds`] keeps each series' oldest and newest timestamp in a vector
 //! indexed by the (dense) series id, so "does this series have data in `[mint, maxt]`?", asked
@@ -41,6 +42,10 @@ use crate::merge::dedup_keep_last;
 use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
 use crate::types::{FloatHistogram, HistogramSample, Sample, SeriesId};
+
+mod slots;
+
+use slots::IdSlots;
 
 /// In-order samples per chunk before a new chunk is cut.
 pub const CHUNK_SAMPLES: usize = 512;
@@ -346,9 +351,8 @@ impl HeadSeries {
 type IdMap<V> = HashMap<SeriesId, V, foldhash::fast::RandomState>;
 
 /// One shard of the head: the series whose id falls in it.
-#[derive(Default)]
 struct Shard {
-    series: IdMap<HeadSeries>,
+    series: IdSlots<HeadSeries>,
     /// Start-timestamp runs of the series that have any; most series have no entry.
     starts: IdMap<StRuns>,
     /// Histograms by time of the series that have any (see the module documentation).
@@ -359,7 +363,7 @@ impl Shard {
     /// Appends one series' samples; returns how many went to its out-of-order part.
     fn append(&mut self, a: &SeriesSamples<'_>) -> u64 {
         let id = a.id;
-        let series = self.series.entry(id).or_default();
+        let series = self.series.get_or_insert_with(id, HeadSeries::default);
         let mut late = 0u64;
         if a.starts.is_empty() && (self.starts.is_empty() || !self.starts.contains_key(&id)) {
             late += series.append_run(a.samples);
@@ -519,7 +523,15 @@ impl Head {
     /// An empty head.
     pub fn new() -> Self {
         Head {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: (0..SHARDS)
+                .map(|shard| {
+                    Mutex::new(Shard {
+                        series: IdSlots::new(shard, SHARDS),
+                        starts: IdMap::default(),
+                        hists: IdMap::default(),
+                    })
+                })
+                .collect(),
             bounds: SeriesBounds::default(),
             samples: AtomicU64::new(0),
             ooo_samples: AtomicU64::new(0),
@@ -654,7 +666,7 @@ impl Head {
         out: &mut Vec<HistogramSample>,
     ) {
         let shard = self.shard(id).lock();
-        let Some(s) = shard.series.get(&id) else { return };
+        let Some(s) = shard.series.get(id) else { return };
         let from = samples.len();
         s.read(Part::All, mint, maxt, samples);
         if let Some(map) = shard.hists.get(&id) {
@@ -664,7 +676,7 @@ impl Head {
 
     /// Appends this series' samples in `[mint, maxt]` (sorted, one per timestamp) to `out`.
     pub fn read(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<Sample>) {
-        if let Some(s) = self.shard(id).lock().series.get(&id) {
+        if let Some(s) = self.shard(id).lock().series.get(id) {
             s.read(Part::All, mint, maxt, out);
         }
     }
@@ -674,7 +686,7 @@ impl Head {
     /// (a chunk keeps its last sample). None otherwise, also when the series has none here.
     pub(crate) fn latest_in_order(&self, id: SeriesId, mint: i64, maxt: i64) -> Option<Sample> {
         let shard = self.shard(id).lock();
-        let s = shard.series.get(&id).filter(|s| s.ooo.is_none())?;
+        let s = shard.series.get(id).filter(|s| s.ooo.is_none())?;
         let (t, v) = s.last()?;
         (mint <= t && t <= maxt).then_some(Sample::new(t, v))
     }
@@ -696,7 +708,7 @@ impl Head {
         starts: &mut Vec<StartTimestamp>,
     ) {
         let shard = self.shard(id).lock();
-        let Some(s) = shard.series.get(&id) else { return };
+        let Some(s) = shard.series.get(id) else { return };
         let from = out.len();
         s.read(Part::All, mint, maxt, out);
         if let Some(runs) = shard.starts.get(&id) {
@@ -724,7 +736,7 @@ impl Head {
             return true;
         }
         let shard = self.shard(id).lock();
-        let Some(s) = shard.series.get(&id) else { return false };
+        let Some(s) = shard.series.get(id) else { return false };
         // Only a range strictly inside one chunk needs decoding (a metadata or selector lookup
         // over a window of a long head used to decode the chunk straddling each end of the
         // window).
@@ -752,7 +764,7 @@ impl Head {
         out.starts.clear();
         out.hists.clear();
         let shard = self.shard(id).lock();
-        let Some(s) = shard.series.get(&id) else { return };
+        let Some(s) = shard.series.get(id) else { return };
         if part == Part::OutOfOrder && s.ooo.is_none() {
             return;
         }
@@ -800,8 +812,11 @@ impl Head {
 
     /// Ids of all series with data here, ascending.
     pub fn series_ids(&self) -> Vec<SeriesId> {
-        let mut ids: Vec<SeriesId> =
-            self.shards.iter().flat_map(|s| s.lock().series.keys().copied().collect::<Vec<_>>()).collect();
+        let mut ids: Vec<SeriesId> = self
+            .shards
+            .iter()
+            .flat_map(|s| s.lock().series.iter().map(|(id, _)| id).collect::<Vec<_>>())
+            .collect();
         ids.sort_unstable();
         ids
     }
@@ -836,8 +851,7 @@ impl Head {
             .map(|s| {
                 let s = s.lock();
                 s.series.values().map(HeadSeries::memory_bytes).sum::<usize>()
-                    + s.series.capacity()
-                        * (std::mem::size_of::<SeriesId>() + std::mem::size_of::<HeadSeries>())
+                    + s.series.memory_bytes()
                     + s.starts.values().map(StRuns::memory_bytes).sum::<usize>()
                     + s.starts.capacity() * std::mem::size_of::<(SeriesId, StRuns)>()
                     + s.hists.values().map(hist_map_bytes).sum::<usize>()
@@ -966,7 +980,7 @@ mod tests {
         }
         assert_eq!(h.ooo_sample_count(), 10_000);
         let shard = h.shard(1).lock();
-        let ooo = shard.series.get(&1).and_then(|s| s.ooo.as_ref()).unwrap();
+        let ooo = shard.series.get(1).and_then(|s| s.ooo.as_ref()).unwrap();
         // Levels never increase along the runs, at most 7 share one, and 10,000 samples need
         // no more than three levels (32 * 8^3 > 10,000).
         assert!(ooo.runs.windows(2).all(|w| w[0].level >= w[1].level));
