@@ -201,9 +201,10 @@ impl Snapshot {
         if in_range.is_empty() {
             return Ok(Vec::new());
         }
-        let mut out = Vec::new();
         let index = &self.shared.index;
-        for (id, labels) in index.sorted_by_labels(&index.select(matchers)) {
+        let sorted = index.sorted_by_labels(&index.select(matchers));
+        let mut out = Vec::with_capacity(sorted.len());
+        for (id, labels) in sorted {
             if in_range.has_data(id, Some(&labels))? {
                 out.push(SeriesRef { id, labels });
             }

@@ -167,7 +167,9 @@ impl<'a> Evaluator<'a> {
                 return Err(Error::NotInline);
             }
         }
-        let mut out = Vec::new();
+        // At most one series per item; pages never written cost no memory, while growing by
+        // doubling copies and touches fresh pages each time.
+        let mut out = Vec::with_capacity(items.len());
         let Some((pool, entered)) = self.pool_for(items.len(), est) else {
             self.map_serial(items, &f, &mut out)?;
             return Ok(out);
