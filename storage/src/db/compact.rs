@@ -126,7 +126,7 @@ impl Inner {
         for f in run {
             ids.extend(f.file.series_ids());
         }
-        let ids = self.sorted_by_labels(ids);
+        let ids = self.shared.index.sorted_by_labels(&ids.into_iter().collect::<Vec<_>>());
         let id = m.next_file_id;
         let path = filenames::partition_file(&self.dir, p, id);
         let created = [path.clone()];

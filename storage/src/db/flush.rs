@@ -29,7 +29,6 @@ use crate::head::{Head, Part, PartRead};
 use crate::manifest::{FileEntry, Manifest};
 use crate::partition::{FileWriter, PartitionFile};
 use crate::snapshot::{Frozen, LiveFile};
-use crate::types::{Labels, SeriesId};
 
 /// The log target this module had before it moved into `db/` (operators filter by it, and
 /// docs/operations.md quotes it).
@@ -143,7 +142,8 @@ impl Inner {
         let mut bytes = 0;
         let partitions = head.partitions(self.opts.partition_ms);
         if !partitions.is_empty() {
-            let ids = self.sorted_by_labels(head.series_ids());
+            // Partition files store series in label order.
+            let ids = self.shared.index.sorted_by_labels(&head.series_ids());
             let pms = self.opts.partition_ms.max(1);
             let any_ooo = head.ooo_sample_count() > 0;
             let mut read = PartRead::default();
@@ -236,14 +236,5 @@ impl Inner {
                 let _ = fsutil::remove_empty_dir(dir);
             }
         }
-    }
-
-    /// Pairs ids with their labels, sorted by labels (the order partition files store series in).
-    pub(crate) fn sorted_by_labels(
-        &self,
-        ids: impl IntoIterator<Item = SeriesId>,
-    ) -> Vec<(SeriesId, Labels)> {
-        let ids: Vec<SeriesId> = ids.into_iter().collect();
-        self.shared.index.sorted_by_labels(&ids)
     }
 }

@@ -681,11 +681,15 @@ impl Head {
         }
     }
 
-    /// The series' newest sample if it lies in `[mint, maxt]` and no out-of-order sample of
-    /// the series is held: then it is the latest sample in the range, read without decoding
-    /// (a chunk keeps its last sample). None otherwise, also when the series has none here.
+    /// The series' newest sample if it lies in `[mint, maxt]` and the series holds neither
+    /// out-of-order samples nor histograms here: then it is the latest sample in the range, a
+    /// float (or a stale marker), read without decoding (a chunk keeps its last sample). None
+    /// otherwise, also when the series has none here.
     pub(crate) fn latest_in_order(&self, id: SeriesId, mint: i64, maxt: i64) -> Option<Sample> {
         let shard = self.shard(id).lock();
+        if shard.hists.contains_key(&id) {
+            return None;
+        }
         let s = shard.series.get(id).filter(|s| s.ooo.is_none())?;
         let (t, v) = s.last()?;
         (mint <= t && t <= maxt).then_some(Sample::new(t, v))

@@ -35,12 +35,14 @@ pub(super) fn latest_without_reading(
     mint: i64,
     maxt: i64,
 ) -> Result<Option<Latest>> {
-    // Block statistics count histogram markers as float values, and so do the head's chunks.
-    if snap.may_have_histograms(series.id, mint, maxt) {
-        return Ok(None);
-    }
+    // The head's sample wins over every other source at its time and is later than theirs,
+    // so only the head's own histograms matter there (`Head::latest_in_order` checks them).
     if let Some(s) = latest_in_head(snap, series, mint, maxt) {
         return Ok(Some(Latest::Head(s)));
+    }
+    // Block statistics count histogram markers as float values.
+    if snap.may_have_histograms(series.id, mint, maxt) {
+        return Ok(None);
     }
     let blocks = file_blocks(snap, series, mint, maxt)?;
     let Some((last, b)) = blocks.iter().enumerate().max_by_key(|(_, b)| b.range().1) else {

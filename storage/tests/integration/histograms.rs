@@ -159,3 +159,31 @@ fn database_from_before_histograms_opens() {
     want[0].2.push(HistogramSample { t: BASE + 20 * 15_000, h: h(1) });
     assert_eq!(dump(&db), want);
 }
+
+/// The latest float sample of a series whose newest head sample is a histogram: no marker
+/// leaks out of `samples_latest`, from the head or from a flushed file, and it agrees with a
+/// full read's last float sample.
+#[test]
+fn the_latest_float_sample_never_is_a_histogram_marker() {
+    let d = tempfile::tempdir().unwrap();
+    let l = Labels::from_pairs(&[("__name__", "mixed")]);
+    let db = Db::open(opts(d.path())).unwrap();
+    let mut b = Batch::new();
+    b.push(l.clone(), (0..5).map(|k| Sample::new(BASE + k * 1000, k as f64)).collect());
+    b.push_histograms(l.clone(), vec![HistogramSample { t: BASE + 5000, h: h(5) }]);
+    db.append(&b).unwrap();
+    for flushed in [false, true] {
+        if flushed {
+            db.flush().unwrap();
+        }
+        let snap = db.snapshot();
+        let s = &snap.select(&[Matcher::equal("__name__", "mixed")], i64::MIN, i64::MAX).unwrap()[0];
+        let (mut latest, mut all) = (Vec::new(), Vec::new());
+        let mut st = storage::window_agg::ScanStats::default();
+        snap.samples_latest(s, BASE, BASE + 10_000, &mut latest, &mut st).unwrap();
+        snap.samples_scanned(s, BASE, BASE + 10_000, &mut all, &mut st).unwrap();
+        let last = |v: &[Sample]| v.last().map(|x| (x.t, x.v.to_bits()));
+        assert_eq!(last(&latest), last(&all), "flushed: {flushed}");
+        assert_eq!(last(&latest), Some((BASE + 4000, 4f64.to_bits())), "flushed: {flushed}");
+    }
+}
