@@ -224,6 +224,39 @@ pub struct Cli {
     #[arg(long = "enable-feature", value_name = "FEATURE", value_delimiter = ',')]
     pub enable_feature: Vec<String>,
 
+    /// Mirror partition files and manifests to an object store: `s3://BUCKET/PREFIX` (S3 or an
+    /// S3-compatible store; credentials, region and endpoint from the AWS_* environment
+    /// variables or the flags below) or `file:///DIR`. The data directory stays the working
+    /// copy; a data directory without a manifest is restored from the bucket at start. One
+    /// writer per prefix: a second one started on it fences the first, which then refuses
+    /// writes.
+    #[arg(long = "storage.bucket", value_name = "URL", value_parser = bucket_url)]
+    pub storage_bucket: Option<String>,
+
+    /// S3 endpoint of an S3-compatible store, e.g. http://127.0.0.1:7480 (else AWS_ENDPOINT, or
+    /// AWS itself).
+    #[arg(long = "storage.bucket-endpoint", value_name = "URL")]
+    pub storage_bucket_endpoint: Option<String>,
+
+    /// S3 region (else AWS_REGION or AWS_DEFAULT_REGION).
+    #[arg(long = "storage.bucket-region", value_name = "REGION")]
+    pub storage_bucket_region: Option<String>,
+
+    /// S3 access key id (else AWS_ACCESS_KEY_ID).
+    #[arg(long = "storage.bucket-access-key-id", value_name = "ID")]
+    pub storage_bucket_access_key_id: Option<String>,
+
+    /// File holding the S3 secret access key (else AWS_SECRET_ACCESS_KEY); a file, so the
+    /// secret stays out of the process list.
+    #[arg(long = "storage.bucket-secret-access-key-file", value_name = "FILE")]
+    pub storage_bucket_secret_access_key_file: Option<PathBuf>,
+
+    /// How long a file that no manifest lists any more (a compaction's inputs, an expired
+    /// partition) stays in the bucket before it is deleted: longer than any reader keeps an
+    /// older manifest.
+    #[arg(long = "storage.bucket-delete-delay", value_name = "DURATION", default_value = "2h")]
+    pub storage_bucket_delete_delay: PromDuration,
+
     /// Enable the admin endpoints under /api/v1/admin/tsdb/ (delete series, clean tombstones,
     /// snapshot). Off, they answer 503 "admin APIs disabled", as in Prometheus.
     #[arg(long = "web.enable-admin-api")]
@@ -350,7 +383,28 @@ impl Cli {
             max_series_per_metric: self.series_per_metric_max,
             max_new_series_per_day: self.new_series_per_day_max,
         };
+        opts.bucket = self.storage_bucket.as_ref().map(|url| storage::BucketOptions {
+            url: url.clone(),
+            endpoint: self.storage_bucket_endpoint.clone(),
+            region: self.storage_bucket_region.clone(),
+            access_key_id: self.storage_bucket_access_key_id.clone(),
+            secret_access_key: None,
+            delete_delay: self.storage_bucket_delete_delay.as_std(),
+            store: None,
+        });
         opts
+    }
+
+    /// Reads the secret named by `--storage.bucket-secret-access-key-file` into `opts`.
+    pub fn read_bucket_secret(&self, opts: &mut storage::Options) -> Result<(), String> {
+        let (Some(path), Some(bucket)) = (&self.storage_bucket_secret_access_key_file, opts.bucket.as_mut())
+        else {
+            return Ok(());
+        };
+        let secret = std::fs::read_to_string(path)
+            .map_err(|e| format!("--storage.bucket-secret-access-key-file {}: {e}", path.display()))?;
+        bucket.secret_access_key = Some(secret.trim().to_string());
+        Ok(())
     }
 
     /// What one write request may contain, for the `remote` crate's decoders. A size too large
@@ -478,6 +532,16 @@ impl Cli {
         }
         Ok((cli, flags))
     }
+}
+
+/// `--storage.bucket`: a URL of a scheme strata can write to.
+fn bucket_url(s: &str) -> Result<String, String> {
+    let ok = match s.split_once("://") {
+        Some(("s3", rest)) => !rest.is_empty() && !rest.starts_with('/'),
+        Some(("file", rest)) => rest.starts_with('/'),
+        _ => false,
+    };
+    if ok { Ok(s.to_string()) } else { Err("expected s3://BUCKET/PREFIX or file:///DIR".into()) }
 }
 
 /// Prometheus flags that strata has no counterpart for, with what to do instead. Without this

@@ -169,6 +169,9 @@ impl From<storage::Error> for ApiError {
             err @ storage::Error::FlushBacklog { .. } => {
                 ApiError::Unavailable(format!("strata is behind: {err}; retry later"))
             }
+            err @ storage::Error::Fenced { .. } => {
+                ApiError::Unavailable(format!("{err}; send to the writer that now owns the prefix"))
+            }
             storage::Error::Poisoned(_) => ApiError::Unavailable(
                 "storage cannot make writes durable after an I/O failure (disk full?); it retries by itself, retry later".into(),
             ),

@@ -25,6 +25,10 @@ fn main() -> ExitCode {
         tracing::warn!(feature, "unknown --enable-feature value ignored");
     }
     let mut config = cli.server_config();
+    if let Err(err) = cli.read_bucket_secret(&mut config.storage) {
+        tracing::error!("{err}");
+        return ExitCode::from(2);
+    }
     config.status.flags = flags;
     // Queries are evaluated on the blocking pool's threads (`api::blocking`): give them the
     // stack the engine needs and say so, so the engine does not start a thread per query.

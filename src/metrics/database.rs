@@ -28,6 +28,52 @@ pub(super) fn write_to(db: &Db, histograms_rejected: u64, out: &mut Exposition) 
     write_wal(db, out);
     write_maintenance(db, out);
     write_disk(db, out);
+    write_bucket(db, out);
+}
+
+/// The bucket mirror's families, only with `--storage.bucket`.
+fn write_bucket(db: &Db, out: &mut Exposition) {
+    let Some(m) = db.mirror_status() else { return };
+    let counters = [
+        ("strata_storage_bucket_uploads_total", "Partition files uploaded to the bucket.", load(&m.uploads)),
+        (
+            "strata_storage_bucket_uploaded_bytes_total",
+            "Bytes of partition files uploaded to the bucket.",
+            load(&m.uploaded_bytes),
+        ),
+        ("strata_storage_bucket_commits_total", "Manifests committed to the bucket.", load(&m.commits)),
+        (
+            "strata_storage_bucket_failures_total",
+            "Attempts to bring the bucket up to date that failed (each is retried).",
+            load(&m.failures),
+        ),
+        (
+            "strata_storage_bucket_deleted_total",
+            "Partition files deleted from the bucket after --storage.bucket-delete-delay.",
+            load(&m.deleted),
+        ),
+    ];
+    for (name, help, value) in counters {
+        out.single(name, Kind::Counter, help, value);
+    }
+    out.single(
+        "strata_storage_bucket_manifest_seq",
+        Kind::Gauge,
+        "Number of the newest manifest this writer committed to the bucket.",
+        load(&m.committed_seq),
+    );
+    out.single(
+        "strata_storage_bucket_behind",
+        Kind::Gauge,
+        "1 while the bucket lacks something committed locally (uploads or the manifest pending).",
+        u64::from(m.behind.load(Ordering::Relaxed)),
+    );
+    out.single(
+        "strata_storage_bucket_fenced",
+        Kind::Gauge,
+        "1 once another writer took this writer's bucket prefix over (writes are refused).",
+        u64::from(m.fenced.load(Ordering::Relaxed)),
+    );
 }
 
 fn write_ingest(db: &Db, histograms_rejected: u64, out: &mut Exposition) {

@@ -71,6 +71,29 @@ pub enum Error {
     /// The database is shutting down.
     #[error("storage is closed")]
     Closed,
+    /// An object-store request failed (after the client's own retries): transient, the caller
+    /// retries.
+    #[error("object store: {op} {key}: {source}")]
+    ObjectStore {
+        /// The request, e.g. `GET`.
+        op: &'static str,
+        /// The object's key.
+        key: String,
+        /// The client's error.
+        #[source]
+        source: Box<object_store::Error>,
+    },
+    /// The bucket and the data directory do not belong together, or the bucket's state is not
+    /// what its protocol allows (a missing manifest named by the hint).
+    #[error("bucket {0}")]
+    Bucket(String),
+    /// Another writer opened this writer's bucket prefix: nothing this process writes would
+    /// reach the bucket any more, so it refuses writes (senders retry, and reach the new one).
+    #[error("this writer was fenced: writer epoch {theirs} took its bucket prefix over")]
+    Fenced {
+        /// The newer writer's epoch.
+        theirs: u64,
+    },
 }
 
 impl Error {
@@ -87,6 +110,14 @@ impl Error {
     /// True for failures a retry may fix (I/O, poisoned WAL, flush backlog, shutdown): a
     /// remote-write receiver answers these with 503, everything else with 4xx.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Io { .. } | Error::Poisoned(_) | Error::FlushBacklog { .. } | Error::Closed)
+        matches!(
+            self,
+            Error::Io { .. }
+                | Error::Poisoned(_)
+                | Error::FlushBacklog { .. }
+                | Error::Closed
+                | Error::ObjectStore { .. }
+                | Error::Fenced { .. }
+        )
     }
 }

@@ -4,6 +4,7 @@
 //! data/
 //!   MANIFEST                 the live file set (replaced atomically)
 //!   LOCK                     held while a process has the directory open
+//!   BUCKET                   with a bucket: the epoch and manifest this directory last committed
 //!   wal/00000001 ...         WAL segments
 //!   partitions/<start_ms>/<file_id>.spf   immutable partition files
 //! ```
@@ -13,6 +14,11 @@ use std::path::{Path, PathBuf};
 /// The manifest file.
 pub fn manifest(data: &Path) -> PathBuf {
     data.join("MANIFEST")
+}
+
+/// With a bucket: what this directory last committed to it (`bucket::commit::LocalState`).
+pub fn bucket_state(data: &Path) -> PathBuf {
+    data.join("BUCKET")
 }
 
 /// The lock file.

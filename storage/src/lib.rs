@@ -48,6 +48,7 @@ pub mod testing;
 // The rest: crate-private; what other crates need of them is re-exported below.
 mod batch_codec;
 mod batch_ref;
+mod bucket;
 mod clock;
 mod db;
 mod error;
@@ -64,6 +65,11 @@ mod start_ts;
 mod types;
 
 pub use batch_ref::{BatchRef, SeriesBuilder};
+pub(crate) use bucket::Bucket;
+pub use bucket::BucketOptions;
+#[cfg(any(test, feature = "testing"))]
+pub use bucket::faulty;
+pub use bucket::mirror::MirrorStatus;
 pub use db::backup::BackupStats;
 pub use db::stats::{DiskStats, HeadStats, PartitionStats};
 pub use db::{AppendOutcome, Counters, Db, Health, OpenStats, PendingAppend};

@@ -55,6 +55,9 @@ pub struct Options {
     /// Cardinality limits on series creation (all 0, unlimited, by default); see
     /// [`crate::cardinality`].
     pub series_limits: SeriesLimits,
+    /// Partition files and manifests mirrored to this bucket (see `bucket`); `None` (the
+    /// default) keeps everything in `data_dir` only.
+    pub bucket: Option<crate::BucketOptions>,
 }
 
 impl Options {
@@ -95,6 +98,7 @@ impl Options {
             maintenance_interval: Duration::from_secs(10),
             compact_files_min: 4,
             series_limits: SeriesLimits::default(),
+            bucket: None,
         }
     }
 }

@@ -10,6 +10,7 @@
 mod common;
 
 mod auth_tls;
+mod bucket;
 mod cardinality;
 mod cli;
 mod dashboards;

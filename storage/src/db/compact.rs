@@ -98,7 +98,7 @@ impl Inner {
             collect = true;
             let mut next = m.clone();
             next.tombstones = live.clone();
-            next.store(&filenames::manifest(&self.dir))?;
+            self.commit_manifest(&next)?;
             *m = next;
             self.update_state(|s| {
                 let mut n = s.clone_shallow();
@@ -275,7 +275,7 @@ impl Inner {
         }
         let mut next = m.clone();
         next.files.retain(|f| !expired.contains(&f.partition));
-        next.store(&filenames::manifest(&self.dir))?;
+        self.commit_manifest(&next)?;
         *m = next;
         self.update_state(|s| {
             let mut n = s.clone_shallow();
@@ -337,7 +337,7 @@ impl Inner {
         let mut next = m.clone();
         next.next_seq += 1;
         next.tombstones.push(t.clone());
-        next.store(&filenames::manifest(&self.dir))?;
+        self.commit_manifest(&next)?;
         *m = next;
         self.update_state(|s| {
             let mut n = s.clone_shallow();

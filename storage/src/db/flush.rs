@@ -217,7 +217,23 @@ impl Inner {
             }
             return Err(e.error);
         }
+        self.offer_to_bucket(next);
         Ok(opened)
+    }
+
+    /// Commits `next` as the manifest (compaction's, retention's and deletion's commits that
+    /// add no file).
+    pub(crate) fn commit_manifest(&self, next: &Manifest) -> Result<()> {
+        next.store(&filenames::manifest(&self.dir))?;
+        self.offer_to_bucket(next);
+        Ok(())
+    }
+
+    /// Hands a committed manifest to the bucket mirror, if there is one.
+    fn offer_to_bucket(&self, next: &Manifest) {
+        if let Some(m) = &self.mirror {
+            m.offer(next);
+        }
     }
 
     /// Removes the files a failed flush or compaction created (final names and `.tmp`s) and

@@ -298,6 +298,8 @@ pub(crate) struct Inner {
     /// backfill writing old partitions flush after flush would otherwise rewrite them whole
     /// each time).
     pub partition_writes: Mutex<BTreeMap<i64, Instant>>,
+    /// With a bucket: the thread that uploads files and commits manifests to it.
+    pub mirror: Option<crate::bucket::mirror::Mirror>,
     _lock: File,
 }
 
@@ -340,10 +342,23 @@ impl Db {
         let lock = lock_dir(&dir)?;
         fsutil::create_dir_durable(&filenames::partitions_dir(&dir))?;
         let manifest_path = filenames::manifest(&dir);
-        let mut manifest = Manifest::load(&manifest_path)?.unwrap_or_default();
+        let local = Manifest::load(&manifest_path)?;
         if opts.partition_ms <= 0 {
             return Err(Error::InvalidInput("partition width must be positive".into()));
         }
+        let bucket = match &opts.bucket {
+            Some(b) => Some(Arc::new(crate::Bucket::open(b)?)),
+            None => None,
+        };
+        let claimed = match &bucket {
+            Some(bucket) => Some(crate::bucket::open_prefix(bucket, &dir, local.as_ref())?),
+            None => None,
+        };
+        let mut manifest = match (&claimed, local) {
+            // Restored: `open_prefix` wrote the prefix's manifest as the local one.
+            (Some(_), None) => Manifest::load(&manifest_path)?.unwrap_or_default(),
+            (_, local) => local.unwrap_or_default(),
+        };
         if manifest.partition_ms == 0 {
             manifest.partition_ms = opts.partition_ms;
         } else if manifest.partition_ms != opts.partition_ms {
@@ -379,6 +394,11 @@ impl Db {
         manifest.next_seq = manifest.next_seq.max(max_seq);
         let max_id = manifest.files.iter().map(|f| f.id + 1).max().unwrap_or(0);
         manifest.next_file_id = manifest.next_file_id.max(max_id);
+        if let Some(c) = &claimed {
+            // Each epoch names its files from its own range, so a fenced writer still
+            // uploading can never overwrite a file of the writer that fenced it.
+            manifest.next_file_id = manifest.next_file_id.max(crate::bucket::first_file_id(c.epoch));
+        }
 
         let head = Head::new();
         let wal_opts = WalOptions {
@@ -514,6 +534,10 @@ impl Db {
                 wake.1.notify_all();
             }));
         }
+        let mirror = match (bucket, claimed) {
+            (Some(b), Some(c)) => Some(crate::bucket::mirror::Mirror::start(b, dir.clone(), c)),
+            _ => None,
+        };
         let inner = Arc::new(Inner {
             cardinality: Cardinality::new(opts.series_limits),
             shared: Arc::new(ReadState {
@@ -534,8 +558,12 @@ impl Db {
             sweep_pending: AtomicBool::new(false),
             newest: AtomicI64::new(newest.unwrap_or(i64::MIN)),
             partition_writes: Mutex::new(BTreeMap::new()),
+            mirror,
             _lock: lock,
         });
+        if let Some(m) = &inner.mirror {
+            m.offer(&inner.maint.lock());
+        }
         let worker = {
             let inner = inner.clone();
             std::thread::Builder::new()
@@ -647,6 +675,9 @@ impl Db {
         if self.inner.closed.load(Ordering::Acquire) {
             return Health { writable: false, reason: Some(Error::Closed.to_string()) };
         }
+        if let Some(theirs) = self.inner.fenced_by() {
+            return Health { writable: false, reason: Some(Error::Fenced { theirs }.to_string()) };
+        }
         match self.inner.wal.poisoned() {
             Some(why) => Health {
                 writable: false,
@@ -660,6 +691,17 @@ impl Db {
     /// is then trying to recover (see `recovery.rs`).
     pub fn wal_poisoned(&self) -> bool {
         self.inner.wal.poisoned().is_some()
+    }
+
+    /// What the bucket mirror has done, when there is a bucket.
+    pub fn mirror_status(&self) -> Option<&Arc<crate::MirrorStatus>> {
+        self.inner.mirror.as_ref().map(|m| m.status())
+    }
+
+    /// Waits until the bucket holds everything committed locally (true), at most `timeout`.
+    /// True at once without a bucket.
+    pub fn wait_mirrored(&self, timeout: Duration) -> bool {
+        self.inner.mirror.as_ref().is_none_or(|m| m.wait_idle(timeout))
     }
 
     /// Counters for monitoring.
@@ -720,6 +762,14 @@ impl Db {
         }
         let flushed = self.flush();
         let closed = self.inner.wal.close();
+        if let Some(m) = &self.inner.mirror {
+            // What the last flush wrote goes up now, if the bucket answers in time; else the
+            // next start uploads it.
+            if !m.wait_idle(Duration::from_secs(30)) {
+                tracing::warn!("close: the bucket is not up to date yet; the next start uploads the rest");
+            }
+            m.stop();
+        }
         flushed.and(closed)
     }
 }
@@ -758,6 +808,12 @@ impl Drop for Db {
 }
 
 impl Inner {
+    /// The epoch of the writer that took this one's bucket prefix over, if one did.
+    fn fenced_by(&self) -> Option<u64> {
+        let status = self.mirror.as_ref()?.status();
+        status.fenced.load(Ordering::Acquire).then(|| status.fenced_by.load(Ordering::Relaxed))
+    }
+
     fn append(&self, batch: &BatchRef<'_>) -> Result<AppendOutcome> {
         self.append_deferred(batch)?.finish()
     }
@@ -766,6 +822,9 @@ impl Inner {
     fn append_deferred(&self, batch: &BatchRef<'_>) -> Result<PendingAppend<'_>> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
+        }
+        if let Some(theirs) = self.fenced_by() {
+            return Err(Error::Fenced { theirs });
         }
         let mut out = AppendOutcome::default();
         if let Some((l, _)) = batch.iter().find(|(l, _)| l.is_empty()) {

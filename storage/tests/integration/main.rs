@@ -9,6 +9,7 @@
 
 mod common;
 
+mod bucket;
 mod crash;
 mod db;
 mod disk_full;

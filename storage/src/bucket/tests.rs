@@ -1,0 +1,230 @@
+//! The commit protocol against an in-memory store with injected faults.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::memory::InMemory;
+
+use super::Bucket;
+use super::commit::{self, Commit};
+use super::faulty::FaultyStore;
+use super::record::Record;
+use crate::manifest::Manifest;
+
+fn bucket(store: &Arc<FaultyStore>) -> Bucket {
+    let opts = super::BucketOptions {
+        url: "memory://tenant-a".into(),
+        delete_delay: Duration::ZERO,
+        store: Some(Arc::clone(store) as _),
+        ..super::BucketOptions::default()
+    };
+    Bucket::open(&opts).unwrap()
+}
+
+fn faulty() -> Arc<FaultyStore> {
+    Arc::new(FaultyStore::new(Arc::new(InMemory::new())))
+}
+
+fn next(r: &Record) -> Record {
+    let mut n = r.clone();
+    n.seq += 1;
+    n.manifest.next_seq += 1;
+    n
+}
+
+#[test]
+fn an_empty_prefix_has_no_latest_and_the_first_claim_is_epoch_one() {
+    let store = faulty();
+    let b = bucket(&store);
+    assert!(commit::latest(&b).unwrap().is_none());
+    let d = tempfile::tempdir().unwrap();
+    let c = commit::claim(&b, d.path(), None, 7).unwrap();
+    assert_eq!((c.record.seq, c.record.epoch, c.restore), (1, 1, false));
+    let l = commit::latest(&b).unwrap().unwrap();
+    assert_eq!((l.seq, l.epoch, l.writer), (1, 1, 7));
+}
+
+#[test]
+fn a_put_whose_answer_was_lost_is_recognised_on_retry() {
+    let store = faulty();
+    let b = bucket(&store);
+    let d = tempfile::tempdir().unwrap();
+    let first = commit::claim(&b, d.path(), None, 1).unwrap().record;
+    let rec = next(&first);
+    store.lose_next_answers(1);
+    assert!(commit::commit(&b, &rec).is_err(), "the lost answer surfaces as an error");
+    assert!(matches!(commit::commit(&b, &rec).unwrap(), Commit::Done), "the retry finds its own record");
+    assert_eq!(commit::latest(&b).unwrap().unwrap().seq, 2);
+}
+
+#[test]
+fn a_newer_epoch_fences_the_writer_before_it() {
+    let store = faulty();
+    let b = bucket(&store);
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = commit::claim(&b, da.path(), None, 1).unwrap().record;
+    let b2 = commit::claim(&b, db.path(), None, 2).unwrap();
+    assert!(b2.restore, "a directory without a manifest restores from the prefix");
+    assert_eq!((b2.record.seq, b2.record.epoch), (2, 2));
+    match commit::commit(&b, &next(&a)).unwrap() {
+        Commit::Fenced { theirs } => assert_eq!(theirs, 2),
+        other => panic!("the older writer committed: {other:?}"),
+    }
+    // The newer writer goes on.
+    assert!(matches!(commit::commit(&b, &next(&b2.record)).unwrap(), Commit::Done));
+}
+
+#[test]
+fn a_directory_with_another_history_is_refused() {
+    let store = faulty();
+    let b = bucket(&store);
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    commit::claim(&b, da.path(), None, 1).unwrap();
+    commit::claim(&b, db.path(), None, 2).unwrap();
+    // `da` last committed epoch 1; the prefix has moved on to epoch 2.
+    let local = Manifest::default();
+    let err = commit::claim(&b, da.path(), Some(&local), 3).unwrap_err();
+    assert!(err.to_string().contains("epoch 2"), "{err}");
+    // A directory that never committed, with a manifest of its own, is refused too.
+    let dc = tempfile::tempdir().unwrap();
+    assert!(commit::claim(&b, dc.path(), Some(&local), 4).is_err());
+}
+
+#[test]
+fn the_newest_record_is_found_without_listing() {
+    let store = faulty();
+    let b = bucket(&store);
+    let d = tempfile::tempdir().unwrap();
+    let mut r = commit::claim(&b, d.path(), None, 1).unwrap().record;
+    for _ in 0..40 {
+        r = next(&r);
+        assert!(matches!(commit::commit(&b, &r).unwrap(), Commit::Done));
+    }
+    // A hint that lags (its put failed) costs HEADs, not a wrong answer.
+    b.put(&b.hint_key(), bytes::Bytes::from("30")).unwrap();
+    assert_eq!(commit::latest(&b).unwrap().unwrap().seq, 41);
+    assert_eq!(store.counts().list.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // Old records are deleted once older than the delay (here 0): 16 kept behind the newest.
+    assert_eq!(commit::prune_records(&b, &r).unwrap(), 41 - 16);
+    assert!(!b.exists(&b.manifest_key(41 - 17)).unwrap());
+    assert!(b.exists(&b.manifest_key(41 - 16)).unwrap());
+}
+
+#[test]
+fn records_younger_than_the_delay_are_kept() {
+    let store = faulty();
+    let opts = super::BucketOptions {
+        url: "memory://tenant-a".into(),
+        delete_delay: Duration::from_secs(3600),
+        store: Some(Arc::clone(&store) as _),
+        ..super::BucketOptions::default()
+    };
+    let b = Bucket::open(&opts).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let mut r = commit::claim(&b, d.path(), None, 1).unwrap().record;
+    for _ in 0..40 {
+        r = next(&r);
+        assert!(matches!(commit::commit(&b, &r).unwrap(), Commit::Done));
+    }
+    assert_eq!(commit::prune_records(&b, &r).unwrap(), 1);
+    assert!(b.exists(&b.manifest_key(1)).unwrap());
+}
+
+/// A writer fenced while paused may find the number after its last record deleted, so free to
+/// create again: the check it makes after a pause refuses it first.
+#[test]
+fn a_writer_waking_after_its_successors_records_were_deleted_is_refused() {
+    let store = faulty();
+    let b = bucket(&store);
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = commit::claim(&b, da.path(), None, 1).unwrap().record;
+    let mut r = commit::claim(&b, db.path(), None, 2).unwrap().record;
+    for _ in 0..30 {
+        r = next(&r);
+        assert!(matches!(commit::commit(&b, &r).unwrap(), Commit::Done));
+    }
+    commit::prune_records(&b, &r).unwrap();
+    assert!(!b.exists(&b.manifest_key(a.seq + 1)).unwrap(), "the number after the old writer's is free");
+    assert_eq!(commit::still_ours(&b, &a).unwrap(), Err(2));
+    assert_eq!(commit::still_ours(&b, &r).unwrap(), Ok(()));
+}
+
+/// Writers racing to commit through injected faults: every number is committed once, epochs
+/// never go back, and no writer commits after a newer epoch took a number before it.
+#[test]
+fn racing_writers_never_fork() {
+    let commits: usize = if std::env::var_os("STRATA_SLOW_TESTS").is_some() { 10_000 } else { 600 };
+    let store = faulty();
+    store.random_faults(Some((0.05, 0.05, 0.02)), 42);
+    // Records are deleted only after the delay, which outlasts the test (see
+    // `commit::prune_records` for why deletion waits).
+    let b = Arc::new(
+        Bucket::open(&super::BucketOptions {
+            url: "memory://tenant-a".into(),
+            delete_delay: Duration::from_secs(3600),
+            store: Some(Arc::clone(&store) as _),
+            ..super::BucketOptions::default()
+        })
+        .unwrap(),
+    );
+    let done = Arc::new(parking_lot::Mutex::new(Vec::<(u64, u64, u64)>::new()));
+    // A claim that fails may have been applied with its answer lost: its number then shows as
+    // a gap in what the writers know they committed.
+    let failed_claims = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let threads: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (b, done, failed_claims) = (Arc::clone(&b), Arc::clone(&done), Arc::clone(&failed_claims));
+            std::thread::spawn(move || {
+                let mut fenced_epochs = Vec::new();
+                while done.lock().len() < commits {
+                    let d = tempfile::tempdir().unwrap();
+                    let Ok(claim) = commit::claim(&b, d.path(), None, w) else {
+                        failed_claims.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    };
+                    let mut rec = claim.record;
+                    done.lock().push((rec.seq, rec.epoch, w));
+                    // Commit until fenced; a failed request is retried with the same record.
+                    loop {
+                        let n = next(&rec);
+                        match commit::commit(&b, &n) {
+                            Ok(Commit::Done) => {
+                                done.lock().push((n.seq, n.epoch, w));
+                                rec = n;
+                            }
+                            Ok(Commit::Fenced { theirs }) => {
+                                assert!(theirs > rec.epoch);
+                                fenced_epochs.push(rec.epoch);
+                                break;
+                            }
+                            Ok(Commit::Lost) => panic!("two writers held epoch {}", rec.epoch),
+                            Err(_) => {}
+                        }
+                        if done.lock().len() >= commits {
+                            break;
+                        }
+                    }
+                }
+                fenced_epochs
+            })
+        })
+        .collect();
+    let fenced: usize = threads.into_iter().map(|t| t.join().unwrap().len()).sum();
+    assert!(fenced > 0, "no writer was ever fenced: the race did not happen");
+    let mut done = done.lock().clone();
+    done.sort();
+    let mut gaps = 0;
+    for w in done.windows(2) {
+        assert_ne!(w[0].0, w[1].0, "number {} committed twice: {:?} and {:?}", w[0].0, w[0], w[1]);
+        gaps += w[1].0 - w[0].0 - 1;
+        assert!(w[0].1 <= w[1].1, "epochs went back: {:?} then {:?}", w[0], w[1]);
+        if w[0].1 == w[1].1 {
+            assert_eq!(w[0].2, w[1].2, "two writers committed under epoch {}", w[0].1);
+        }
+    }
+    let epochs: std::collections::BTreeSet<u64> = done.iter().map(|d| d.1).collect();
+    assert!(epochs.len() > 4, "only epochs {epochs:?}");
+    let failed_claims = failed_claims.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(gaps <= failed_claims, "{gaps} numbers unaccounted for, {failed_claims} failed claims");
+    assert!(store.counts().faults.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
