@@ -34,6 +34,7 @@ pub(super) fn write_to(db: &Db, histograms_rejected: u64, out: &mut Exposition) 
 /// The bucket mirror's families, only with `--storage.bucket`.
 fn write_bucket(db: &Db, out: &mut Exposition) {
     let Some(m) = db.mirror_status() else { return };
+    let cache = storage::bucket_cache_counters();
     let counters = [
         ("strata_storage_bucket_uploads_total", "Partition files uploaded to the bucket.", load(&m.uploads)),
         (
@@ -51,6 +52,21 @@ fn write_bucket(db: &Db, out: &mut Exposition) {
             "strata_storage_bucket_deleted_total",
             "Partition files deleted from the bucket after --storage.bucket-delete-delay.",
             load(&m.deleted),
+        ),
+        (
+            "strata_storage_bucket_range_reads_total",
+            "Ranged reads of partition files held in the bucket (their pages missing from the local cache).",
+            load(&cache.requests),
+        ),
+        (
+            "strata_storage_bucket_range_read_bytes_total",
+            "Bytes those ranged reads fetched.",
+            load(&cache.bytes),
+        ),
+        (
+            "strata_storage_bucket_cache_hits_total",
+            "Reads of bucket files that the local cache answered whole.",
+            load(&cache.hits),
         ),
     ];
     for (name, help, value) in counters {

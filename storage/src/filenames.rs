@@ -7,6 +7,8 @@
 //!   BUCKET                   with a bucket: the epoch and manifest this directory last committed
 //!   wal/00000001 ...         WAL segments
 //!   partitions/<start_ms>/<file_id>.spf   immutable partition files
+//!   partitions/<start_ms>/<file_id>.spf.cache   with a bucket: the ranges read so far of a
+//!                                          file held only there (sparse)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -46,12 +48,18 @@ pub fn partition_file(data: &Path, start_ms: i64, file_id: u64) -> PathBuf {
     partition_dir(data, start_ms).join(format!("{file_id:08}.spf"))
 }
 
+/// The local cache of a partition file read from the bucket: sparse, holding the ranges read
+/// so far (`bucket::cache`).
+pub fn partition_cache_file(data: &Path, start_ms: i64, file_id: u64) -> PathBuf {
+    partition_dir(data, start_ms).join(format!("{file_id:08}.spf.cache"))
+}
+
 /// Parses a partition directory name back to its start.
 pub fn parse_partition_dir(name: &str) -> Option<i64> {
     name.parse().ok()
 }
 
-/// Parses a partition file name back to its id.
+/// Parses a partition file name, or its cache's, back to its id.
 pub fn parse_partition_file(name: &str) -> Option<u64> {
-    name.strip_suffix(".spf")?.parse().ok()
+    name.strip_suffix(".spf").or_else(|| name.strip_suffix(".spf.cache"))?.parse().ok()
 }

@@ -67,6 +67,7 @@ mod types;
 pub use batch_ref::{BatchRef, SeriesBuilder};
 pub(crate) use bucket::Bucket;
 pub use bucket::BucketOptions;
+pub use bucket::cache::{CacheCounters, counters as bucket_cache_counters};
 #[cfg(any(test, feature = "testing"))]
 pub use bucket::faulty;
 pub use bucket::mirror::MirrorStatus;

@@ -21,3 +21,15 @@ pub fn map_file(path: &Path) -> Result<Mmap> {
     // SAFETY: see the function documentation: the mapped file is immutable while strata runs.
     unsafe { Mmap::map(&f) }.map_err(|e| Error::io(format!("mmap {}", path.display()), e))
 }
+
+/// Maps a partition file's local cache (`bucket::cache`), whose `file` is open for writing.
+///
+/// # Safety argument
+/// The cache file is written only in pages that no reader has read (a page is read after it is
+/// written and marked present, and a present page is never written again), by this process,
+/// which owns the data directory; its size is set before it is mapped and never changes. The
+/// block checksums catch anything else.
+pub fn map_cache_file(file: &File, path: &Path) -> Result<Mmap> {
+    // SAFETY: see the function documentation.
+    unsafe { Mmap::map(file) }.map_err(|e| Error::io(format!("mmap {}", path.display()), e))
+}

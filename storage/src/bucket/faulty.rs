@@ -41,6 +41,8 @@ pub struct RequestCounts {
     pub delete: AtomicU64,
     /// LIST requests.
     pub list: AtomicU64,
+    /// Bytes returned by ranged reads (`get_ranges`).
+    pub range_bytes: AtomicU64,
     /// Faults injected.
     pub faults: AtomicU64,
 }
@@ -222,7 +224,12 @@ impl ObjectStore for FaultyStore {
         self.counts.get.fetch_add(1, Ordering::Relaxed);
         match self.fault(false, true) {
             Fault::Unavailable | Fault::CutBody => Err(injected("unavailable")),
-            _ => self.inner.get_ranges(location, ranges).await,
+            _ => {
+                let got = self.inner.get_ranges(location, ranges).await?;
+                let n: usize = got.iter().map(Bytes::len).sum();
+                self.counts.range_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                Ok(got)
+            }
         }
     }
 

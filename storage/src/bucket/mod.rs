@@ -21,6 +21,7 @@
 //! Nothing here lists the bucket: the newest manifest is found from the hint by probing the
 //! next numbers (see [`commit::latest`]).
 
+pub(crate) mod cache;
 pub(crate) mod commit;
 #[cfg(any(test, feature = "testing"))]
 pub mod faulty;
@@ -36,7 +37,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
 
@@ -200,6 +200,14 @@ impl Bucket {
         got.map_err(|e| store_error("GET", key, e))
     }
 
+    /// The bytes of `ranges` of the object, one `Bytes` per range (ranges close together are
+    /// fetched by one request).
+    pub(crate) fn get_ranges(&self, key: &Path, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>> {
+        let (store, k, r) = (Arc::clone(&self.store), key.clone(), ranges.to_vec());
+        let got = self.run(async move { store.get_ranges(&k, &r).await })?;
+        got.map_err(|e| store_error("GET (ranges)", key, e))
+    }
+
     /// Whether the object exists (a HEAD request).
     pub(crate) fn exists(&self, key: &Path) -> Result<bool> {
         let (store, k) = (Arc::clone(&self.store), key.clone());
@@ -276,53 +284,24 @@ impl Bucket {
         let got = self.run(async move { upload_file(store, k, file, len, &p).await })?;
         got.map(|()| true)
     }
-
-    /// Downloads `key` into the local file `path`, through a `.tmp` file renamed when whole
-    /// and synced.
-    pub(crate) fn download(&self, key: &Path, path: &FsPath) -> Result<()> {
-        let tmp = fsutil::tmp_path(path);
-        if let Some(dir) = path.parent() {
-            fsutil::create_dir_durable(dir)?;
-        }
-        let out =
-            std::fs::File::create(&tmp).map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
-        let (store, k, t) = (Arc::clone(&self.store), key.clone(), tmp.clone());
-        let got = self.run(async move { download_file(store, k, out, &t).await })?;
-        got?;
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))?;
-        if let Some(dir) = path.parent() {
-            fsutil::sync_dir(dir)?;
-        }
-        Ok(())
-    }
 }
 
 /// Opens the prefix for this writer ([`commit::claim`]) and, on a data directory without a
-/// manifest, fetches the files of the prefix's newest manifest into it and makes that the local
-/// manifest (replaying from the first WAL segment: an empty directory has none). Returns the
+/// manifest, makes the prefix's newest manifest the local one (replaying from the first WAL
+/// segment: an empty directory has none); its files are then read from the bucket. Returns the
 /// record that took the epoch.
 pub(crate) fn open_prefix(bucket: &Bucket, dir: &FsPath, local: Option<&Manifest>) -> Result<Record> {
     let claim = commit::claim(bucket, dir, local, commit::writer_nonce())?;
     if claim.restore {
-        let started = std::time::Instant::now();
-        let mut bytes = 0u64;
-        for f in &claim.record.manifest.files {
-            let path = crate::filenames::partition_file(dir, f.partition, f.id);
-            if std::fs::metadata(&path).is_ok_and(|m| m.len() == f.size) {
-                continue;
-            }
-            bucket.download(&bucket.file_key(f.partition, f.id), &path)?;
-            bytes += f.size;
-        }
+        // Files are read from the bucket as queries need them (`cache`), not downloaded here.
         let mut m = claim.record.manifest.clone();
         m.wal_first_segment = 0;
         m.store(&crate::filenames::manifest(dir))?;
         tracing::info!(
             bucket = bucket.url(),
             files = m.files.len(),
-            bytes,
-            ms = started.elapsed().as_millis() as u64,
-            "restored the data directory from the bucket"
+            bytes = m.files.iter().map(|f| f.size).sum::<u64>(),
+            "restored the data directory from the bucket; files are read from it as queries need them"
         );
     }
     tracing::info!(
@@ -401,20 +380,4 @@ async fn upload_file(
         w.write(&buf[..n]);
     }
     w.finish().await.map(|_| ()).map_err(|e| store_error("PUT (multipart complete)", &key, e))
-}
-
-async fn download_file(
-    store: Arc<dyn ObjectStore>,
-    key: Path,
-    mut out: std::fs::File,
-    path: &FsPath,
-) -> Result<()> {
-    use std::io::Write;
-    let got = store.get(&key).await.map_err(|e| store_error("GET", &key, e))?;
-    let mut stream = got.into_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| store_error("GET (body)", &key, e))?;
-        out.write_all(&chunk).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
-    }
-    out.sync_all().map_err(|e| Error::io(format!("syncing {}", path.display()), e))
 }

@@ -66,6 +66,12 @@ pub(crate) fn backup_to(inner: &Inner, dir: &Path, with_head: bool) -> Result<Ba
     for f in &manifest.files {
         let from = filenames::partition_file(&inner.dir, f.partition, f.id);
         let to = filenames::partition_file(dir, f.partition, f.id);
+        if inner.opts.bucket.is_some() && !from.exists() {
+            return Err(Error::Bucket(format!(
+                "cannot copy {}: the file is read from the bucket, which holds it (a copy of the bucket prefix is the backup)",
+                from.display()
+            )));
+        }
         if link_or_copy(&from, &to)? {
             stats.copied += 1;
         }

@@ -376,11 +376,22 @@ impl Db {
         let mut partitions: BTreeMap<i64, Vec<Arc<LiveFile>>> = BTreeMap::new();
         for entry in &manifest.files {
             let path = filenames::partition_file(&dir, entry.partition, entry.id);
-            let file = PartitionFile::open(&path, |labels, max_t| {
+            let resolve = |labels: &Labels, max_t| {
                 let (id, _) = index.get_or_create(labels);
                 series.observe(id, max_t);
                 id
-            })?;
+            };
+            let file = match &bucket {
+                // Restored from the bucket (or lost locally): read from it through a cache.
+                Some(b) if !path.exists() => PartitionFile::open_cached(
+                    Arc::clone(b),
+                    b.file_key(entry.partition, entry.id),
+                    &filenames::partition_cache_file(&dir, entry.partition, entry.id),
+                    entry.size,
+                    resolve,
+                )?,
+                _ => PartitionFile::open(&path, resolve)?,
+            };
             partitions
                 .entry(entry.partition)
                 .or_default()

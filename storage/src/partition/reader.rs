@@ -1,9 +1,9 @@
-//! Reads a partition file through `mmap`.
+//! Reads a partition file through `mmap`: of the local file, or of the local cache of a bucket
+//! object (see `file_source`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::Mmap;
 
 use crate::encoding::varint::{get_uvarint, get_varint};
 use crate::encoding::{
@@ -11,6 +11,7 @@ use crate::encoding::{
     integral_indexed_values, integral_values, sum_block_until,
 };
 use crate::error::{Error, Result};
+use crate::file_source::FileBytes;
 use crate::hist;
 use crate::merge::keep_from;
 use crate::query::StartTimestamp;
@@ -38,7 +39,9 @@ pub struct BlockMeta {
 /// within a budget for the whole process ([`super::block_lists`]).
 pub struct PartitionFile {
     path: PathBuf,
-    mmap: Mmap,
+    /// The file's bytes: the index region is always present, data ranges are fetched through
+    /// [`FileBytes::get`].
+    bytes: FileBytes,
     /// (runtime series id, offset of its block list), sorted by id.
     series: Vec<(SeriesId, u32)>,
     /// (runtime series id, offset of its start-timestamp runs), sorted by id, for the series
@@ -62,8 +65,40 @@ impl std::fmt::Debug for PartitionFile {
 impl PartitionFile {
     /// Opens and verifies a file (magic, version, index checksum), resolving each series' labels
     /// to a runtime id with `resolve(labels, newest timestamp of the series in this file)`.
-    pub fn open(path: &Path, mut resolve: impl FnMut(&Labels, i64) -> SeriesId) -> Result<Self> {
-        let mmap = crate::file_source::map_partition_file(path)?;
+    pub fn open(path: &Path, resolve: impl FnMut(&Labels, i64) -> SeriesId) -> Result<Self> {
+        Self::from_bytes(path, crate::file_source::map_partition_file(path)?, resolve)
+    }
+
+    /// [`PartitionFile::open`] for a file held in the bucket as `key` (`size` bytes), read
+    /// through a local cache file at `cache_path`: opening fetches the header, the footer and
+    /// the index, and blocks are fetched when first read.
+    pub(crate) fn open_cached(
+        bucket: Arc<crate::bucket::Bucket>,
+        key: object_store::path::Path,
+        cache_path: &Path,
+        size: u64,
+        resolve: impl FnMut(&Labels, i64) -> SeriesId,
+    ) -> Result<Self> {
+        let bytes = crate::file_source::cached_partition_file(bucket, key, cache_path, size)?;
+        let len = bytes.all().len();
+        // Header and footer in one request, then the index the footer locates.
+        bytes.prefetch(&[0..HEADER_LEN.min(len), len.saturating_sub(FOOTER_LEN)..len])?;
+        if let Some(sym_off) = bytes
+            .all()
+            .get(len.saturating_sub(FOOTER_LEN)..)
+            .and_then(|f| f.get(0..8))
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+            .and_then(|o| usize::try_from(o).ok())
+            .filter(|&o| o < len)
+        {
+            bytes.prefetch(std::slice::from_ref(&(sym_off..len)))?;
+        }
+        Self::from_bytes(cache_path, bytes, resolve)
+    }
+
+    fn from_bytes(path: &Path, bytes: FileBytes, mut resolve: impl FnMut(&Labels, i64) -> SeriesId) -> Result<Self> {
+        let mmap = bytes.all();
         let corrupt = |offset: Option<u64>, reason: &str| Error::corruption(path, offset, reason);
         let len = mmap.len();
         if len < HEADER_LEN + FOOTER_LEN {
@@ -72,7 +107,7 @@ impl PartitionFile {
         if mmap.get(..8) != Some(MAGIC.as_slice()) {
             return Err(corrupt(Some(0), "bad magic"));
         }
-        let version = u32::from_le_bytes(read4(&mmap, 8).ok_or_else(|| corrupt(Some(8), "short header"))?);
+        let version = u32::from_le_bytes(read4(mmap, 8).ok_or_else(|| corrupt(Some(8), "short header"))?);
         if !(VERSION_MIN..=VERSION).contains(&version) {
             return Err(corrupt(Some(8), &format!("unsupported version {version}")));
         }
@@ -170,7 +205,7 @@ impl PartitionFile {
         series.sort_unstable_by_key(|(id, _)| *id);
         Ok(PartitionFile {
             path: path.to_path_buf(),
-            mmap,
+            bytes,
             series,
             starts,
             hists,
@@ -196,9 +231,10 @@ impl PartitionFile {
         let (Some(first), Some(last)) = (samples.first(), samples.last()) else { return Ok(()) };
         let (at, len) = self.hists[i].1;
         let corrupt = |reason: String| Error::corruption(&self.path, Some(at), reason);
-        let bytes = usize::try_from(at)
-            .ok()
-            .and_then(|a| self.mmap.get(a..a.saturating_add(len as usize)))
+        let a = usize::try_from(at).map_err(|_| corrupt("histogram chunks out of the file".into()))?;
+        let bytes = self
+            .bytes
+            .get(a..a.saturating_add(len as usize))?
             .filter(|b| b.len() >= 4)
             .ok_or_else(|| corrupt("histogram chunks out of the file".into()))?;
         let (data, crc) = bytes.split_at(bytes.len() - 4);
@@ -222,7 +258,7 @@ impl PartitionFile {
     pub fn start_runs(&self, id: SeriesId) -> Result<StRuns> {
         let Ok(i) = self.starts.binary_search_by_key(&id, |(i, _)| *i) else { return Ok(StRuns::default()) };
         let at = self.starts[i].1 as usize;
-        let buf = self.mmap.get(at..).unwrap_or_default();
+        let buf = self.bytes.all().get(at..).unwrap_or_default();
         let mut pos = 0;
         StRuns::decode(buf, &mut pos)
             .map_err(|e| Error::corruption(&self.path, Some(at as u64), e.to_string()))
@@ -294,7 +330,7 @@ impl PartitionFile {
     /// The number of blocks in the list of the series at `i` of `series` (0 if unreadable:
     /// [`Self::decode_blocks`] reports that).
     fn list_len(&self, i: usize) -> usize {
-        let buf = self.mmap.get(self.series[i].1 as usize..).unwrap_or_default();
+        let buf = self.bytes.all().get(self.series[i].1 as usize..).unwrap_or_default();
         get_uvarint(buf, &mut 0).map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX))
     }
 
@@ -303,7 +339,7 @@ impl PartitionFile {
     fn decode_blocks(&self, i: usize, maxt: i64) -> Result<Vec<BlockMeta>> {
         let at = self.series[i].1 as usize;
         let corrupt = |e: Error| Error::corruption(&self.path, Some(at as u64), e.to_string());
-        let buf = self.mmap.get(at..).unwrap_or_default();
+        let buf = self.bytes.all().get(at..).unwrap_or_default();
         let mut pos = 0;
         let n = get_uvarint(buf, &mut pos).map_err(corrupt)?;
         if n > buf.len() as u64 {
@@ -344,9 +380,9 @@ impl PartitionFile {
         let start = b.offset as usize;
         let end = start.saturating_add(b.len as usize);
         let corrupt = |reason: &str| Error::corruption(&self.path, Some(b.offset), reason);
-        let bytes = self.mmap.get(start..end).ok_or_else(|| corrupt("block out of range"))?;
-        let crc =
-            read4(&self.mmap, end).map(u32::from_le_bytes).ok_or_else(|| corrupt("block CRC missing"))?;
+        let with_crc = self.bytes.get(start..end.saturating_add(4))?.ok_or_else(|| corrupt("block out of range"))?;
+        let (bytes, crc) = with_crc.split_at(with_crc.len() - 4);
+        let crc = u32::from_le_bytes(read4(crc, 0).ok_or_else(|| corrupt("block CRC missing"))?);
         if crc32fast::hash(bytes) != crc {
             return Err(corrupt("block checksum mismatch"));
         }

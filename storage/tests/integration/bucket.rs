@@ -11,6 +11,8 @@ use storage::faulty::FaultyStore;
 use storage::{Batch, BucketOptions, Db, Error, Labels, Matcher, Options, Querier, Sample};
 
 const BASE: i64 = 1_700_000_000_000;
+/// The start of a UTC day (one partition holds the next 24 h).
+const DAY: i64 = 19_676 * 86_400_000;
 
 fn opts(dir: &std::path::Path, store: &Arc<FaultyStore>, delete_delay: Duration) -> Options {
     let mut o = Options::new(dir);
@@ -173,4 +175,67 @@ fn a_bucket_that_fails_delays_the_mirror_and_loses_nothing() {
     let db = Db::open(opts(d2.path(), &store, Duration::from_secs(3600))).unwrap();
     assert_eq!(everything(&db), want);
     assert_eq!(want.len(), 6 * 10 * 50);
+}
+
+#[test]
+fn a_selective_read_fetches_ranges_not_whole_files() {
+    let mem = Arc::new(InMemory::new());
+    let store = Arc::new(FaultyStore::new(Arc::clone(&mem) as _));
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let series = |h: usize| Labels::from_pairs(&[("__name__", "cpu"), ("host", &format!("h{h:04}"))]);
+    let file_bytes = {
+        let db = Db::open(opts(d1.path(), &store, Duration::from_secs(3600))).unwrap();
+        let mut b = Batch::new();
+        for h in 0..2000 {
+            // Values that do not compress to nothing: a few KiB per series.
+            b.push(
+                series(h),
+                (0..720)
+                    .map(|i| {
+                        Sample::new(
+                            DAY + 1_000 + i * 10_000,
+                            ((i * 7919 + h as i64 * 104_729) % 1_000_003) as f64 / 7.0,
+                        )
+                    })
+                    .collect(),
+            );
+        }
+        db.append(&b).unwrap();
+        db.flush().unwrap();
+        assert!(db.wait_mirrored(Duration::from_secs(30)));
+        db.close().unwrap();
+        objects(&mem).iter().filter(|k| k.ends_with(".spf")).count()
+    };
+    assert_eq!(file_bytes, 1, "{:?}", objects(&mem));
+    let size: u64 = std::fs::read_dir(d1.path().join("partitions"))
+        .unwrap()
+        .flat_map(|p| std::fs::read_dir(p.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(size > 4 << 20, "the file should span many pages: {size} bytes");
+
+    let counts = store.counts();
+    let gets = |c: &storage::faulty::RequestCounts| c.get.load(Ordering::Relaxed);
+    let (gets0, bytes0) = (gets(counts), counts.range_bytes.load(Ordering::Relaxed));
+    let db = Db::open(opts(d2.path(), &store, Duration::from_secs(3600))).unwrap();
+    let opened = gets(counts) - gets0;
+    // The manifest (hint, record) and the file's header, footer and index.
+    assert!(opened <= 4, "{opened} GETs to open");
+    let snap = db.snapshot();
+    let sel = snap.select(&[Matcher::equal("host", "h1234")], i64::MIN, i64::MAX).unwrap();
+    let mut v = Vec::new();
+    snap.samples(&sel[0], i64::MIN, i64::MAX, &mut v).unwrap();
+    assert_eq!(v.len(), 720);
+    let read = counts.range_bytes.load(Ordering::Relaxed) - bytes0;
+    let index_and_one_series = gets(counts) - gets0 - opened;
+    assert!(index_and_one_series <= 1, "{index_and_one_series} GETs for one series");
+    assert!(read < size / 4, "read {read} of {size} bytes for one series of 2000");
+    // Everything reads as it was written.
+    let all = snap.select(&[Matcher::equal("__name__", "cpu")], i64::MIN, i64::MAX).unwrap();
+    assert_eq!(all.len(), 2000);
+    for s in &all {
+        let mut v = Vec::new();
+        snap.samples(s, i64::MIN, i64::MAX, &mut v).unwrap();
+        assert_eq!(v.len(), 720, "{}", s.labels);
+    }
 }

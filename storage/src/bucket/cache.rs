@@ -1,0 +1,149 @@
+//! A partition file read from the bucket through a sparse local file.
+//!
+//! The local file has the object's size and starts as one hole. It is mapped whole, like a
+//! local partition file, so the reader borrows slices as it always does; before it reads a
+//! range it asks for it ([`CachedObject::ensure`]), and the pages of the range the file does
+//! not hold yet are fetched with one ranged request (`get_ranges`, which coalesces nearby
+//! ranges) and written into the holes. A page is written once, before it is marked present,
+//! and never again, so a mapped page never changes under a reader. A selective query thereby
+//! reads a few ranges of a file, never the whole object.
+//!
+//! The cache file is not trusted across restarts (which pages it holds is kept in memory
+//! only): opening truncates it.
+
+use std::fs::File;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::Mmap;
+use object_store::path::Path;
+use parking_lot::Mutex;
+
+use super::Bucket;
+use crate::error::{Error, Result};
+
+/// Fetch granularity: a ranged request costs the same for 1 KiB and 64 KiB, and neighbouring
+/// series' blocks then come along.
+const PAGE: usize = 64 << 10;
+
+/// Requests and bytes that cached files fetched, process-wide (for `/metrics` and the
+/// benchmarks).
+#[derive(Debug, Default)]
+pub struct CacheCounters {
+    /// Ranged GET requests (one `get_ranges` call counts once per coalesced range it asked).
+    pub requests: AtomicU64,
+    /// Bytes fetched.
+    pub bytes: AtomicU64,
+    /// Reads that found every page present.
+    pub hits: AtomicU64,
+}
+
+/// The process-wide counters of [`CachedObject`]s.
+pub fn counters() -> &'static CacheCounters {
+    static COUNTERS: CacheCounters =
+        CacheCounters { requests: AtomicU64::new(0), bytes: AtomicU64::new(0), hits: AtomicU64::new(0) };
+    &COUNTERS
+}
+
+/// See the module docs.
+pub(crate) struct CachedObject {
+    bucket: Arc<Bucket>,
+    key: Path,
+    path: PathBuf,
+    file: File,
+    map: Mmap,
+    /// One bit per page: present in the local file.
+    present: Mutex<Vec<u64>>,
+}
+
+impl CachedObject {
+    /// Creates (or empties) the cache file at `path` for the object `key` of `size` bytes.
+    pub fn open(bucket: Arc<Bucket>, key: Path, path: &FsPath, size: u64) -> Result<CachedObject> {
+        let io = |what: &str, e| Error::io(format!("{what} {}", path.display()), e);
+        if let Some(dir) = path.parent() {
+            crate::fsutil::create_dir_durable(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| io("creating", e))?;
+        file.set_len(size).map_err(|e| io("sizing", e))?;
+        let map = crate::mmap::map_cache_file(&file, path)?;
+        let pages = (size as usize).div_ceil(PAGE);
+        Ok(CachedObject {
+            bucket,
+            key,
+            path: path.to_path_buf(),
+            file,
+            map,
+            present: Mutex::new(vec![0; pages.div_ceil(64)]),
+        })
+    }
+
+    /// The whole mapping. Only ranges passed to [`CachedObject::ensure`] hold the object's
+    /// bytes; the rest reads as zeros.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Makes the bytes of `ranges` present, fetching the missing pages in one request.
+    pub fn ensure(&self, ranges: &[Range<usize>]) -> Result<()> {
+        let len = self.map.len();
+        let missing: Vec<Range<usize>> = {
+            let present = self.present.lock();
+            let mut runs: Vec<Range<usize>> = Vec::new();
+            for r in ranges.iter().filter(|r| r.start < r.end.min(len)) {
+                for page in r.start / PAGE..=(r.end.min(len) - 1) / PAGE {
+                    if present[page / 64] & (1 << (page % 64)) != 0 {
+                        continue;
+                    }
+                    match runs.last_mut() {
+                        Some(last) if last.end == page => last.end = page + 1,
+                        _ => runs.push(page..page + 1),
+                    }
+                }
+            }
+            runs
+        };
+        let c = counters();
+        if missing.is_empty() {
+            c.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let byte_ranges: Vec<Range<u64>> =
+            missing.iter().map(|p| (p.start * PAGE) as u64..((p.end * PAGE).min(len)) as u64).collect();
+        let got = self.bucket.get_ranges(&self.key, &byte_ranges)?;
+        c.requests.fetch_add(byte_ranges.len() as u64, Ordering::Relaxed);
+        let mut present = self.present.lock();
+        for (pages, data) in missing.iter().zip(&got) {
+            let start = pages.start * PAGE;
+            if data.len() != ((pages.end * PAGE).min(len) - start) {
+                return Err(Error::Bucket(format!(
+                    "{}: a ranged read returned {} bytes",
+                    self.key,
+                    data.len()
+                )));
+            }
+            c.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+            for page in pages.clone() {
+                if present[page / 64] & (1 << (page % 64)) != 0 {
+                    // Another reader fetched it meanwhile: a present page is never rewritten.
+                    continue;
+                }
+                let at = page * PAGE - start;
+                let chunk = &data[at..(at + PAGE).min(data.len())];
+                self.file
+                    .write_all_at(chunk, (page * PAGE) as u64)
+                    .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
+                present[page / 64] |= 1 << (page % 64);
+            }
+        }
+        Ok(())
+    }
+}
