@@ -251,6 +251,12 @@ pub struct Cli {
     #[arg(long = "storage.bucket-secret-access-key-file", value_name = "FILE")]
     pub storage_bucket_secret_access_key_file: Option<PathBuf>,
 
+    /// With --storage.bucket: most bytes of partition files kept on the local disk. Beyond it
+    /// the least recently read files the bucket holds are dropped locally and read from the
+    /// bucket again, by ranged reads, when a query needs them. 0: no limit.
+    #[arg(long = "storage.bucket-cache-size", value_name = "SIZE", default_value = "0")]
+    pub storage_bucket_cache_size: ByteSize,
+
     /// How long a file that no manifest lists any more (a compaction's inputs, an expired
     /// partition) stays in the bucket before it is deleted: longer than any reader keeps an
     /// older manifest.
@@ -390,6 +396,7 @@ impl Cli {
             access_key_id: self.storage_bucket_access_key_id.clone(),
             secret_access_key: None,
             delete_delay: self.storage_bucket_delete_delay.as_std(),
+            cache_bytes_max: self.storage_bucket_cache_size.0,
             store: None,
         });
         opts

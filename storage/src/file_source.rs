@@ -11,48 +11,85 @@
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::Mmap;
 
 use crate::bucket::cache::CachedObject;
 use crate::error::Result;
 
-/// The bytes of one partition file.
-pub(crate) enum FileBytes {
+/// The bytes of one partition file, and when they were last read.
+pub(crate) struct FileBytes {
+    source: Source,
+    /// [`use_tick`] at the last data read: the cache trim drops the least recently read files.
+    last_read: AtomicU64,
+}
+
+enum Source {
     /// A file of the data directory, mapped whole.
     Mapped(Mmap),
     /// An object of the bucket, mapped through its local cache file.
     Cached(CachedObject),
 }
 
+/// A process-wide counter that orders reads in time (cheaper than a clock on every read).
+fn use_tick() -> u64 {
+    static TICK: AtomicU64 = AtomicU64::new(1);
+    TICK.fetch_add(1, Ordering::Relaxed)
+}
+
 impl FileBytes {
+    fn new(source: Source) -> FileBytes {
+        FileBytes { source, last_read: AtomicU64::new(use_tick()) }
+    }
+
     /// The whole file as mapped. For a cached file only what was fetched holds its bytes: the
     /// reader uses this for the index region, which opening fetches.
     pub fn all(&self) -> &[u8] {
-        match self {
-            FileBytes::Mapped(m) => m,
-            FileBytes::Cached(c) => c.bytes(),
+        match &self.source {
+            Source::Mapped(m) => m,
+            Source::Cached(c) => c.bytes(),
         }
     }
 
     /// The bytes of `range` (None if it lies outside the file), fetched first if needed.
     pub fn get(&self, range: Range<usize>) -> Result<Option<&[u8]>> {
+        self.last_read.store(use_tick(), Ordering::Relaxed);
         self.prefetch(std::slice::from_ref(&range))?;
         Ok(self.all().get(range))
     }
 
     /// Makes `ranges` present (one request for a cached file); nothing for a local one.
     pub fn prefetch(&self, ranges: &[Range<usize>]) -> Result<()> {
-        match self {
-            FileBytes::Mapped(_) => Ok(()),
-            FileBytes::Cached(c) => c.ensure(ranges),
+        match &self.source {
+            Source::Mapped(_) => Ok(()),
+            Source::Cached(c) => c.ensure(ranges),
         }
+    }
+
+    /// Bytes the file takes on the local disk: all of a local file, the fetched pages of a
+    /// cached one.
+    pub fn local_bytes(&self) -> u64 {
+        match &self.source {
+            Source::Mapped(m) => m.len() as u64,
+            Source::Cached(c) => c.local_bytes(),
+        }
+    }
+
+    /// True if the bytes come from the bucket through the local cache.
+    pub fn is_cached(&self) -> bool {
+        matches!(self.source, Source::Cached(_))
+    }
+
+    /// When the file's data was last read, as an order (larger is later).
+    pub fn last_read(&self) -> u64 {
+        self.last_read.load(Ordering::Relaxed)
     }
 }
 
 /// The bytes of the partition file at `path`, mapped read-only (see [`crate::mmap`]).
 pub(crate) fn map_partition_file(path: &Path) -> Result<FileBytes> {
-    crate::mmap::map_file(path).map(FileBytes::Mapped)
+    crate::mmap::map_file(path).map(|m| FileBytes::new(Source::Mapped(m)))
 }
 
 /// The bytes of the partition file held in the bucket as `key` (`size` bytes), through a
@@ -63,7 +100,7 @@ pub(crate) fn cached_partition_file(
     cache_path: &Path,
     size: u64,
 ) -> Result<FileBytes> {
-    CachedObject::open(bucket, key, cache_path, size).map(FileBytes::Cached)
+    CachedObject::open(bucket, key, cache_path, size).map(|c| FileBytes::new(Source::Cached(c)))
 }
 
 /// The bytes of the manifest at `path`; `NotFound` if there is none.

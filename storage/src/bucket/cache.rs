@@ -57,6 +57,8 @@ pub(crate) struct CachedObject {
     map: Mmap,
     /// One bit per page: present in the local file.
     present: Mutex<Vec<u64>>,
+    /// Bytes of the pages present: what the file takes on the local disk.
+    present_bytes: AtomicU64,
 }
 
 impl CachedObject {
@@ -65,6 +67,13 @@ impl CachedObject {
         let io = |what: &str, e| Error::io(format!("{what} {}", path.display()), e);
         if let Some(dir) = path.parent() {
             crate::fsutil::create_dir_durable(dir)?;
+        }
+        // A new file, never the old one's inode: a cache file being replaced (the cache was
+        // trimmed) may still be mapped by readers of the file it replaces.
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("removing", e)),
         }
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -83,6 +92,7 @@ impl CachedObject {
             file,
             map,
             present: Mutex::new(vec![0; pages.div_ceil(64)]),
+            present_bytes: AtomicU64::new(0),
         })
     }
 
@@ -90,6 +100,11 @@ impl CachedObject {
     /// bytes; the rest reads as zeros.
     pub fn bytes(&self) -> &[u8] {
         &self.map
+    }
+
+    /// Bytes of the object held in the local cache file.
+    pub fn local_bytes(&self) -> u64 {
+        self.present_bytes.load(Ordering::Relaxed)
     }
 
     /// Makes the bytes of `ranges` present, fetching the missing pages in one request.
@@ -142,6 +157,7 @@ impl CachedObject {
                     .write_all_at(chunk, (page * PAGE) as u64)
                     .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
                 present[page / 64] |= 1 << (page % 64);
+                self.present_bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
             }
         }
         Ok(())

@@ -47,6 +47,8 @@ pub struct MirrorStatus {
 }
 
 struct Shared {
+    /// The files of the newest record committed: those the bucket holds for sure.
+    committed: Mutex<Arc<HashSet<(i64, u64)>>>,
     /// The newest manifest not yet committed to the bucket, if any.
     offered: Mutex<Option<Manifest>>,
     wake: Condvar,
@@ -59,6 +61,7 @@ struct Shared {
 /// The running mirror of one database.
 pub(crate) struct Mirror {
     shared: Arc<Shared>,
+    bucket: Arc<Bucket>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -68,6 +71,7 @@ impl Mirror {
         let status = Arc::new(MirrorStatus::default());
         status.committed_seq.store(record.seq, Ordering::Relaxed);
         let shared = Arc::new(Shared {
+            committed: Mutex::new(Arc::new(files_of(&record.manifest))),
             offered: Mutex::new(None),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -75,7 +79,7 @@ impl Mirror {
             status,
         });
         let worker = Worker {
-            bucket,
+            bucket: Arc::clone(&bucket),
             dir,
             shared: Arc::clone(&shared),
             last: record,
@@ -84,7 +88,7 @@ impl Mirror {
         };
         let thread =
             std::thread::Builder::new().name("strata-mirror".into()).spawn(move || worker.run()).ok();
-        Mirror { shared, thread: Mutex::new(thread) }
+        Mirror { shared, bucket, thread: Mutex::new(thread) }
     }
 
     /// Offers the newest local manifest (replacing an older offer not yet taken).
@@ -92,6 +96,16 @@ impl Mirror {
         *self.shared.offered.lock() = Some(m.clone());
         self.shared.status.behind.store(true, Ordering::Relaxed);
         self.shared.wake.notify_all();
+    }
+
+    /// The files the bucket holds for sure (listed by the newest committed record).
+    pub fn committed_files(&self) -> Arc<HashSet<(i64, u64)>> {
+        Arc::clone(&self.shared.committed.lock())
+    }
+
+    /// The bucket mirrored to.
+    pub fn bucket(&self) -> &Arc<Bucket> {
+        &self.bucket
     }
 
     pub fn status(&self) -> &Arc<MirrorStatus> {
@@ -303,6 +317,7 @@ impl Worker {
                 LocalState { epoch: record.epoch, seq: record.seq }.store(&self.dir)?;
                 self.shared.status.committed_seq.store(record.seq, Ordering::Relaxed);
                 self.shared.status.commits.fetch_add(1, Ordering::Relaxed);
+                *self.shared.committed.lock() = Arc::new(files_of(&record.manifest));
                 self.last = record;
                 self.uploaded.clear();
                 match commit::prune_records(&self.bucket, &self.last) {
@@ -335,4 +350,8 @@ impl Worker {
         self.shared.status.fenced_by.store(theirs, Ordering::Relaxed);
         self.shared.status.fenced.store(true, Ordering::Release);
     }
+}
+
+fn files_of(m: &Manifest) -> HashSet<(i64, u64)> {
+    m.files.iter().map(|f| (f.partition, f.id)).collect()
 }

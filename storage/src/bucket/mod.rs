@@ -67,6 +67,10 @@ pub struct BucketOptions {
     /// How long an object no manifest lists any more stays in the bucket before it is deleted:
     /// longer than any reader keeps an older manifest.
     pub delete_delay: Duration,
+    /// Most bytes of partition files kept on the local disk (0: no limit): beyond it the least
+    /// recently read files the bucket holds are dropped locally and read from the bucket again
+    /// when needed.
+    pub cache_bytes_max: u64,
     /// The store to use instead of the one `url` names (the prefix still comes from `url`):
     /// tests share one in-memory store between databases, or wrap one to inject faults.
     pub store: Option<Arc<dyn ObjectStore>>,

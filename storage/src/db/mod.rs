@@ -10,6 +10,7 @@
 //!   in-memory copy of the manifest; it is never taken on the append or query path.
 
 pub mod backup;
+mod cache_trim;
 mod compact;
 mod flush;
 mod recovery;
@@ -709,6 +710,13 @@ impl Db {
         self.inner.mirror.as_ref().map(|m| m.status())
     }
 
+    /// Trims the local copies of bucket files to `--storage.bucket-cache-size` now (the
+    /// maintenance thread does it at each run); returns the bytes freed.
+    pub fn trim_bucket_cache(&self) -> Result<u64> {
+        let _m = self.inner.maint.lock();
+        self.inner.trim_bucket_cache_locked()
+    }
+
     /// Waits until the bucket holds everything committed locally (true), at most `timeout`.
     /// True at once without a bucket.
     pub fn wait_mirrored(&self, timeout: Duration) -> bool {
@@ -1122,7 +1130,8 @@ impl Inner {
         self.flush_if_due_locked(&mut m)?;
         self.compact_locked(&mut m, CompactMode::Policy)?;
         self.retention_locked(&mut m)?;
-        self.sweep_locked(&m)
+        self.sweep_locked(&m)?;
+        self.trim_bucket_cache_locked().map(|_| ())
     }
 
     /// Flushes the head if one of the flush triggers holds, or finishes a flush that left

@@ -273,6 +273,21 @@ impl PartitionFile {
         Ok(())
     }
 
+    /// Bytes the file takes on the local disk (the fetched part of one read from the bucket).
+    pub(crate) fn local_bytes(&self) -> u64 {
+        self.bytes.local_bytes()
+    }
+
+    /// True if the file is read from the bucket through the local cache.
+    pub(crate) fn is_cached(&self) -> bool {
+        self.bytes.is_cached()
+    }
+
+    /// When the file's data was last read, as an order (larger is later).
+    pub(crate) fn last_read(&self) -> u64 {
+        self.bytes.last_read()
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path

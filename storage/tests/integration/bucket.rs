@@ -239,3 +239,66 @@ fn a_selective_read_fetches_ranges_not_whole_files() {
         assert_eq!(v.len(), 720, "{}", s.labels);
     }
 }
+
+/// Bytes the partition files take on the local disk (allocated blocks: cache files are sparse).
+fn local_disk_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(parts) = std::fs::read_dir(dir.join("partitions")) else { return 0 };
+    parts
+        .flat_map(|p| std::fs::read_dir(p.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().metadata().unwrap().blocks() * 512)
+        .sum()
+}
+
+#[test]
+fn the_local_disk_is_a_cache_bounded_by_its_size() {
+    let mem = Arc::new(InMemory::new());
+    let store = Arc::new(FaultyStore::new(Arc::clone(&mem) as _));
+    let d = tempfile::tempdir().unwrap();
+    let mut o = opts(d.path(), &store, Duration::from_secs(3600));
+    let max = 1u64 << 20;
+    if let Some(b) = o.bucket.as_mut() {
+        b.cache_bytes_max = max;
+    }
+    let db = Db::open(o).unwrap();
+    // Two days (two files) of 1,000 series whose values do not compress to nothing.
+    for day in 0..2 {
+        let mut b = Batch::new();
+        for h in 0..1000i64 {
+            let l = Labels::from_pairs(&[("__name__", "cpu"), ("host", &format!("h{h:04}"))]);
+            let t0 = DAY + day * 86_400_000 + 1_000;
+            b.push(
+                l,
+                (0..360)
+                    .map(|i| {
+                        Sample::new(t0 + i * 10_000, ((i * 7919 + h * 104_729) % 1_000_003) as f64 / 7.0)
+                    })
+                    .collect(),
+            );
+        }
+        db.append(&b).unwrap();
+        db.flush().unwrap();
+    }
+    assert!(db.wait_mirrored(Duration::from_secs(30)));
+    let want = everything(&db);
+    let before = local_disk_bytes(d.path());
+    assert!(before > 2 * max, "{before} bytes local");
+    let freed = db.trim_bucket_cache().unwrap();
+    assert!(freed > 0);
+    let after = local_disk_bytes(d.path());
+    assert!(after <= max, "{after} bytes local after trimming to {max}");
+    // Whatever was dropped is read from the bucket again, alike.
+    assert_eq!(everything(&db), want);
+    assert!(local_disk_bytes(d.path()) > max, "reading everything fetched it again");
+    db.trim_bucket_cache().unwrap();
+    assert!(local_disk_bytes(d.path()) <= max);
+    db.close().unwrap();
+    drop(db);
+    // A restart reads from the bucket what is no longer local.
+    let mut o = opts(d.path(), &store, Duration::from_secs(3600));
+    if let Some(b) = o.bucket.as_mut() {
+        b.cache_bytes_max = max;
+    }
+    let db = Db::open(o).unwrap();
+    assert_eq!(everything(&db), want);
+}
