@@ -85,6 +85,8 @@ impl Mirror {
             last: record,
             confirmed: Instant::now(),
             uploaded: HashSet::new(),
+            orphans: Vec::new(),
+            in_flight: None,
         };
         let thread =
             std::thread::Builder::new().name("strata-mirror".into()).spawn(move || worker.run()).ok();
@@ -152,6 +154,11 @@ struct Worker {
     last: Record,
     /// When this writer last learnt that it holds the prefix (a commit or a check).
     confirmed: Instant,
+    /// A record whose commit request failed: it may have been applied, so it is committed
+    /// again, bytes unchanged, before anything else takes its number.
+    in_flight: Option<Record>,
+    /// Files in the bucket that no record lists (found at start), to record as gone.
+    orphans: Vec<Gone>,
     /// Files uploaded since `last` was committed: an attempt that failed at the commit does
     /// not upload them again.
     uploaded: HashSet<(i64, u64)>,
@@ -164,6 +171,9 @@ fn backoff(failures: u32) -> Duration {
 
 impl Worker {
     fn run(mut self) {
+        if let Err(e) = self.find_orphans() {
+            tracing::warn!(error = %e, "could not list the bucket's files for leftovers; the next start looks again");
+        }
         let mut failures = 0u32;
         let mut pending: Option<Manifest> = None;
         loop {
@@ -236,12 +246,45 @@ impl Worker {
 
     fn deletions_due(&self) -> bool {
         let cutoff = now_ms().saturating_sub(self.bucket.delete_delay().as_millis() as i64);
-        self.last.gone.iter().any(|g| g.since_ms <= cutoff)
+        !self.orphans.is_empty() || self.last.gone.iter().any(|g| g.since_ms <= cutoff)
+    }
+
+    /// Lists the prefix's partition files (once, at start: never on a query path) and keeps
+    /// those that neither the newest record lists nor its gone list names: uploads that a crash
+    /// or a fenced writer left uncommitted. The next commit records them as gone since they
+    /// were written, so they are deleted after the delay like any other.
+    fn find_orphans(&mut self) -> crate::error::Result<()> {
+        let known: HashSet<(i64, u64)> = files_of(&self.last.manifest)
+            .into_iter()
+            .chain(self.last.gone.iter().map(|g| (g.partition, g.id)))
+            .collect();
+        for (partition, id, modified_ms) in self.bucket.list_files()? {
+            if !known.contains(&(partition, id)) {
+                self.orphans.push(Gone { partition, id, since_ms: modified_ms });
+            }
+        }
+        if !self.orphans.is_empty() {
+            tracing::info!(
+                files = self.orphans.len(),
+                "found files in the bucket that no manifest lists; deleting them after the delay"
+            );
+        }
+        Ok(())
     }
 
     /// Uploads what `m` lists and the bucket lacks, deletes gone objects whose delay is over,
     /// and commits `m`. Ok(false): fenced, stop.
     fn sync(&mut self, m: &Manifest) -> crate::error::Result<bool> {
+        // After a pause (no commit for half the delete delay), first check that no writer
+        // took the prefix meanwhile: the number after ours may have been taken and deleted
+        // since (see `commit::prune_records`), and the files this writer thinks gone may be
+        // listed by the newer writer's records.
+        if self.confirmed.elapsed() > self.bucket.delete_delay() / 2 && !self.still_ours()? {
+            return Ok(false);
+        }
+        if !self.resolve_in_flight()? {
+            return Ok(false);
+        }
         let last = &self.last.manifest;
         let unchanged = m.files == last.files
             && m.tombstones.len() == last.tombstones.len()
@@ -249,17 +292,6 @@ impl Worker {
         if unchanged && !self.deletions_due() {
             // A commit that changes only the local WAL position: nothing for the bucket.
             return Ok(true);
-        }
-        // After a pause (no commit for half the delete delay), first check that no writer
-        // took the prefix meanwhile: the number after ours may have been taken and deleted
-        // since (see `commit::prune_records`), and the files this writer thinks gone may be
-        // listed by the newer writer's records.
-        if self.confirmed.elapsed() > self.bucket.delete_delay() / 2 {
-            if let Err(theirs) = commit::still_ours(&self.bucket, &self.last)? {
-                self.fenced(theirs);
-                return Ok(false);
-            }
-            self.confirmed = Instant::now();
         }
         let held: HashSet<(i64, u64)> =
             self.last.manifest.files.iter().map(|f| (f.partition, f.id)).collect();
@@ -295,6 +327,10 @@ impl Worker {
         }
         let listed: HashSet<(i64, u64)> = m.files.iter().map(|f| (f.partition, f.id)).collect();
         let now = now_ms();
+        // Orphans found at start (uploads a crash left uncommitted), unless this manifest lists
+        // them: a file uploaded before the crash whose local commit happened is live.
+        gone.extend(self.orphans.iter().copied());
+        gone.retain(|g| !listed.contains(&(g.partition, g.id)));
         gone.extend(
             self.last
                 .manifest
@@ -311,7 +347,50 @@ impl Worker {
             gone,
             manifest: m.clone(),
         };
-        match commit::commit(&self.bucket, &record)? {
+        // Until this commit's outcome is known, no other record may take its number: a
+        // request that failed may have been applied.
+        self.in_flight = Some(record.clone());
+        let outcome = commit::commit(&self.bucket, &record)?;
+        self.in_flight = None;
+        self.settle(record, outcome)
+    }
+
+    /// Whether the prefix's newest record is still this writer's (its last, or the one whose
+    /// commit is unsettled); if not, the writer is fenced.
+    fn still_ours(&mut self) -> crate::error::Result<bool> {
+        let theirs = match commit::still_ours(&self.bucket, &self.last)? {
+            Ok(()) => None,
+            Err(theirs) => match &self.in_flight {
+                Some(r) if commit::still_ours(&self.bucket, r)?.is_ok() => None,
+                _ => Some(theirs),
+            },
+        };
+        match theirs {
+            None => {
+                self.confirmed = Instant::now();
+                Ok(true)
+            }
+            Some(theirs) => {
+                self.fenced(theirs);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Settles a commit whose request failed earlier (it may have been applied): creating the
+    /// same bytes again finds them if it was, and creates them now if it was not. Ok(false):
+    /// fenced.
+    fn resolve_in_flight(&mut self) -> crate::error::Result<bool> {
+        let Some(record) = self.in_flight.clone() else { return Ok(true) };
+        let outcome = commit::commit(&self.bucket, &record)?;
+        self.in_flight = None;
+        self.settle(record, outcome)
+    }
+
+    /// Takes a commit's outcome: the record becomes the newest, or the writer is fenced
+    /// (Ok(false)).
+    fn settle(&mut self, record: Record, outcome: Commit) -> crate::error::Result<bool> {
+        match outcome {
             Commit::Done => {
                 self.confirmed = Instant::now();
                 LocalState { epoch: record.epoch, seq: record.seq }.store(&self.dir)?;
@@ -320,6 +399,7 @@ impl Worker {
                 *self.shared.committed.lock() = Arc::new(files_of(&record.manifest));
                 self.last = record;
                 self.uploaded.clear();
+                self.orphans.clear();
                 match commit::prune_records(&self.bucket, &self.last) {
                     Ok(oldest) => self.last.oldest = oldest,
                     Err(e) => {

@@ -238,6 +238,25 @@ impl Bucket {
         got.map_err(|e| store_error("HEAD", key, e))
     }
 
+    /// Every partition file under the prefix: (partition, file id, last modified unix ms).
+    /// A LIST: only for the writer's leftover scan at start, never on a query path.
+    pub(crate) fn list_files(&self) -> Result<Vec<(i64, u64, i64)>> {
+        use futures::TryStreamExt;
+        let (store, dir) = (Arc::clone(&self.store), self.key("partitions"));
+        let listed = self.run(async move { store.list(Some(&dir)).try_collect::<Vec<_>>().await })?;
+        let listed = listed.map_err(|e| store_error("LIST", &self.key("partitions"), e))?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|meta| {
+                let parts: Vec<_> = meta.location.parts().collect();
+                let [.., dir, name] = parts.as_slice() else { return None };
+                let partition = crate::filenames::parse_partition_dir(dir.as_ref())?;
+                let id = crate::filenames::parse_partition_file(name.as_ref())?;
+                Some((partition, id, meta.last_modified.timestamp_millis()))
+            })
+            .collect())
+    }
+
     /// Writes the object, replacing any.
     pub(crate) fn put(&self, key: &Path, bytes: Bytes) -> Result<()> {
         let (store, k) = (Arc::clone(&self.store), key.clone());
