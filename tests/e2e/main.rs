@@ -1,6 +1,6 @@
 //! The black-box tests: the real `strata` binary (`CARGO_BIN_EXE_strata`) started on an
 //! ephemeral port with its own data directory, driven over real sockets by real clients
-//! (Prometheus, promtool, vmalert, InfluxDB, Chromium, curl) and our own.
+//! (Prometheus, promtool, vmalert, InfluxDB, Chromium, curl, Ceph's S3 gateway) and our own.
 //!
 //! One test binary, one module per subject, so the suite links once. [`common`] starts and
 //! stops strata and the peers; a peer that is not installed fails the test under CI and is
@@ -24,6 +24,7 @@ mod prometheus;
 mod promtool_query;
 mod query_api;
 mod remote_read;
+mod s3;
 mod server;
 mod slow_clients;
 mod ui_browser;
