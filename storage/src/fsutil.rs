@@ -30,10 +30,9 @@ pub fn create_dir_durable(dir: &Path) -> Result<()> {
     fault::check(Op::Create, dir)
         .and_then(|()| fs::create_dir_all(dir))
         .map_err(|e| Error::io(format!("create dir {}", dir.display()), e))?;
-    if let Some(parent) = dir.parent() {
-        sync_dir(parent)?;
-    }
-    Ok(())
+    // `data` has the parent "", which names no directory: its parent is the working directory.
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    sync_dir(parent)
 }
 
 /// A failed [`replace_atomic`]: what went wrong, and whether `path` already holds the new bytes.
@@ -195,5 +194,15 @@ mod tests {
         assert_eq!(fs::read(&p).unwrap(), b"two");
         fs::write(d.path().join("x.tmp"), b"junk").unwrap();
         assert_eq!(remove_tmp_files(d.path()).unwrap(), 1);
+    }
+
+    /// `--data-dir data` (one relative component, whose parent is the empty path).
+    #[test]
+    fn a_relative_directory_of_one_component_is_created() {
+        let name = format!("strata-fsutil-test-{}", std::process::id());
+        let dir = Path::new(&name);
+        let created = create_dir_durable(dir);
+        let _ = fs::remove_dir(dir);
+        created.unwrap();
     }
 }
