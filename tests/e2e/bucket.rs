@@ -48,41 +48,52 @@ fn query(strata: &Strata) -> String {
     r.body
 }
 
-#[test]
-fn an_empty_data_directory_serves_what_the_bucket_holds() {
-    let dirs = Dirs::new();
-    let args = dirs.args();
-    let mut first = start(dirs.d1.path(), &args);
+/// One server on `d1` with the bucket flags `args` writes and stops (SIGTERM flushes and waits
+/// for the bucket); `stopped` runs then (to look into the bucket); a second server on the empty
+/// `d2` answers the same query alike. Shared with `s3.rs`, which runs it against RGW.
+pub(crate) fn check_restore(
+    args: &[String],
+    d1: &std::path::Path,
+    d2: &std::path::Path,
+    stopped: impl FnOnce(),
+) {
+    let mut first = start(d1, args);
     assert_eq!(write(&first, LINES), 204);
     let want = query(&first);
     assert!(want.contains(r#""host":"b""#), "{want}");
     let metrics = first.get("/metrics").body;
     assert!(metrics.contains("strata_storage_bucket_fenced 0"), "{metrics}");
-    // SIGTERM flushes the head and waits for the bucket to hold the file.
     assert_eq!(first.terminate().code(), Some(0), "{}", first.log());
     assert!(first.log().contains("opened the bucket prefix"), "{}", first.log());
-
-    let mut second = start(dirs.d2.path(), &args);
+    stopped();
+    let mut second = start(d2, args);
     assert!(second.log().contains("restored the data directory from the bucket"), "{}", second.log());
     assert_eq!(query(&second), want);
-    assert_eq!(second.terminate().code(), Some(0));
+    assert_eq!(second.terminate().code(), Some(0), "{}", second.log());
+}
+
+/// A second server on `d2` fences the first on `d1`: the first learns at its next commit (the
+/// flush on SIGTERM), and its directory no longer opens with the bucket; the second goes on.
+pub(crate) fn check_fencing(args: &[String], d1: &std::path::Path, d2: &std::path::Path) {
+    let mut first = start(d1, args);
+    let mut second = start(d2, args);
+    assert_eq!(write(&first, LINES), 204);
+    assert_eq!(first.terminate().code(), Some(0), "{}", first.log());
+    assert!(first.log().contains("another writer opened this bucket prefix"), "{}", first.log());
+    let refused = Strata::spawn(d1, &args.iter().map(String::as_str).collect::<Vec<_>>()).wait_exit();
+    assert_ne!(refused.code(), Some(0));
+    assert_eq!(write(&second, LINES), 204);
+    assert_eq!(second.terminate().code(), Some(0), "{}", second.log());
+}
+
+#[test]
+fn an_empty_data_directory_serves_what_the_bucket_holds() {
+    let dirs = Dirs::new();
+    check_restore(&dirs.args(), dirs.d1.path(), dirs.d2.path(), || {});
 }
 
 #[test]
 fn a_second_writer_fences_the_first() {
     let dirs = Dirs::new();
-    let args = dirs.args();
-    let mut first = start(dirs.d1.path(), &args);
-    let mut second = start(dirs.d2.path(), &args);
-    // The first learns at its next commit: a flush (here the admin endpoint would do; SIGTERM
-    // flushes too). Its writes then get 503, which senders retry elsewhere.
-    assert_eq!(write(&first, LINES), 204);
-    assert_eq!(first.terminate().code(), Some(0));
-    assert!(first.log().contains("another writer opened this bucket prefix"), "{}", first.log());
-    // The first's directory no longer belongs to the prefix.
-    let refused =
-        Strata::spawn(dirs.d1.path(), &args.iter().map(String::as_str).collect::<Vec<_>>()).wait_exit();
-    assert_ne!(refused.code(), Some(0));
-    assert_eq!(write(&second, LINES), 204);
-    assert_eq!(second.terminate().code(), Some(0));
+    check_fencing(&dirs.args(), dirs.d1.path(), dirs.d2.path());
 }

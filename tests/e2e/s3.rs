@@ -24,8 +24,8 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, WriteMultipart};
 
+use crate::bucket::{check_fencing, check_restore};
 use crate::common::process::peer;
-use crate::common::{Strata, urlencode};
 
 /// The bucket every test writes to, under a prefix named after the test.
 const BUCKET: &str = "strata-e2e";
@@ -52,10 +52,6 @@ const PROGRAMS: &[(&str, &str)] = &[
     ("uuidgen", "uuid-runtime"),
     ("curl", "curl"),
 ];
-
-const LINES: &str = "cpu,host=a usage=1 1700000000000000000\n\
-                     cpu,host=a usage=2 1700000010000000000\n\
-                     cpu,host=b usage=3 1700000000000000000\n";
 
 /// A running cluster with a bucket.
 struct Rgw {
@@ -216,24 +212,6 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
 }
 
-fn start_strata(dir: &Path, args: &[String]) -> Strata {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut s = Strata::start_with(dir, &args);
-    s.wait_ready();
-    s
-}
-
-fn write(strata: &Strata, body: &str) -> u16 {
-    strata.post("/write?db=test&precision=ns", &[], body.as_bytes()).status
-}
-
-fn query(strata: &Strata) -> String {
-    let q = urlencode("cpu_usage");
-    let r = strata.get(&format!("/api/v1/query_range?query={q}&start=1699999990&end=1700000020&step=5"));
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body
-}
-
 /// The objects under `prefix` (recursively), by key.
 fn objects(store: &AmazonS3, prefix: &str) -> Vec<String> {
     block_on(async {
@@ -254,30 +232,16 @@ fn an_empty_data_directory_serves_what_rgw_holds() {
     let test = "an_empty_data_directory_serves_what_rgw_holds";
     let Some(rgw) = rgw(test) else { return };
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let args = rgw.args(test);
-    let mut first = start_strata(d1.path(), &args);
-    assert_eq!(write(&first, LINES), 204);
-    let want = query(&first);
-    assert!(want.contains(r#""host":"b""#), "{want}");
-    let metrics = first.get("/metrics").body;
-    assert!(metrics.contains("strata_storage_bucket_fenced 0"), "{metrics}");
-    // SIGTERM flushes the head and waits for the bucket to hold the file.
-    assert_eq!(first.terminate().code(), Some(0), "{}", first.log());
-    assert!(first.log().contains("opened the bucket prefix"), "{}", first.log());
-
-    // The layout of docs/format/bucket.md, in RGW.
-    let keys = objects(&rgw.store(), test);
-    assert!(keys.contains(&format!("{test}/manifest/latest")), "{keys:?}");
-    assert!(keys.iter().any(|k| k.starts_with(&format!("{test}/manifest/0000"))), "{keys:?}");
-    assert!(
-        keys.iter().any(|k| k.starts_with(&format!("{test}/partitions/")) && k.ends_with(".spf")),
-        "{keys:?}"
-    );
-
-    let mut second = start_strata(d2.path(), &args);
-    assert!(second.log().contains("restored the data directory from the bucket"), "{}", second.log());
-    assert_eq!(query(&second), want);
-    assert_eq!(second.terminate().code(), Some(0), "{}", second.log());
+    check_restore(&rgw.args(test), d1.path(), d2.path(), || {
+        // The layout of docs/format/bucket.md, in RGW.
+        let keys = objects(&rgw.store(), test);
+        assert!(keys.contains(&format!("{test}/manifest/latest")), "{keys:?}");
+        assert!(keys.iter().any(|k| k.starts_with(&format!("{test}/manifest/0000"))), "{keys:?}");
+        assert!(
+            keys.iter().any(|k| k.starts_with(&format!("{test}/partitions/")) && k.ends_with(".spf")),
+            "{keys:?}"
+        );
+    });
 }
 
 #[test]
@@ -285,23 +249,9 @@ fn a_second_writer_fences_the_first_on_rgw() {
     let test = "a_second_writer_fences_the_first_on_rgw";
     let Some(rgw) = rgw(test) else { return };
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let args = rgw.args(test);
-    let mut first = start_strata(d1.path(), &args);
-    let mut second = start_strata(d2.path(), &args);
-    // The first learns at its next commit, which the flush on SIGTERM makes.
-    assert_eq!(write(&first, LINES), 204);
-    assert_eq!(first.terminate().code(), Some(0), "{}", first.log());
-    assert!(first.log().contains("another writer opened this bucket prefix"), "{}", first.log());
-    // The first's directory no longer belongs to the prefix.
-    let refused = Strata::spawn(d1.path(), &args.iter().map(String::as_str).collect::<Vec<_>>()).wait_exit();
-    assert_ne!(refused.code(), Some(0));
-    assert_eq!(write(&second, LINES), 204);
-    assert_eq!(second.terminate().code(), Some(0), "{}", second.log());
+    check_fencing(&rgw.args(test), d1.path(), d2.path());
 }
 
-/// The manifest protocol's premise on RGW: of clients creating one key at once with
-/// `PutMode::Create` (`If-None-Match: *`), exactly one succeeds, the others get `AlreadyExists`,
-/// and the object holds the winner's bytes.
 #[test]
 fn racing_conditional_creates_have_one_winner_each() {
     let test = "racing_conditional_creates_have_one_winner_each";
