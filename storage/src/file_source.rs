@@ -21,7 +21,7 @@ use crate::error::Result;
 /// The bytes of one partition file, and when they were last read.
 pub(crate) struct FileBytes {
     source: Source,
-    /// [`use_tick`] at the last data read: the cache trim drops the least recently read files.
+    /// [`READ_CLOCK`] at the last data read: the cache trim drops the least recently read files.
     last_read: AtomicU64,
 }
 
@@ -32,15 +32,20 @@ enum Source {
     Cached(CachedObject),
 }
 
-/// A process-wide counter that orders reads in time (cheaper than a clock on every read).
-fn use_tick() -> u64 {
-    static TICK: AtomicU64 = AtomicU64::new(1);
-    TICK.fetch_add(1, Ordering::Relaxed)
+/// A coarse clock for "least recently read": moved on by each trim of the bucket cache
+/// ([`advance_read_clock`]), read on every data read. A read only loads it and stores into its
+/// file when the value changed, so the hot read path touches no line that other threads write
+/// at read rate; files read between two trims tie, which is all a trim can tell apart.
+static READ_CLOCK: AtomicU64 = AtomicU64::new(1);
+
+/// Moves the read clock on: reads from now on count as later than every read before.
+pub(crate) fn advance_read_clock() {
+    READ_CLOCK.fetch_add(1, Ordering::Relaxed);
 }
 
 impl FileBytes {
     fn new(source: Source) -> FileBytes {
-        FileBytes { source, last_read: AtomicU64::new(use_tick()) }
+        FileBytes { source, last_read: AtomicU64::new(READ_CLOCK.load(Ordering::Relaxed)) }
     }
 
     /// The whole file as mapped. For a cached file only what was fetched holds its bytes: the
@@ -54,7 +59,10 @@ impl FileBytes {
 
     /// The bytes of `range` (None if it lies outside the file), fetched first if needed.
     pub fn get(&self, range: Range<usize>) -> Result<Option<&[u8]>> {
-        self.last_read.store(use_tick(), Ordering::Relaxed);
+        let now = READ_CLOCK.load(Ordering::Relaxed);
+        if self.last_read.load(Ordering::Relaxed) != now {
+            self.last_read.store(now, Ordering::Relaxed);
+        }
         self.prefetch(std::slice::from_ref(&range))?;
         Ok(self.all().get(range))
     }

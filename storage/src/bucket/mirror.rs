@@ -293,8 +293,7 @@ impl Worker {
             // A commit that changes only the local WAL position: nothing for the bucket.
             return Ok(true);
         }
-        let held: HashSet<(i64, u64)> =
-            self.last.manifest.files.iter().map(|f| (f.partition, f.id)).collect();
+        let held = files_of(&self.last.manifest);
         for f in &m.files {
             if held.contains(&(f.partition, f.id)) || self.uploaded.contains(&(f.partition, f.id)) {
                 continue;
@@ -325,7 +324,7 @@ impl Worker {
                 gone.push(*g);
             }
         }
-        let listed: HashSet<(i64, u64)> = m.files.iter().map(|f| (f.partition, f.id)).collect();
+        let listed = files_of(m);
         let now = now_ms();
         // Orphans found at start (uploads a crash left uncommitted), unless this manifest lists
         // them: a file uploaded before the crash whose local commit happened is live.

@@ -212,19 +212,6 @@ impl Bucket {
         got.map_err(|e| store_error("GET (ranges)", key, e))
     }
 
-    /// Whether the object exists (a HEAD request).
-    pub(crate) fn exists(&self, key: &Path) -> Result<bool> {
-        let (store, k) = (Arc::clone(&self.store), key.clone());
-        let got = self.run(async move {
-            match store.head(&k).await {
-                Ok(_) => Ok(true),
-                Err(object_store::Error::NotFound { .. }) => Ok(false),
-                Err(e) => Err(e),
-            }
-        })?;
-        got.map_err(|e| store_error("HEAD", key, e))
-    }
-
     /// When the object was last written (unix ms), or None if there is none.
     pub(crate) fn modified_ms(&self, key: &Path) -> Result<Option<i64>> {
         let (store, k) = (Arc::clone(&self.store), key.clone());
@@ -236,6 +223,11 @@ impl Bucket {
             }
         })?;
         got.map_err(|e| store_error("HEAD", key, e))
+    }
+
+    /// Whether the object exists (a HEAD request).
+    pub(crate) fn exists(&self, key: &Path) -> Result<bool> {
+        self.modified_ms(key).map(|m| m.is_some())
     }
 
     /// Every partition file under the prefix: (partition, file id, last modified unix ms).

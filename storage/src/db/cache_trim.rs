@@ -28,6 +28,8 @@ impl Inner {
             return Ok(0);
         }
         let state = self.state.read().clone();
+        // Reads after this trim rank later than every read before it.
+        crate::file_source::advance_read_clock();
         let files: Vec<&Arc<LiveFile>> = state.partitions.values().flatten().collect();
         let mut total: u64 = files.iter().map(|f| f.file.local_bytes()).sum();
         if total <= max {
