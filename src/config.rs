@@ -16,6 +16,27 @@ use crate::duration::PromDuration;
 use crate::server::ServerConfig;
 use crate::size::ByteSize;
 
+/// `--role`: which parts of strata this process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Ingest, storage and queries in one process (the default).
+    All,
+    /// Ingest and storage for one bucket prefix (queries over it too).
+    Write,
+    /// Queries over every writer's prefix in the bucket; no ingest.
+    Query,
+}
+
+impl Role {
+    fn to_possible_value_name(self) -> &'static str {
+        match self {
+            Role::All => "all",
+            Role::Write => "write",
+            Role::Query => "query",
+        }
+    }
+}
+
 /// strata: a Prometheus-compatible remote storage with its own PromQL engine.
 ///
 /// Durations are written as in Prometheus (15d, 12h, 90m, 1h30m, 100ms; units y w d h m s ms),
@@ -263,6 +284,20 @@ pub struct Cli {
     #[arg(long = "storage.bucket-delete-delay", value_name = "DURATION", default_value = "2h")]
     pub storage_bucket_delete_delay: PromDuration,
 
+    /// What this process does. `all`: everything, on its own data directory (and bucket
+    /// prefix, if --storage.bucket is set). `write`: the same, and requires a bucket: ingest,
+    /// uploads and compaction for its prefix. `query`: a stateless query node over every
+    /// writer's prefix at and one level below --storage.bucket; its data directory is only a
+    /// cache, and writes to it are refused with 503.
+    #[arg(long, value_enum, default_value = "all")]
+    pub role: Role,
+
+    /// On a query node (--role query): how often the writers' prefixes are checked for new
+    /// manifests (one HEAD request per prefix) and new prefixes looked for (a LIST every 8th
+    /// time).
+    #[arg(long = "storage.bucket-refresh", value_name = "DURATION", default_value = "15s")]
+    pub storage_bucket_refresh: PromDuration,
+
     /// Enable the admin endpoints under /api/v1/admin/tsdb/ (delete series, clean tombstones,
     /// snapshot). Off, they answer 503 "admin APIs disabled", as in Prometheus.
     #[arg(long = "web.enable-admin-api")]
@@ -399,7 +434,18 @@ impl Cli {
             cache_bytes_max: self.storage_bucket_cache_size.0,
             store: None,
         });
+        opts.follow = (self.role == Role::Query).then(|| self.storage_bucket_refresh.as_std());
         opts
+    }
+
+    /// Refuses flag combinations that cannot work: a writer or query node without a bucket.
+    pub fn check_role(&self) -> Result<(), String> {
+        match (self.role, &self.storage_bucket) {
+            (Role::Write | Role::Query, None) => {
+                Err(format!("--role {} needs --storage.bucket", self.role.to_possible_value_name()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Reads the secret named by `--storage.bucket-secret-access-key-file` into `opts`.

@@ -172,6 +172,9 @@ impl From<storage::Error> for ApiError {
             err @ storage::Error::Fenced { .. } => {
                 ApiError::Unavailable(format!("{err}; send to the writer that now owns the prefix"))
             }
+            // A 503, not a 400: a sender pointed at a query node by mistake keeps its samples
+            // and retries until it is pointed at a writer.
+            err @ storage::Error::ReadOnly(_) => ApiError::Unavailable(err.to_string()),
             storage::Error::Poisoned(_) => ApiError::Unavailable(
                 "storage cannot make writes durable after an I/O failure (disk full?); it retries by itself, retry later".into(),
             ),

@@ -1,8 +1,8 @@
 //! `/-/healthy` and `/-/ready`, answered in plain text as Prometheus answers them.
 //!
 //! Healthy means the process is alive and serving HTTP. Ready means it can do its job: the
-//! database is open (the WAL replay at startup is over), writes can be made durable, and it is
-//! not shutting down. Orchestrators restart on failed liveness and route traffic on readiness,
+//! database is open (the WAL replay at startup is over), writes can be made durable (on a query
+//! node, which never writes: it has read the bucket's manifests), and it is not shutting down. Orchestrators restart on failed liveness and route traffic on readiness,
 //! so only readiness depends on storage.
 
 use std::sync::Arc;
@@ -36,7 +36,8 @@ impl Readiness {
             return Readiness::Opening;
         };
         let health = db.health();
-        if health.writable {
+        // A query node is ready once open: it never writes.
+        if health.writable || db.reads_only() {
             Readiness::Ready
         } else {
             Readiness::Unwritable(health.reason.unwrap_or_else(|| "no reason given".into()))

@@ -25,7 +25,7 @@ fn main() -> ExitCode {
         tracing::warn!(feature, "unknown --enable-feature value ignored");
     }
     let mut config = cli.server_config();
-    if let Err(err) = cli.read_bucket_secret(&mut config.storage) {
+    if let Err(err) = cli.check_role().and_then(|()| cli.read_bucket_secret(&mut config.storage)) {
         tracing::error!("{err}");
         return ExitCode::from(2);
     }

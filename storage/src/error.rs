@@ -94,6 +94,10 @@ pub enum Error {
         /// The newer writer's epoch.
         theirs: u64,
     },
+    /// A query node (`--role query`) only reads: writes and changes go to the writer that owns
+    /// the prefix.
+    #[error("{0}: this node only reads the bucket (--role query); the writer of the prefix does that")]
+    ReadOnly(&'static str),
 }
 
 impl Error {

@@ -58,6 +58,10 @@ pub struct Options {
     /// Partition files and manifests mirrored to this bucket (see `bucket`); `None` (the
     /// default) keeps everything in `data_dir` only.
     pub bucket: Option<crate::BucketOptions>,
+    /// `Some(refresh)`: a query node (`--role query`). The database serves the files of every
+    /// writer's prefix at and below `bucket` (see `db/follow.rs`), looks for newer manifests
+    /// every `refresh`, and refuses appends and every other change.
+    pub follow: Option<Duration>,
 }
 
 impl Options {
@@ -99,6 +103,7 @@ impl Options {
             compact_files_min: 4,
             series_limits: SeriesLimits::default(),
             bucket: None,
+            follow: None,
         }
     }
 }

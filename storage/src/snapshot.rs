@@ -100,7 +100,7 @@ impl Snapshot {
     ) -> Result<()> {
         let s = &self.state;
         let heads = || std::iter::once(&s.head).chain(s.frozen.iter().map(|f| &f.head));
-        let in_files = self.partitions_in(mint, maxt).flatten().any(|f| f.file.has_starts(id));
+        let in_files = self.partitions_in(mint, maxt).flatten().any(|f| f.may_hold(|p| p.has_starts(id)));
         if !in_files && !heads().any(|h| h.has_starts(id)) {
             return Ok(());
         }
@@ -124,7 +124,7 @@ impl Snapshot {
     /// `[mint, maxt]` (or around it: a cheap test, may say yes for a range without any).
     pub(crate) fn may_have_histograms(&self, id: SeriesId, mint: i64, maxt: i64) -> bool {
         let s = &self.state;
-        self.partitions_in(mint, maxt).flatten().any(|f| f.file.has_histograms(id))
+        self.partitions_in(mint, maxt).flatten().any(|f| f.may_hold(|p| p.has_histograms(id)))
             || s.head.has_histograms(id)
             || s.frozen.iter().any(|f| f.head.has_histograms(id))
     }
@@ -168,7 +168,7 @@ impl Snapshot {
         let mut tombstoned = Vec::new();
         let files: Vec<_> = self.partitions_in(mint, maxt).flatten().collect();
         for (i, f) in files.iter().enumerate() {
-            if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(series.id) {
+            if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file()?.contains(series.id) {
                 tombstoned.push(false);
                 continue;
             }
@@ -177,7 +177,7 @@ impl Snapshot {
                     .iter()
                     .any(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, &series.labels)),
             );
-            for b in f.file.blocks_in(series.id, mint, maxt)? {
+            for b in f.file()?.blocks_in(series.id, mint, maxt)? {
                 all.push((i, b));
             }
         }
@@ -197,6 +197,7 @@ impl Snapshot {
     }
 
     fn matching(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>> {
+        self.open_files_in(mint, maxt)?;
         let in_range = InRange::new(self, mint, maxt);
         if in_range.is_empty() {
             return Ok(Vec::new());
@@ -213,6 +214,32 @@ impl Snapshot {
     }
 
     /// The series `matchers` select (all live series if there are none); None stands for all.
+    /// Opens the files not open yet (a query node's, see [`LiveFile`]) of the partitions
+    /// `[mint, maxt]` reaches, up to 16 at once, so that their series are in the index before
+    /// anything is looked up there. Nothing to do on a writer, whose files are all open.
+    fn open_files_in(&self, mint: i64, maxt: i64) -> Result<()> {
+        let closed: Vec<&Arc<LiveFile>> =
+            self.partitions_in(mint, maxt).flatten().filter(|f| f.opened().is_none()).collect();
+        if closed.is_empty() {
+            return Ok(());
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let first_error = parking_lot::Mutex::new(None);
+        std::thread::scope(|scope| {
+            for _ in 0..closed.len().min(16) {
+                scope.spawn(|| {
+                    while let Some(f) = closed.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                        if let Err(e) = f.file() {
+                            first_error.lock().get_or_insert(e);
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        first_error.into_inner().map_or(Ok(()), Err)
+    }
+
     fn candidates(&self, matchers: &[Matcher]) -> Option<Vec<SeriesId>> {
         (!matchers.is_empty()).then(|| self.shared.index.select(matchers))
     }
@@ -348,6 +375,7 @@ impl Querier for Snapshot {
     }
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
+        self.open_files_in(mint, maxt)?;
         let in_range = InRange::new(self, mint, maxt);
         if in_range.is_empty() {
             return Ok(Vec::new());
@@ -357,6 +385,7 @@ impl Querier for Snapshot {
     }
 
     fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
+        self.open_files_in(mint, maxt)?;
         let in_range = InRange::new(self, mint, maxt);
         if in_range.is_empty() {
             return Ok(Vec::new());

@@ -1,6 +1,7 @@
 //! The server with `--storage.bucket`: what one writer wrote, flushed and shut down, a second
 //! server started on an empty data directory and the same bucket answers alike; a writer
-//! started while another holds the prefix fences it.
+//! started while another holds the prefix fences it; a query node answers over two writers'
+//! prefixes as one server fed both writers' data does.
 
 use crate::common::{Strata, urlencode};
 
@@ -84,6 +85,56 @@ pub(crate) fn check_fencing(args: &[String], d1: &std::path::Path, d2: &std::pat
     assert_ne!(refused.code(), Some(0));
     assert_eq!(write(&second, LINES), 204);
     assert_eq!(second.terminate().code(), Some(0), "{}", second.log());
+}
+
+/// Two writers (`--role write`) on `<root>/a` and `<root>/b` write and stop; a query node on
+/// `<root>` answers as a single server fed the same lines, refuses writes with 503, and sees a
+/// writer's later upload at its next refresh. `root_args(prefix)` are the bucket flags for
+/// `<root>/<prefix>` (`""`: the root) and a retention that keeps [`LINES`]. Shared with `s3.rs`.
+pub(crate) fn check_query_node(root_args: impl Fn(&str) -> Vec<String>) {
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let with = |prefix: &str, extra: &[&str]| {
+        let mut a = root_args(prefix);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let (lines_a, lines_b) = LINES.split_at(LINES.find("cpu,host=b").unwrap());
+    let later = "cpu,host=a usage=4 1700000015000000000\n";
+    for (prefix, dir, lines) in [("a", &dirs[0], lines_a), ("b", &dirs[1], lines_b)] {
+        let mut w = start(dir.path(), &with(prefix, &["--role", "write"]));
+        assert_eq!(write(&w, lines), 204);
+        assert_eq!(w.terminate().code(), Some(0), "{}", w.log());
+    }
+    let mut single = start(dirs[2].path(), &["--retention".into(), "100y".into()]);
+    assert_eq!(write(&single, LINES), 204);
+    let mut q = start(dirs[3].path(), &with("", &["--role", "query", "--storage.bucket-refresh", "100ms"]));
+    assert_eq!(query(&q), query(&single));
+    assert_eq!(q.get("/-/ready").status, 200);
+    let refused = q.post("/write?db=test&precision=ns", &[], later.as_bytes());
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(refused.body.contains("--role query"), "{}", refused.body);
+
+    let mut w = start(dirs[0].path(), &with("a", &["--role", "write"]));
+    assert_eq!(write(&w, later), 204);
+    assert_eq!(write(&single, later), 204);
+    assert_eq!(w.terminate().code(), Some(0), "{}", w.log());
+    let want = query(&single);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while query(&q) != want {
+        assert!(std::time::Instant::now() < deadline, "the query node did not see the new upload");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(q.terminate().code(), Some(0), "{}", q.log());
+    assert_eq!(single.terminate().code(), Some(0), "{}", single.log());
+}
+
+#[test]
+fn a_query_node_answers_over_every_writers_prefix() {
+    let bucket = tempfile::tempdir().unwrap();
+    check_query_node(|prefix| {
+        let url = format!("file://{}/{prefix}", bucket.path().display());
+        ["--storage.bucket", url.trim_end_matches('/'), "--retention", "100y"].map(String::from).to_vec()
+    });
 }
 
 #[test]

@@ -24,7 +24,7 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, WriteMultipart};
 
-use crate::bucket::{check_fencing, check_restore};
+use crate::bucket::{check_fencing, check_query_node, check_restore};
 use crate::common::process::peer;
 
 /// The bucket every test writes to, under a prefix named after the test.
@@ -250,6 +250,16 @@ fn a_second_writer_fences_the_first_on_rgw() {
     let Some(rgw) = rgw(test) else { return };
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     check_fencing(&rgw.args(test), d1.path(), d2.path());
+}
+
+#[test]
+fn a_query_node_answers_over_every_writers_prefix_on_rgw() {
+    let test = "a_query_node_answers_over_every_writers_prefix_on_rgw";
+    let Some(rgw) = rgw(test) else { return };
+    check_query_node(|prefix| match prefix {
+        "" => rgw.args(test),
+        p => rgw.args(&format!("{test}/{p}")),
+    });
 }
 
 #[test]

@@ -25,6 +25,7 @@ pub(crate) mod cache;
 pub(crate) mod commit;
 #[cfg(any(test, feature = "testing"))]
 pub mod faulty;
+pub(crate) mod follow;
 pub(crate) mod mirror;
 pub(crate) mod record;
 #[cfg(test)]
@@ -84,8 +85,8 @@ pub struct Bucket {
     /// How the bucket was named, for messages.
     url: String,
     delete_delay: Duration,
-    /// `None` only while dropping (see `Drop`).
-    runtime: Option<tokio::runtime::Runtime>,
+    /// Shared with the buckets of [`Bucket::sub`]; `None` only while dropping (see `Drop`).
+    runtime: Option<Arc<tokio::runtime::Runtime>>,
 }
 
 impl fmt::Debug for Bucket {
@@ -98,7 +99,7 @@ impl Drop for Bucket {
     fn drop(&mut self) {
         // A runtime dropped inside another runtime's context panics; this one may be dropped
         // from a server task, so it is shut down without waiting for its threads.
-        if let Some(rt) = self.runtime.take() {
+        if let Some(rt) = self.runtime.take().and_then(Arc::into_inner) {
             rt.shutdown_background();
         }
     }
@@ -148,8 +149,31 @@ impl Bucket {
             prefix: Path::from(prefix.trim_matches('/')),
             url: opts.url.clone(),
             delete_delay: opts.delete_delay,
-            runtime: Some(runtime),
+            runtime: Some(Arc::new(runtime)),
         })
+    }
+
+    /// The bucket of prefix `<prefix>/<name>` in the same store, sharing this one's runtime.
+    pub(crate) fn sub(&self, name: &str) -> Bucket {
+        Bucket {
+            store: Arc::clone(&self.store),
+            prefix: self.key(name),
+            url: format!("{}/{name}", self.url.trim_end_matches('/')),
+            delete_delay: self.delete_delay,
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// The names one level below the prefix that hold anything (a LIST with a delimiter):
+    /// a query node's search for writers' prefixes, in the background, never on a query path.
+    pub(crate) fn list_dirs(&self) -> Result<Vec<String>> {
+        let (store, dir) = (Arc::clone(&self.store), self.prefix.clone());
+        let listed = self.run(async move {
+            let at = (!dir.as_ref().is_empty()).then_some(&dir);
+            store.list_with_delimiter(at).await
+        })?;
+        let listed = listed.map_err(|e| store_error("LIST", &self.prefix, e))?;
+        Ok(listed.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_string)).collect())
     }
 
     /// The URL the bucket was opened with.

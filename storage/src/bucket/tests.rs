@@ -243,3 +243,88 @@ fn racing_writers_never_fork() {
     assert!(gaps <= failed_claims, "{gaps} numbers unaccounted for, {failed_claims} failed claims");
     assert!(store.counts().faults.load(std::sync::atomic::Ordering::Relaxed) > 0);
 }
+
+/// A query node follows two writers' prefixes under its own: it reads what each uploaded,
+/// picks up a writer's later flush and compaction at a refresh, and refuses writes.
+#[test]
+fn a_query_node_serves_every_writers_prefix_and_follows_their_commits() {
+    use crate::query::Querier;
+    use crate::{Batch, Db, Labels, Matcher, Options, Sample};
+    let store: Arc<dyn object_store::ObjectStore> = Arc::new(InMemory::new());
+    let bucket = |url: &str| super::BucketOptions {
+        url: url.into(),
+        delete_delay: Duration::from_secs(3600),
+        store: Some(Arc::clone(&store)),
+        ..super::BucketOptions::default()
+    };
+    let t0 = crate::clock::now_ms() - 5 * 3_600_000;
+    let open = |dir: &std::path::Path, url: &str, follow: Option<Duration>| {
+        Db::open(Options { bucket: Some(bucket(url)), follow, ..Options::new(dir) }).unwrap()
+    };
+    let write = |db: &Db, writer: &str, from: i64, n: i64| {
+        let mut b = Batch::new();
+        let samples = (from..from + n).map(|i| Sample::new(t0 + i * 60_000, i as f64)).collect();
+        b.push(Labels::from_pairs(&[("__name__", "m"), ("writer", writer)]), samples);
+        db.append(&b).unwrap();
+        db.flush().unwrap();
+        assert!(db.wait_mirrored(Duration::from_secs(10)));
+    };
+    let read = |db: &Db| -> Vec<(String, Vec<(i64, f64)>)> {
+        let snap = db.snapshot();
+        let mut out = Vec::new();
+        for s in snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap() {
+            let mut samples = Vec::new();
+            snap.samples(&s, i64::MIN, i64::MAX, &mut samples).unwrap();
+            out.push((s.labels.to_string(), samples.iter().map(|s| (s.t, s.v)).collect()));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    };
+    let (da, db_, dq) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = open(da.path(), "memory://root/a", None);
+    let b = open(db_.path(), "memory://root/b", None);
+    write(&a, "a", 0, 100);
+    write(&b, "b", 0, 50);
+    let q = open(dq.path(), "memory://root", Some(Duration::from_secs(3600)));
+    let cached = || walk(dq.path()).iter().filter(|p| p.to_string_lossy().ends_with(".spf.cache")).count();
+    assert_eq!(cached(), 0, "files open when a query first reaches them");
+    let prefixes: Vec<String> = q.followed_prefixes().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(prefixes, ["a", "b"]);
+    assert_eq!(read(&q), [read(&a), read(&b)].concat());
+    assert_eq!(cached(), 2);
+
+    // A later flush is seen at the next refresh; a refresh with nothing new changes nothing.
+    write(&a, "a", 100, 100);
+    assert!(q.refresh_bucket().unwrap());
+    assert!(!q.refresh_bucket().unwrap());
+    assert_eq!(read(&q), [read(&a), read(&b)].concat());
+    assert_eq!(read(&q)[0].1.len(), 200);
+
+    // Compaction replaces the writer's files; the answers stay.
+    a.compact_all().unwrap();
+    assert!(a.wait_mirrored(Duration::from_secs(10)));
+    assert!(q.refresh_bucket().unwrap());
+    assert_eq!(read(&q), [read(&a), read(&b)].concat());
+
+    let mut batch = Batch::new();
+    batch.push(Labels::from_pairs(&[("__name__", "m")]), vec![Sample::new(t0, 1.0)]);
+    assert!(matches!(q.append(&batch), Err(crate::Error::ReadOnly(_))));
+    assert!(matches!(q.compact(), Err(crate::Error::ReadOnly(_))));
+    for db in [q, a, b] {
+        db.close().unwrap();
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -30,24 +30,25 @@ impl Inner {
         let state = self.state.read().clone();
         // Reads after this trim rank later than every read before it.
         crate::file_source::advance_read_clock();
-        let files: Vec<&Arc<LiveFile>> = state.partitions.values().flatten().collect();
-        let mut total: u64 = files.iter().map(|f| f.file.local_bytes()).sum();
+        // A writer opens every file at start: none is lazy here.
+        let files: Vec<(&Arc<LiveFile>, &PartitionFile)> =
+            state.partitions.values().flatten().filter_map(|f| Some((f, f.opened()?))).collect();
+        let mut total: u64 = files.iter().map(|(_, p)| p.local_bytes()).sum();
         if total <= max {
             return Ok(0);
         }
         let committed = mirror.committed_files();
-        let mut candidates: Vec<&Arc<LiveFile>> = files
+        let mut candidates: Vec<(&Arc<LiveFile>, &PartitionFile)> = files
             .into_iter()
-            .filter(|f| {
-                f.file.local_bytes() > 0
-                    && (f.file.is_cached() || committed.contains(&(f.entry.partition, f.entry.id)))
+            .filter(|(f, p)| {
+                p.local_bytes() > 0 && (p.is_cached() || committed.contains(&(f.entry.partition, f.entry.id)))
             })
             .collect();
-        candidates.sort_by_key(|f| f.file.last_read());
+        candidates.sort_by_key(|(_, p)| p.last_read());
         let bucket = mirror.bucket();
         let mut replaced: Vec<(Arc<LiveFile>, bool)> = Vec::new();
         let before = total;
-        for f in candidates {
+        for (f, p) in candidates {
             if total <= max {
                 break;
             }
@@ -59,8 +60,8 @@ impl Inner {
                 e.size,
                 |labels, _| self.shared.index.get_or_create(labels).0,
             )?;
-            total = total - f.file.local_bytes() + cold.local_bytes();
-            replaced.push((Arc::new(LiveFile { entry: e.clone(), file: cold }), !f.file.is_cached()));
+            total = total - p.local_bytes() + cold.local_bytes();
+            replaced.push((Arc::new(LiveFile::open(e.clone(), cold)), !p.is_cached()));
         }
         self.update_state(|s| {
             let mut n = s.clone_shallow();

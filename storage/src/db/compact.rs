@@ -124,7 +124,7 @@ impl Inner {
         let started = Instant::now();
         let mut ids = BTreeSet::new();
         for f in run {
-            ids.extend(f.file.series_ids());
+            ids.extend(f.file()?.series_ids());
         }
         let ids = self.shared.index.sorted_by_labels(&ids.into_iter().collect::<Vec<_>>());
         let id = m.next_file_id;
@@ -196,7 +196,7 @@ impl Inner {
             let tombs_applied = tombs.iter().map(|t| t.seq).max().unwrap_or(0);
             let entry =
                 FileEntry { partition: p, id, seq, size, min_t, max_t, series, samples, tombs_applied };
-            opened = Some(Arc::new(LiveFile { entry: entry.clone(), file }));
+            opened = Some(Arc::new(LiveFile::open(entry.clone(), file)));
             next.files.push(entry);
             self.counters.compaction_bytes.fetch_add(size, Ordering::Relaxed);
             self.counters.compaction_blocks.fetch_add(blocks, Ordering::Relaxed);
@@ -222,7 +222,7 @@ impl Inner {
         crate::failpoint::hit("compact.before_delete_inputs");
         // Readers holding older snapshots keep their mappings; unlinking a mapped file is safe.
         for f in run {
-            if let Err(e) = fsutil::remove_path(f.file.path()) {
+            if let Err(e) = fsutil::remove_path(f.file()?.path()) {
                 // Committed: the input is no longer listed, so a sweep or startup removes it.
                 tracing::warn!(target: LOG_TARGET, error = %e, "compaction: could not delete an input file; will retry");
                 self.sweep_pending.store(true, Ordering::Release);
@@ -309,7 +309,7 @@ impl Inner {
             live.extend(f.head.series_ids());
         }
         for f in state.partitions.values().flatten() {
-            live.extend(f.file.series_ids());
+            live.extend(f.opened().into_iter().flat_map(|p| p.series_ids()));
         }
         live.sort_unstable();
         live.dedup();

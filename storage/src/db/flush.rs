@@ -198,7 +198,7 @@ impl Inner {
         for e in &entries {
             let path = filenames::partition_file(&self.dir, e.partition, e.id);
             let file = PartitionFile::open(&path, |labels, _| self.shared.index.get_or_create(labels).0)?;
-            opened.push(Arc::new(LiveFile { entry: e.clone(), file }));
+            opened.push(Arc::new(LiveFile::open(e.clone(), file)));
         }
         Ok((entries, opened, bytes))
     }

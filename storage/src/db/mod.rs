@@ -13,6 +13,7 @@ pub mod backup;
 mod cache_trim;
 mod compact;
 mod flush;
+mod follow;
 mod recovery;
 mod splice;
 pub mod stats;
@@ -301,6 +302,8 @@ pub(crate) struct Inner {
     pub partition_writes: Mutex<BTreeMap<i64, Instant>>,
     /// With a bucket: the thread that uploads files and commits manifests to it.
     pub mirror: Option<crate::bucket::mirror::Mirror>,
+    /// On a query node: the prefixes followed (see `follow.rs`).
+    pub follow: Option<Mutex<follow::Follow>>,
     _lock: File,
 }
 
@@ -343,7 +346,6 @@ impl Db {
         let lock = lock_dir(&dir)?;
         fsutil::create_dir_durable(&filenames::partitions_dir(&dir))?;
         let manifest_path = filenames::manifest(&dir);
-        let local = Manifest::load(&manifest_path)?;
         if opts.partition_ms <= 0 {
             return Err(Error::InvalidInput("partition width must be positive".into()));
         }
@@ -351,9 +353,28 @@ impl Db {
             Some(b) => Some(Arc::new(crate::Bucket::open(b)?)),
             None => None,
         };
+        let follow = match (opts.follow, &bucket) {
+            (Some(refresh), Some(root)) => {
+                // A query node's directory is a cache: nothing in it outlives the process.
+                fsutil::remove_path(&manifest_path)?;
+                fsutil::remove_path(&filenames::wal_dir(&dir))?;
+                // The writers' partition width, whatever the flag says.
+                if let Some(ms) = crate::bucket::follow::partition_width(root)? {
+                    opts.partition_ms = ms;
+                }
+                Some(follow::Follow::new(Arc::clone(root), refresh))
+            }
+            (Some(_), None) => {
+                return Err(Error::InvalidInput("a query node needs a bucket (--storage.bucket)".into()));
+            }
+            (None, _) => None,
+        };
+        let local = Manifest::load(&manifest_path)?;
         let claimed = match &bucket {
-            Some(bucket) => Some(crate::bucket::open_prefix(bucket, &dir, local.as_ref())?),
-            None => None,
+            Some(bucket) if follow.is_none() => {
+                Some(crate::bucket::open_prefix(bucket, &dir, local.as_ref())?)
+            }
+            _ => None,
         };
         let mut manifest = match (&claimed, local) {
             // Restored: `open_prefix` wrote the prefix's manifest as the local one.
@@ -396,7 +417,7 @@ impl Db {
             partitions
                 .entry(entry.partition)
                 .or_default()
-                .push(Arc::new(LiveFile { entry: entry.clone(), file }));
+                .push(Arc::new(LiveFile::open(entry.clone(), file)));
             stats.files += 1;
         }
         for files in partitions.values_mut() {
@@ -571,8 +592,12 @@ impl Db {
             newest: AtomicI64::new(newest.unwrap_or(i64::MIN)),
             partition_writes: Mutex::new(BTreeMap::new()),
             mirror,
+            follow: follow.map(Mutex::new),
             _lock: lock,
         });
+        if inner.follow.is_some() {
+            inner.refresh_follow()?;
+        }
         if let Some(m) = &inner.mirror {
             m.offer(&inner.maint.lock());
         }
@@ -580,7 +605,10 @@ impl Db {
             let inner = inner.clone();
             std::thread::Builder::new()
                 .name("strata-maintenance".into())
-                .spawn(move || inner.maintenance_loop())
+                .spawn(move || match inner.follow {
+                    Some(_) => inner.follow_loop(),
+                    None => inner.maintenance_loop(),
+                })
                 .map_err(|e| Error::io("spawn maintenance thread", e))?
         };
         stats.duration = started.elapsed();
@@ -630,12 +658,14 @@ impl Db {
 
     /// Writes the head to partition files now.
     pub fn flush(&self) -> Result<()> {
+        self.inner.writable("flush")?;
         let mut m = self.inner.maint.lock();
         self.inner.flush_locked(&mut m)
     }
 
     /// Runs one compaction pass over all partitions.
     pub fn compact(&self) -> Result<()> {
+        self.inner.writable("compact")?;
         let mut m = self.inner.maint.lock();
         self.inner.compact_locked(&mut m, CompactMode::Policy)
     }
@@ -650,6 +680,7 @@ impl Db {
     /// those of an in-order load (a head left for the shutdown flush would add files of its own,
     /// its out-of-order ones among them).
     pub fn compact_all(&self) -> Result<()> {
+        self.inner.writable("compact")?;
         let mut m = self.inner.maint.lock();
         self.inner.flush_locked(&mut m)?;
         self.inner.compact_locked(&mut m, CompactMode::All)
@@ -657,6 +688,7 @@ impl Db {
 
     /// Removes partitions past the retention period.
     pub fn apply_retention(&self) -> Result<usize> {
+        self.inner.writable("retention")?;
         let mut m = self.inner.maint.lock();
         self.inner.retention_locked(&mut m)
     }
@@ -664,6 +696,7 @@ impl Db {
     /// Deletes the samples in `[mint, maxt]` of series matching `matchers` (a tombstone; the data
     /// is dropped from disk by the next compaction or [`Db::clean_tombstones`]).
     pub fn delete(&self, matchers: &[crate::Matcher], mint: i64, maxt: i64) -> Result<()> {
+        self.inner.writable("delete")?;
         self.inner.shared.deleted.store(true, Ordering::Release);
         let mut m = self.inner.maint.lock();
         self.inner.delete_locked(&mut m, matchers, mint, maxt)
@@ -671,6 +704,7 @@ impl Db {
 
     /// Rewrites every file that tombstones apply to, dropping the deleted data from disk.
     pub fn clean_tombstones(&self) -> Result<()> {
+        self.inner.writable("clean tombstones")?;
         let mut m = self.inner.maint.lock();
         self.inner.compact_locked(&mut m, CompactMode::Tombstones)
     }
@@ -679,7 +713,25 @@ impl Db {
     /// open: the admin API's snapshot. `with_head` flushes the head first so the copy has every
     /// acknowledged sample. See [`backup`].
     pub fn backup_to(&self, dir: &Path, with_head: bool) -> Result<backup::BackupStats> {
+        self.inner.writable("snapshot")?;
         backup::backup_to(&self.inner, dir, with_head)
+    }
+
+    /// Reads the newest manifest of every prefix a query node follows now, rather than at the
+    /// next refresh; true if the files changed. False at once on any other node.
+    pub fn refresh_bucket(&self) -> Result<bool> {
+        self.inner.refresh_follow()
+    }
+
+    /// The prefixes a query node follows and the newest manifest number read from each; empty on
+    /// any other node.
+    pub fn followed_prefixes(&self) -> Vec<(String, Option<u64>)> {
+        self.inner.follow.as_ref().map(|f| f.lock().prefixes()).unwrap_or_default()
+    }
+
+    /// True on a query node (`Options::follow`), which only reads.
+    pub fn reads_only(&self) -> bool {
+        self.inner.follow.is_some()
     }
 
     /// Writable or not, and why.
@@ -689,6 +741,9 @@ impl Db {
         }
         if let Some(theirs) = self.inner.fenced_by() {
             return Health { writable: false, reason: Some(Error::Fenced { theirs }.to_string()) };
+        }
+        if self.inner.follow.is_some() {
+            return Health { writable: false, reason: Some(Error::ReadOnly("writes").to_string()) };
         }
         match self.inner.wal.poisoned() {
             Some(why) => Health {
@@ -779,7 +834,10 @@ impl Db {
                 tracing::warn!(error = %e, "close: storage still cannot write");
             }
         }
-        let flushed = self.flush();
+        let flushed = match self.inner.follow {
+            Some(_) => Ok(()),
+            None => self.flush(),
+        };
         let closed = self.inner.wal.close();
         if let Some(m) = &self.inner.mirror {
             // What the last flush wrote goes up now, if the bucket answers in time; else the
@@ -827,6 +885,14 @@ impl Drop for Db {
 }
 
 impl Inner {
+    /// Refuses `what` on a query node, which only reads.
+    fn writable(&self, what: &'static str) -> Result<()> {
+        match self.follow {
+            Some(_) => Err(Error::ReadOnly(what)),
+            None => Ok(()),
+        }
+    }
+
     /// The epoch of the writer that took this one's bucket prefix over, if one did.
     fn fenced_by(&self) -> Option<u64> {
         let status = self.mirror.as_ref()?.status();
@@ -845,6 +911,7 @@ impl Inner {
         if let Some(theirs) = self.fenced_by() {
             return Err(Error::Fenced { theirs });
         }
+        self.writable("append")?;
         let mut out = AppendOutcome::default();
         if let Some((l, _)) = batch.iter().find(|(l, _)| l.is_empty()) {
             return Err(Error::InvalidInput(format!("series with no labels ({l})")));

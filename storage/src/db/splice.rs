@@ -46,14 +46,18 @@ pub(super) fn splice_series(
     // (grid cell, input, block), in time order within each input.
     let mut blocks: Vec<(i64, usize, BlockMeta)> = Vec::new();
     for (i, f) in run.iter().enumerate() {
-        if !f.file.contains(id) {
+        if !f.file()?.contains(id) {
             continue;
         }
         let tombstoned = tombs.iter().any(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels));
-        if f.file.version() != VERSION || f.file.has_starts(id) || f.file.has_histograms(id) || tombstoned {
+        if f.file()?.version() != VERSION
+            || f.file()?.has_starts(id)
+            || f.file()?.has_histograms(id)
+            || tombstoned
+        {
             return Ok(None);
         }
-        for b in f.file.blocks_in(id, i64::MIN, i64::MAX)? {
+        for b in f.file()?.blocks_in(id, i64::MIN, i64::MAX)? {
             let cell = grid_cell(b.stats.min_t, grid_ms);
             let samples = u64::from(b.stats.count) + u64::from(b.stats.stale_count);
             if cell != grid_cell(b.stats.max_t, grid_ms) || samples > block_samples_max as u64 {
@@ -85,7 +89,7 @@ pub(super) fn splice_series(
         for input in group.chunk_by(|a, b| a.1 == b.1) {
             let from = decoded.len();
             for &(_, i, b) in input {
-                run[i].file.read_block(&b, &mut decoded)?;
+                run[i].file()?.read_block(&b, &mut decoded)?;
             }
             merge.added(&decoded, from);
         }
@@ -97,7 +101,7 @@ pub(super) fn splice_series(
     for piece in &pieces {
         parts.push(match piece {
             Piece::Copy(i, b) => {
-                let (bytes, crc) = run[*i].file.checked_block(b)?;
+                let (bytes, crc) = run[*i].file()?.checked_block(b)?;
                 SeriesPart::Block { bytes, crc, stats: b.stats }
             }
             Piece::Decoded(range) => SeriesPart::Samples(&decoded[range.clone()]),
@@ -149,7 +153,7 @@ mod tests {
             samples,
             tombs_applied: 0,
         };
-        Arc::new(LiveFile { entry, file })
+        Arc::new(LiveFile::open(entry, file))
     }
 
     /// Compacts `run` twice, through the decoding path and through [`splice_series`], and

@@ -246,7 +246,7 @@ fn window_extreme(
             // dropped only once the windows start after it).
             // Windows never end after `maxt`: the rest of the block is not read.
             let mut samples = Vec::new();
-            b.file.file.read_block_until(&b.meta, maxt, &mut samples)?;
+            b.file.file()?.read_block_until(&b.meta, maxt, &mut samples)?;
             stats.blocks_decoded += 1;
             stats.samples_decoded += samples.len() as u64;
             *decoded = Decoded::Kept(samples);

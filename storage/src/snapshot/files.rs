@@ -67,11 +67,11 @@ fn file_run_into(
     out: &mut Vec<Sample>,
     stats: &mut ScanStats,
 ) -> Result<bool> {
-    if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file.contains(id) {
+    if f.entry.max_t < mint || f.entry.min_t > maxt || !f.file()?.contains(id) {
         return Ok(false);
     }
     let from = out.len();
-    f.file.read_counted(id, mint, maxt, out, stats)?;
+    f.file()?.read_counted(id, mint, maxt, out, stats)?;
     for t in tombs.iter().filter(|t| t.applies_to(&f.entry) && matches_all(&t.matchers, labels)) {
         keep_from(out, from, |s| s.t < t.mint || s.t > t.maxt);
     }
@@ -93,14 +93,14 @@ pub(crate) fn read_files_with_starts(
     out: &mut Vec<Sample>,
     starts: &mut Vec<StartTimestamp>,
 ) -> Result<()> {
-    if !files.iter().any(|f| f.file.has_starts(id)) {
+    if !files.iter().any(|f| f.may_hold(|p| p.has_starts(id))) {
         return read_files(files, tombs, id, labels, mint, maxt, out, &mut ScanStats::default());
     }
     let mut sources = Vec::new();
     for f in files {
         let Some(run) = file_run(f, tombs, id, labels, mint, maxt)? else { continue };
         let mut st = Vec::new();
-        f.file.read_starts(id, &run, &mut st)?;
+        f.file()?.read_starts(id, &run, &mut st)?;
         sources.push((run, st));
     }
     start_ts::merge(&sources, starts);
@@ -121,14 +121,14 @@ pub(crate) fn read_files_histograms(
     maxt: i64,
     out: &mut Vec<HistogramSample>,
 ) -> Result<()> {
-    if !files.iter().any(|f| f.file.has_histograms(id)) {
+    if !files.iter().any(|f| f.may_hold(|p| p.has_histograms(id))) {
         return Ok(());
     }
     let mut sources = Vec::new();
     for f in files {
         let Some(run) = file_run(f, tombs, id, labels, mint, maxt)? else { continue };
         let mut hs = Vec::new();
-        f.file.read_histograms(id, &run, &mut hs)?;
+        f.file()?.read_histograms(id, &run, &mut hs)?;
         sources.push((run, hs));
     }
     hist::merge(sources, out);

@@ -124,7 +124,7 @@ impl<'a> InRange<'a> {
         }
         let mut looked_up: Option<Option<Labels>> = None;
         for f in &self.files {
-            let file = &f.file.file;
+            let file = f.file.file()?;
             if f.covered && f.tombstones.is_empty() {
                 if file.contains(id) {
                     return Ok(true);
@@ -182,7 +182,7 @@ impl<'a> InRange<'a> {
             if in_range(lo) || in_range(hi) {
                 return Ok(true);
             }
-            if file.file.block_has_time_in(b, self.mint, self.maxt)? {
+            if file.file()?.block_has_time_in(b, self.mint, self.maxt)? {
                 return Ok(true);
             }
         }

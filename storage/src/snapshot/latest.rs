@@ -74,9 +74,8 @@ fn latest_in_head(snap: &Snapshot, series: &SeriesRef, mint: i64, maxt: i64) -> 
     // A file holding the series with data after `s.t` in the range might hold a later sample.
     let after = s.t.saturating_add(1);
     let later_in_files = after <= maxt
-        && snap
-            .partitions_in(after, maxt)
-            .flatten()
-            .any(|f| f.entry.max_t >= after && f.entry.min_t <= maxt && f.file.contains(series.id));
+        && snap.partitions_in(after, maxt).flatten().any(|f| {
+            f.entry.max_t >= after && f.entry.min_t <= maxt && f.may_hold(|p| p.contains(series.id))
+        });
     (!later_in_files).then_some(s)
 }

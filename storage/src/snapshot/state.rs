@@ -6,8 +6,12 @@
 //! names the database itself.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+
+use crate::bucket::Bucket;
+use crate::error::Result;
 
 use crate::head::Head;
 use crate::index::Index;
@@ -30,11 +34,89 @@ pub(crate) struct ReadState {
     pub deleted: AtomicBool,
 }
 
-/// A live partition file: its manifest entry and the open file.
+/// A live partition file: its manifest entry and the open file, or where to open it from.
+///
+/// A query node (`--role query`) lists every file of its prefixes but opens a file (two ranged
+/// reads) only when a query first reaches its partition, so that it is ready at once whatever
+/// the bucket holds. Every other file is open from the start.
 #[derive(Debug)]
 pub(crate) struct LiveFile {
     pub entry: FileEntry,
-    pub file: PartitionFile,
+    file: OnceLock<PartitionFile>,
+    lazy: Option<LazyFile>,
+}
+
+/// Where a file not yet open is read from, and the index its series enter when it opens.
+pub(crate) struct LazyFile {
+    pub bucket: Arc<Bucket>,
+    pub key: object_store::path::Path,
+    pub cache_path: PathBuf,
+    pub shared: Arc<ReadState>,
+    /// Held while opening, so two queries reaching the file at once open it once.
+    opening: parking_lot::Mutex<()>,
+}
+
+impl std::fmt::Debug for LazyFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyFile").field("key", &self.key).finish()
+    }
+}
+
+impl LiveFile {
+    /// A file that is open.
+    pub(crate) fn open(entry: FileEntry, file: PartitionFile) -> LiveFile {
+        LiveFile { entry, file: OnceLock::from(file), lazy: None }
+    }
+
+    /// A bucket file opened when first read; its series enter `shared`'s index then.
+    pub(crate) fn lazy(
+        entry: FileEntry,
+        bucket: Arc<Bucket>,
+        key: object_store::path::Path,
+        cache_path: PathBuf,
+        shared: Arc<ReadState>,
+    ) -> LiveFile {
+        let lazy = LazyFile { bucket, key, cache_path, shared, opening: parking_lot::Mutex::new(()) };
+        LiveFile { entry, file: OnceLock::new(), lazy: Some(lazy) }
+    }
+
+    /// The file if it is open (always, for a file that is not lazy).
+    pub(crate) fn opened(&self) -> Option<&PartitionFile> {
+        self.file.get()
+    }
+
+    /// The open file, opening it first if it is lazy and not open yet.
+    pub(crate) fn file(&self) -> Result<&PartitionFile> {
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let Some(lazy) = &self.lazy else {
+            return Err(crate::Error::InvalidInput("a partition file without a source".into()));
+        };
+        let _opening = lazy.opening.lock();
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let shared = &lazy.shared;
+        let file = PartitionFile::open_cached(
+            Arc::clone(&lazy.bucket),
+            lazy.key.clone(),
+            &lazy.cache_path,
+            self.entry.size,
+            |labels, max_t| {
+                let (id, _) = shared.index.get_or_create(labels);
+                shared.series.observe(id, max_t);
+                id
+            },
+        )?;
+        Ok(self.file.get_or_init(|| file))
+    }
+
+    /// Whether the file holds a series, for a cheap test that must not fail: a file that cannot
+    /// be opened is taken to hold it, so that the read that follows reports the error.
+    pub(crate) fn may_hold(&self, test: impl FnOnce(&PartitionFile) -> bool) -> bool {
+        self.file().map_or(true, test)
+    }
 }
 
 /// A head that was frozen by a flush, with the WAL segment its successor starts at.

@@ -121,7 +121,7 @@ pub(super) fn window_aggregates(
     // alone (whose blocks' bytes are otherwise not read).
     if sums {
         for b in blocks.iter_mut().filter(|b| matches!(b.use_, Use::Stats | Use::Split { .. })) {
-            b.integral = b.file.file.block_integral(&b.meta)?;
+            b.integral = b.file.file()?.block_integral(&b.meta)?;
             if !b.integral {
                 b.use_ = Use::Decode;
             }
@@ -219,7 +219,7 @@ pub(super) fn file_blocks<'a>(
     for (partition, files) in snap.partitions_in(mint, maxt).enumerate() {
         for f in files {
             let e = &f.entry;
-            if e.max_t < mint || e.min_t > maxt || !f.file.contains(series.id) {
+            if e.max_t < mint || e.min_t > maxt || !f.file()?.contains(series.id) {
                 continue;
             }
             let tombstones: Arc<Vec<(i64, i64)>> = Arc::new(
@@ -230,7 +230,7 @@ pub(super) fn file_blocks<'a>(
                     .map(|t| (t.mint, t.maxt))
                     .collect(),
             );
-            let metas = f.file.blocks_in(series.id, mint, maxt)?;
+            let metas = f.file()?.blocks_in(series.id, mint, maxt)?;
             out.reserve(metas.len());
             for meta in metas {
                 let tombstones = Arc::clone(&tombstones);
@@ -385,7 +385,7 @@ pub(super) fn decode(
                 i += 1;
                 let from = run.len();
                 match b.use_ {
-                    Use::Decode => file.file.read_block(&b.meta, &mut run)?,
+                    Use::Decode => file.file()?.read_block(&b.meta, &mut run)?,
                     Use::Split { at, before, rest } => {
                         // Exclusive, so no other source has samples in its range, and integer:
                         // each side's window takes its count and exact sum, and the decoded
@@ -440,13 +440,13 @@ fn split_sum(
 ) -> Result<(u64, f64)> {
     stats.blocks_decoded += 1;
     if bound < EXACT_LIMIT
-        && let Some(p) = file.file.sum_block_until(meta, at)?
+        && let Some(p) = file.file()?.sum_block_until(meta, at)?
     {
         stats.samples_decoded += p.read;
         return Ok((p.count, p.sum as f64));
     }
     scratch.clear();
-    file.file.read_block_until(meta, at, scratch)?;
+    file.file()?.read_block_until(meta, at, scratch)?;
     stats.samples_decoded += scratch.len() as u64;
     let live = scratch.iter().filter(|s| !is_stale(s.v));
     Ok(live.fold((0u64, 0.0), |(n, sum), s| (n + 1, sum + s.v)))

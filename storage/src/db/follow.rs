@@ -1,0 +1,167 @@
+//! A query node's database (`--role query`, [`crate::Options::follow`]): the files every
+//! writer's prefix in the bucket lists, read through the local cache, kept current in the
+//! background; no WAL is written and nothing is appended, flushed, compacted or deleted here.
+//!
+//! Each refresh asks every followed prefix for a newer record ([`Followed::refresh`]) and, when
+//! one has one, swaps in a state listing exactly the files the prefixes' records list: a file
+//! already listed keeps its [`LiveFile`] (and what its cache holds), a new one enters as a lazy
+//! file that opens when a query first reaches its partition, and one no record lists any more
+//! leaves, its cache file removed (readers still holding it keep reading their mapping).
+//! Writers delete such files from the bucket only after `--storage.bucket-delete-delay`,
+//! far longer than a refresh.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::Inner;
+use crate::bucket::Bucket;
+use crate::bucket::follow::{Followed, discover};
+use crate::error::Result;
+use crate::filenames;
+use crate::snapshot::LiveFile;
+
+/// The prefixes a query node follows and the files they list.
+pub(crate) struct Follow {
+    root: Arc<Bucket>,
+    pub(crate) refresh: Duration,
+    prefixes: Vec<Followed>,
+    /// Every listed file by (prefix name, partition, the file's id in its prefix).
+    files: HashMap<(String, i64, u64), Arc<LiveFile>>,
+    /// Local ids, which name the files' cache files: prefixes number their files apart.
+    next_id: u64,
+    refreshes: u64,
+}
+
+/// Prefixes are looked for again every this many refreshes (one LIST each time).
+const DISCOVER_EVERY: u64 = 8;
+
+impl Follow {
+    pub(crate) fn new(root: Arc<Bucket>, refresh: Duration) -> Follow {
+        Follow { root, refresh, prefixes: Vec::new(), files: HashMap::new(), next_id: 1, refreshes: 0 }
+    }
+
+    /// The prefixes followed and the newest record number read of each.
+    pub(crate) fn prefixes(&self) -> Vec<(String, Option<u64>)> {
+        self.prefixes.iter().map(|p| (p.name.clone(), p.record.as_ref().map(|r| r.seq))).collect()
+    }
+}
+
+impl Inner {
+    /// The query node's background loop: a refresh every `refresh`, until the database closes.
+    pub(crate) fn follow_loop(&self) {
+        let Some(follow) = &self.follow else { return };
+        let every = follow.lock().refresh;
+        loop {
+            {
+                let (m, cv) = &*self.wake;
+                let mut woken = m.lock();
+                if !*woken {
+                    cv.wait_for(&mut woken, every);
+                }
+                *woken = false;
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return;
+            }
+            if let Err(e) = self.refresh_follow() {
+                self.counters.maintenance_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "refreshing from the bucket failed; will retry");
+            }
+        }
+    }
+
+    /// Looks for new prefixes now and then, reads every prefix's newest record, and swaps in
+    /// the files they list if any changed. True if the state changed.
+    pub(crate) fn refresh_follow(&self) -> Result<bool> {
+        let Some(follow) = &self.follow else { return Ok(false) };
+        let mut f = follow.lock();
+        if f.refreshes.is_multiple_of(DISCOVER_EVERY) {
+            for name in discover(&f.root)? {
+                if !f.prefixes.iter().any(|p| p.name == name) {
+                    tracing::info!(bucket = f.root.url(), prefix = %name, "following a writer's prefix");
+                    let bucket =
+                        if name.is_empty() { Arc::clone(&f.root) } else { Arc::new(f.root.sub(&name)) };
+                    f.prefixes.push(Followed::new(name, bucket));
+                }
+            }
+        }
+        f.refreshes += 1;
+        let mut changed = false;
+        let mut first_error = None;
+        for p in &mut f.prefixes {
+            match p.refresh() {
+                Ok(c) => changed |= c,
+                Err(e) => {
+                    tracing::warn!(prefix = %p.name, error = %e, "reading the prefix's newest manifest failed");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if !changed {
+            return first_error.map_or(Ok(false), Err);
+        }
+        let f = &mut *f;
+        let mut partitions: BTreeMap<i64, Vec<Arc<LiveFile>>> = BTreeMap::new();
+        let mut files = HashMap::new();
+        let mut tombstones = Vec::new();
+        for p in &f.prefixes {
+            let Some(r) = &p.record else { continue };
+            if r.manifest.partition_ms != self.shared.partition_ms {
+                tracing::error!(
+                    prefix = %p.name,
+                    its_ms = r.manifest.partition_ms,
+                    ours_ms = self.shared.partition_ms,
+                    "the prefix's partition width differs from the first prefix's; it is left out"
+                );
+                continue;
+            }
+            tombstones.extend(r.manifest.tombstones.iter().cloned());
+            for e in &r.manifest.files {
+                let key = (p.name.clone(), e.partition, e.id);
+                let live = match f.files.remove(&key) {
+                    Some(live) => live,
+                    None => {
+                        let mut entry = e.clone();
+                        entry.id = f.next_id;
+                        f.next_id += 1;
+                        Arc::new(LiveFile::lazy(
+                            entry,
+                            Arc::clone(&p.bucket),
+                            p.bucket.file_key(e.partition, e.id),
+                            filenames::partition_cache_file(&self.dir, e.partition, f.next_id - 1),
+                            Arc::clone(&self.shared),
+                        ))
+                    }
+                };
+                partitions.entry(e.partition).or_default().push(Arc::clone(&live));
+                files.insert(key, live);
+            }
+        }
+        for list in partitions.values_mut() {
+            list.sort_by_key(|f| f.entry.seq);
+        }
+        if !tombstones.is_empty() {
+            self.shared.deleted.store(true, Ordering::Release);
+        }
+        let gone = std::mem::replace(&mut f.files, files);
+        let newest = partitions.values().flatten().map(|f| f.entry.max_t).max();
+        if let Some(t) = newest {
+            self.newest.fetch_max(t, Ordering::AcqRel);
+        }
+        self.update_state(|s| {
+            let mut n = s.clone_shallow();
+            n.partitions = partitions;
+            n.tombstones = Arc::new(tombstones);
+            n
+        });
+        for (_, live) in gone {
+            let path = filenames::partition_cache_file(&self.dir, live.entry.partition, live.entry.id);
+            if let Err(e) = crate::fsutil::remove_path(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "removing a cache file failed");
+            }
+        }
+        Ok(true)
+    }
+}
