@@ -292,6 +292,12 @@ pub struct Cli {
     #[arg(long, value_enum, default_value = "all")]
     pub role: Role,
 
+    /// On a query node (--role query): a writer (`http://host:port`) to read the data it has not
+    /// uploaded yet from, by remote read, so that queries see every acknowledged sample. Repeat
+    /// for each writer. Without any, a query node sees what writers have uploaded.
+    #[arg(long = "query.writer", value_name = "URL")]
+    pub query_writer: Vec<String>,
+
     /// On a query node (--role query): how often the writers' prefixes are checked for new
     /// manifests (one HEAD request per prefix) and new prefixes looked for (a LIST every 8th
     /// time).
@@ -444,6 +450,9 @@ impl Cli {
             (Role::Write | Role::Query, None) => {
                 Err(format!("--role {} needs --storage.bucket", self.role.to_possible_value_name()))
             }
+            (Role::All | Role::Write, _) if !self.query_writer.is_empty() => {
+                Err("--query.writer is for query nodes (--role query)".into())
+            }
             _ => Ok(()),
         }
     }
@@ -493,6 +502,13 @@ impl Cli {
                 self.write_max_queue_duration.as_std(),
             ),
             read_timeout: self.web_read_timeout.as_std(),
+            writers: match self.role {
+                Role::Query if !self.query_writer.is_empty() => Some(crate::query_node::Writers::new(
+                    self.query_writer.clone(),
+                    self.query_timeout.as_std(),
+                )),
+                _ => None,
+            },
             auth: crate::auth::AuthSettings {
                 read: crate::auth::ScopeSettings {
                     basic_user: self.auth_read_basic_user.clone(),

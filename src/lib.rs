@@ -19,6 +19,7 @@ pub mod influx;
 pub mod ingest;
 pub mod metadata;
 pub mod metrics;
+pub mod query_node;
 pub mod server;
 pub mod shutdown;
 pub mod size;

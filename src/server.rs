@@ -61,6 +61,8 @@ pub struct ServerConfig {
     pub auth: AuthSettings,
     /// HTTPS certificate and key (`--tls.*`); `None` serves plain HTTP.
     pub tls: Option<TlsSettings>,
+    /// On a query node, the writers to read recent data from (`--query.writer`).
+    pub writers: Option<crate::query_node::Writers>,
 }
 
 /// Why the process could not start or stop cleanly. `main` logs it and exits non-zero.
@@ -159,7 +161,7 @@ async fn not_found() -> (StatusCode, &'static str) {
 }
 
 /// Runs strata until SIGTERM/SIGINT and a clean shutdown, or until startup fails.
-pub async fn run(config: ServerConfig) -> Result<(), RunError> {
+pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
     let mut signals = Signals::install().map_err(RunError::Signals)?;
     let auth = Authenticator::load(&config.auth).map_err(RunError::Auth)?.map(Arc::new);
     if let Some(auth) = &auth {
@@ -186,7 +188,8 @@ pub async fn run(config: ServerConfig) -> Result<(), RunError> {
             .with_remote_read(RemoteReadService::new(config.remote_read.clone()))
             .with_admin_api(config.admin_api)
             .with_write_admission(config.write_admission.clone())
-            .with_wal_replay(Arc::clone(&config.storage.wal_replay_progress)),
+            .with_wal_replay(Arc::clone(&config.storage.wal_replay_progress))
+            .with_writers(config.writers.take()),
     );
     // The body read is bounded here; the header read and idle time by the accept loop.
     let app = secured_router(Arc::clone(&state), auth)

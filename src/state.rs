@@ -34,6 +34,8 @@ pub struct AppState {
     status: StatusInfo,
     write_admission: WriteAdmission,
     wal_replay: Arc<ReplayProgress>,
+    /// On a query node, the writers it reads recent data from (`--query.writer`).
+    writers: Option<Arc<crate::query_node::Writers>>,
 }
 
 impl AppState {
@@ -45,6 +47,16 @@ impl AppState {
     /// A state whose database is still opening, with `limits` for write requests.
     pub fn with_limits(limits: remote::Limits) -> Self {
         AppState { limits, ..Self::default() }
+    }
+
+    /// The same state reading recent data from `writers` (a query node's `--query.writer`).
+    pub fn with_writers(self, writers: Option<crate::query_node::Writers>) -> Self {
+        AppState { writers: writers.map(Arc::new), ..self }
+    }
+
+    /// The writers a query node reads recent data from, if any.
+    pub fn writers(&self) -> Option<&Arc<crate::query_node::Writers>> {
+        self.writers.as_ref()
     }
 
     /// The same state with `query` evaluating PromQL (engine options and concurrency gate).

@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use promql::parser::ast::Expr;
 use promql::parser::{ParseOptions, strings::go_quote};
-use storage::{Labels, Matcher, Querier};
+use storage::{Labels, Matcher};
 
 use crate::api::params::Params;
 use crate::api::respond::{Success, json_bytes};
@@ -75,11 +75,13 @@ async fn series(State(state): State<Arc<AppState>>, params: Params) -> Result<Re
     let (start, end) = params.time_range()?;
     let sets = params.matcher_sets(true)?;
     let db = db(&state)?;
+    let writers = state.writers().cloned();
     let (list, truncated) = blocking(move || {
-        let snapshot = db.snapshot();
+        // On a query node with writers, their series not uploaded yet too.
+        let querier = crate::query_node::querier(&db, writers.as_ref());
         let mut list: Vec<Labels> = Vec::new();
         for set in &sets {
-            list.extend(snapshot.select(set, start, end)?.into_iter().map(|s| s.labels));
+            list.extend(querier.select(set, start, end)?.into_iter().map(|s| s.labels));
         }
         if sets.len() > 1 {
             list.sort_unstable();
@@ -118,9 +120,10 @@ async fn label_names(State(state): State<Arc<AppState>>, params: Params) -> Resu
     let (start, end) = params.time_range()?;
     let sets = params.matcher_sets(false)?;
     let db = db(&state)?;
+    let writers = state.writers().cloned();
     let body = blocking(move || {
-        let snapshot = db.snapshot();
-        let mut names = union(&sets, |m| snapshot.label_names(m, start, end))?;
+        let querier = crate::query_node::querier(&db, writers.as_ref());
+        let mut names = union(&sets, |m| querier.label_names(m, start, end))?;
         let truncated = truncate(&mut names, limit);
         Ok(encode::strings(&names, warnings(truncated)))
     })
@@ -152,11 +155,12 @@ async fn label_values(
     let (start, end) = params.time_range()?;
     let sets = params.matcher_sets(false)?;
     let db = db(&state)?;
+    let writers = state.writers().cloned();
     // Encoded on the blocking thread too: a high-cardinality label has 100k values or more,
     // whose strings are then also freed by the thread that allocated them (cheaper).
     let body = blocking(move || {
-        let snapshot = db.snapshot();
-        let mut values = union(&sets, |m| snapshot.label_values(&name, m, start, end))?;
+        let querier = crate::query_node::querier(&db, writers.as_ref());
+        let mut values = union(&sets, |m| querier.label_values(&name, m, start, end))?;
         let truncated = truncate(&mut values, limit);
         Ok(encode::strings(&values, warnings(truncated)))
     })

@@ -207,10 +207,11 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
         options.lookback_delta_ms = ms;
     }
     let max_response_bytes = service.max_response_bytes();
+    let writers = state.writers().cloned();
     // The answer, or `None` if the engine declined to run the query inline.
     let run = move |db: &storage::Db, mut options: EngineOptions, request: &QueryRequest| {
         options.timeout = deadline.saturating_duration_since(Instant::now());
-        let result = match evaluate(db, options, request) {
+        let result = match evaluate(db, writers.as_ref(), options, request) {
             Err(promql::Error::NotInline) => return Ok(None),
             result => result.map_err(|err| query_error(request, err))?,
         };
@@ -297,17 +298,19 @@ impl QueryPhases {
     }
 }
 
-/// Runs the query against a snapshot of the database.
+/// Runs the query against a snapshot of the database (and on a query node, its writers'
+/// recent data).
 fn evaluate(
     db: &storage::Db,
+    writers: Option<&Arc<crate::query_node::Writers>>,
     options: EngineOptions,
     request: &QueryRequest,
 ) -> Result<QueryResult, promql::Error> {
     let engine = Engine::new(options);
-    let snapshot = db.snapshot();
+    let querier = crate::query_node::querier(db, writers);
     match request.evaluation {
-        Evaluation::Instant { time } => engine.instant(&snapshot, &request.query, time),
-        Evaluation::Range { start, end, step } => engine.range(&snapshot, &request.query, start, end, step),
+        Evaluation::Instant { time } => engine.instant(&*querier, &request.query, time),
+        Evaluation::Range { start, end, step } => engine.range(&*querier, &request.query, start, end, step),
     }
 }
 

@@ -19,6 +19,10 @@
 //!   about one series however large the answer; the sample limit does not apply, as in
 //!   Prometheus.
 //!
+//! A request with the `strata-bucket-records` header comes from a query node (`--role query`)
+//! and is answered only from what that node cannot read from the bucket yet
+//! (`Db::snapshot_unuploaded`).
+//!
 //! At most `--storage.remote.read-concurrent-limit` requests are served at once; the rest wait
 //! for a slot (Prometheus' gate). Errors are plain text, as Prometheus' handler writes them:
 //! 400 for a request that cannot be decoded or answered as asked, 5xx for storage failures. An
@@ -121,11 +125,28 @@ pub fn routes() -> Router<Arc<AppState>> {
 }
 
 /// `POST /api/v1/read`.
-async fn read(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
-    answer(state, body).await.unwrap_or_else(ApiError::into_plain_response)
+async fn read(
+    State(state): State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    answer(state, &headers, body).await.unwrap_or_else(ApiError::into_plain_response)
 }
 
-async fn answer(state: Arc<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+async fn answer(
+    state: Arc<AppState>,
+    headers: &axum::http::HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    // A query node asking a writer for what it cannot read from the bucket yet.
+    let unuploaded = headers
+        .get(remote::read::client::RECORDS_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(remote::read::client::parse_records_header);
+    let view = move |db: &Db| match &unuploaded {
+        Some(records) => db.snapshot_unuploaded(records),
+        None => db.snapshot(),
+    };
     let permit = state.remote_read().enter().await?;
     let body = body.map_err(|e| body_error(e, state.limits()))?;
     let db = api::db(&state)?;
@@ -145,13 +166,16 @@ async fn answer(state: Arc<AppState>, body: Result<Bytes, BytesRejection>) -> Re
         ResponseType::Samples => {
             let body = api::blocking(move || {
                 let _permit = permit;
-                samples_response(&db.snapshot(), &request, config.sample_limit)
+                samples_response(&view(&db), &request, config.sample_limit)
             })
             .await?;
             Ok(([(CONTENT_TYPE, "application/x-protobuf"), (CONTENT_ENCODING, "snappy")], body)
                 .into_response())
         }
-        ResponseType::StreamedXorChunks => stream_response(db, request, config.frame_bytes_max, permit).await,
+        ResponseType::StreamedXorChunks => {
+            let snapshot = view(&db);
+            stream_response(snapshot, request, config.frame_bytes_max, permit).await
+        }
     }
 }
 
@@ -214,7 +238,7 @@ fn samples_response(
 /// Streams the `STREAMED_XOR_CHUNKS` answer. The first message decides the status: an error
 /// before any frame is answered as an error; after that, frames flow as they are produced.
 async fn stream_response(
-    db: Arc<Db>,
+    snapshot: Snapshot,
     request: ReadRequest,
     frame_bytes_max: usize,
     permit: Option<OwnedSemaphorePermit>,
@@ -222,7 +246,7 @@ async fn stream_response(
     let (tx, mut rx) = mpsc::channel::<Result<Bytes, ApiError>>(STREAM_BUFFER_FRAMES);
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        if let Err(err) = produce_frames(&db.snapshot(), &request, frame_bytes_max, &tx) {
+        if let Err(err) = produce_frames(&snapshot, &request, frame_bytes_max, &tx) {
             // Fails only if the client is gone, and then nobody is left to tell.
             let _ = tx.blocking_send(Err(err));
         }

@@ -31,10 +31,43 @@ pub(super) fn write_to(db: &Db, histograms_rejected: u64, out: &mut Exposition) 
     write_bucket(db, out);
 }
 
-/// The bucket mirror's families, only with `--storage.bucket`.
+/// The bucket's families, only with `--storage.bucket`: a writer's mirror, a query node's
+/// prefixes, and the reads of both through the local cache.
 fn write_bucket(db: &Db, out: &mut Exposition) {
-    let Some(m) = db.mirror_status() else { return };
+    let mirror = db.mirror_status();
+    if mirror.is_none() && !db.reads_only() {
+        return;
+    }
     let cache = storage::bucket_cache_counters();
+    let reads = [
+        (
+            "strata_storage_bucket_range_reads_total",
+            "Ranged reads of partition files held in the bucket (their pages missing from the local cache).",
+            load(&cache.requests),
+        ),
+        (
+            "strata_storage_bucket_range_read_bytes_total",
+            "Bytes those ranged reads fetched.",
+            load(&cache.bytes),
+        ),
+        (
+            "strata_storage_bucket_cache_hits_total",
+            "Reads of bucket files that the local cache answered whole.",
+            load(&cache.hits),
+        ),
+    ];
+    for (name, help, value) in reads {
+        out.single(name, Kind::Counter, help, value);
+    }
+    if db.reads_only() {
+        out.single(
+            "strata_storage_bucket_prefixes",
+            Kind::Gauge,
+            "Writers' bucket prefixes this query node follows.",
+            db.followed_prefixes().len() as u64,
+        );
+    }
+    let Some(m) = mirror else { return };
     let counters = [
         ("strata_storage_bucket_uploads_total", "Partition files uploaded to the bucket.", load(&m.uploads)),
         (
@@ -52,21 +85,6 @@ fn write_bucket(db: &Db, out: &mut Exposition) {
             "strata_storage_bucket_deleted_total",
             "Partition files deleted from the bucket after --storage.bucket-delete-delay.",
             load(&m.deleted),
-        ),
-        (
-            "strata_storage_bucket_range_reads_total",
-            "Ranged reads of partition files held in the bucket (their pages missing from the local cache).",
-            load(&cache.requests),
-        ),
-        (
-            "strata_storage_bucket_range_read_bytes_total",
-            "Bytes those ranged reads fetched.",
-            load(&cache.bytes),
-        ),
-        (
-            "strata_storage_bucket_cache_hits_total",
-            "Reads of bucket files that the local cache answered whole.",
-            load(&cache.hits),
         ),
     ];
     for (name, help, value) in counters {

@@ -89,17 +89,18 @@ pub(crate) fn check_fencing(args: &[String], d1: &std::path::Path, d2: &std::pat
 
 /// Two writers (`--role write`) on `<root>/a` and `<root>/b` write and stop; a query node on
 /// `<root>` answers as a single server fed the same lines, refuses writes with 503, and sees a
-/// writer's later upload at its next refresh. `root_args(prefix)` are the bucket flags for
+/// writer's later upload at its next refresh; a second query node reading from the running
+/// writer (`--query.writer`) sees the writer's unuploaded samples at once. `root_args(prefix)` are the bucket flags for
 /// `<root>/<prefix>` (`""`: the root) and a retention that keeps [`LINES`]. Shared with `s3.rs`.
 pub(crate) fn check_query_node(root_args: impl Fn(&str) -> Vec<String>) {
-    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
     let with = |prefix: &str, extra: &[&str]| {
         let mut a = root_args(prefix);
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     };
     let (lines_a, lines_b) = LINES.split_at(LINES.find("cpu,host=b").unwrap());
-    let later = "cpu,host=a usage=4 1700000015000000000\n";
+    let later = "cpu,host=a usage=4 1700000015000000000\ncpu,host=c usage=5 1700000015000000000\n";
     for (prefix, dir, lines) in [("a", &dirs[0], lines_a), ("b", &dirs[1], lines_b)] {
         let mut w = start(dir.path(), &with(prefix, &["--role", "write"]));
         assert_eq!(write(&w, lines), 204);
@@ -110,15 +111,34 @@ pub(crate) fn check_query_node(root_args: impl Fn(&str) -> Vec<String>) {
     let mut q = start(dirs[3].path(), &with("", &["--role", "query", "--storage.bucket-refresh", "100ms"]));
     assert_eq!(query(&q), query(&single));
     assert_eq!(q.get("/-/ready").status, 200);
+    let metrics = q.get("/metrics").body;
+    assert!(metrics.contains("strata_storage_bucket_prefixes 2"), "{metrics}");
+    assert!(!metrics.contains("strata_storage_bucket_range_reads_total 0\n"), "{metrics}");
     let refused = q.post("/write?db=test&precision=ns", &[], later.as_bytes());
     assert_eq!(refused.status, 503, "{}", refused.body);
     assert!(refused.body.contains("--role query"), "{}", refused.body);
 
+    // A writer's unuploaded data: a query node reading from it (--query.writer) sees it at
+    // once, one that does not sees it once uploaded.
     let mut w = start(dirs[0].path(), &with("a", &["--role", "write"]));
+    let w_url = w.url("");
+    let mut q2 =
+        start(dirs[4].path(), &with("", &["--role", "query", "--query.writer", w_url.trim_end_matches('/')]));
+    assert_eq!(query(&q2), query(&single));
     assert_eq!(write(&w, later), 204);
     assert_eq!(write(&single, later), 204);
-    assert_eq!(w.terminate().code(), Some(0), "{}", w.log());
     let want = query(&single);
+    assert_eq!(query(&q2), want, "the writer's head, read at once");
+    let hosts = "/api/v1/label/host/values?start=1699999990&end=1700000020";
+    assert_eq!(q2.get(hosts).body, single.get(hosts).body);
+    assert!(q2.get(hosts).body.contains(r#""c""#), "{}", q2.get(hosts).body);
+    let series = format!("/api/v1/series?match[]={}&start=1699999990&end=1700000020", urlencode("cpu_usage"));
+    assert_eq!(q2.get(&series).body, single.get(&series).body);
+    assert_ne!(query(&q), want, "not uploaded yet");
+    assert_eq!(w.terminate().code(), Some(0), "{}", w.log());
+    let down = q2.get(&format!("/api/v1/query?query={}&time=1700000015", urlencode("cpu_usage")));
+    assert_eq!(down.status, 503, "a writer that does not answer fails the query: {}", down.body);
+    assert_eq!(q2.terminate().code(), Some(0), "{}", q2.log());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while query(&q) != want {
         assert!(std::time::Instant::now() < deadline, "the query node did not see the new upload");

@@ -24,6 +24,21 @@ mod wire;
 
 pub use encode::{encode, encode_uncompressed, histogram_message, is_integer};
 
+/// The inverse of [`histogram_message`]: a decoded `Histogram` message's timestamp and
+/// histogram (`None`: a stale marker), checked as a written one is. `at` names it in an error
+/// (`timeseries[3].histograms[0]`).
+pub(crate) fn histogram_sample(
+    h: &proto_v1::Histogram,
+    at: impl FnOnce() -> String,
+) -> crate::Result<(i64, Option<storage::FloatHistogram>)> {
+    use prost::Message;
+    match histogram::decode(&h.encode_to_vec()) {
+        Ok(histogram::HistogramSample::Histogram(t, h)) => Ok((t, Some(h))),
+        Ok(histogram::HistogramSample::Stale(t)) => Ok((t, None)),
+        Err(e) => Err(v1::histogram_error(at(), e)),
+    }
+}
+
 use crate::metadata::MetricMetadata;
 use crate::{Error, Limits, Result};
 

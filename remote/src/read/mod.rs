@@ -14,9 +14,11 @@
 //!
 //! Spec: Prometheus' `prompb/remote.proto` and `storage/remote/{codec,chunked,read_handler}.go`.
 //! The client half ([`encode_request`], [`decode_samples_response`], [`decode_chunked_body`])
-//! exists for tests and tools that read from strata.
+//! exists for tests and tools that read from strata, and [`client`] for a query node reading
+//! writers' recent data.
 
 mod bits;
+pub mod client;
 pub mod frame;
 pub mod histogram_chunk;
 pub mod proto;

@@ -46,9 +46,16 @@ pub struct MirrorStatus {
     pub fenced_by: AtomicU64,
 }
 
+/// Records whose files a writer remembers (see [`Mirror::files_committed_at`]).
+const HISTORY: usize = 64;
+
+/// The files a record lists, as (partition, file id).
+type FileSet = Arc<HashSet<(i64, u64)>>;
+
 struct Shared {
-    /// The files of the newest record committed: those the bucket holds for sure.
-    committed: Mutex<Arc<HashSet<(i64, u64)>>>,
+    /// The files of the newest records committed, by record number, oldest first: the last
+    /// entry's are those the bucket holds for sure.
+    committed: Mutex<std::collections::VecDeque<(u64, FileSet)>>,
     /// The newest manifest not yet committed to the bucket, if any.
     offered: Mutex<Option<Manifest>>,
     wake: Condvar,
@@ -62,16 +69,19 @@ struct Shared {
 pub(crate) struct Mirror {
     shared: Arc<Shared>,
     bucket: Arc<Bucket>,
+    /// This writer process's nonce, which its records carry.
+    writer: u64,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Mirror {
     /// Starts the mirror from `record`, the prefix's state as this writer claimed it.
     pub fn start(bucket: Arc<Bucket>, dir: PathBuf, record: Record) -> Mirror {
+        let writer = record.writer;
         let status = Arc::new(MirrorStatus::default());
         status.committed_seq.store(record.seq, Ordering::Relaxed);
         let shared = Arc::new(Shared {
-            committed: Mutex::new(Arc::new(files_of(&record.manifest))),
+            committed: Mutex::new([(record.seq, Arc::new(files_of(&record.manifest)))].into()),
             offered: Mutex::new(None),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -90,7 +100,7 @@ impl Mirror {
         };
         let thread =
             std::thread::Builder::new().name("strata-mirror".into()).spawn(move || worker.run()).ok();
-        Mirror { shared, bucket, thread: Mutex::new(thread) }
+        Mirror { shared, bucket, writer, thread: Mutex::new(thread) }
     }
 
     /// Offers the newest local manifest (replacing an older offer not yet taken).
@@ -101,8 +111,20 @@ impl Mirror {
     }
 
     /// The files the bucket holds for sure (listed by the newest committed record).
-    pub fn committed_files(&self) -> Arc<HashSet<(i64, u64)>> {
-        Arc::clone(&self.shared.committed.lock())
+    pub fn committed_files(&self) -> FileSet {
+        self.shared.committed.lock().back().map_or_else(Default::default, |(_, f)| Arc::clone(f))
+    }
+
+    /// The files record `seq` lists, if this writer process committed it (or claimed the
+    /// prefix with it) among its last 64 records: what a query node holding that record reads
+    /// from the bucket rather than from this writer.
+    pub fn files_committed_at(&self, seq: u64) -> Option<FileSet> {
+        self.shared.committed.lock().iter().find(|(s, _)| *s == seq).map(|(_, f)| Arc::clone(f))
+    }
+
+    /// The nonce this writer's records carry.
+    pub fn writer(&self) -> u64 {
+        self.writer
     }
 
     /// The bucket mirrored to.
@@ -395,7 +417,13 @@ impl Worker {
                 LocalState { epoch: record.epoch, seq: record.seq }.store(&self.dir)?;
                 self.shared.status.committed_seq.store(record.seq, Ordering::Relaxed);
                 self.shared.status.commits.fetch_add(1, Ordering::Relaxed);
-                *self.shared.committed.lock() = Arc::new(files_of(&record.manifest));
+                {
+                    let mut committed = self.shared.committed.lock();
+                    committed.push_back((record.seq, Arc::new(files_of(&record.manifest))));
+                    if committed.len() > HISTORY {
+                        committed.pop_front();
+                    }
+                }
                 self.last = record;
                 self.uploaded.clear();
                 self.orphans.clear();

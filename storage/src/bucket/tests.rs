@@ -269,8 +269,7 @@ fn a_query_node_serves_every_writers_prefix_and_follows_their_commits() {
         db.flush().unwrap();
         assert!(db.wait_mirrored(Duration::from_secs(10)));
     };
-    let read = |db: &Db| -> Vec<(String, Vec<(i64, f64)>)> {
-        let snap = db.snapshot();
+    let read_snap = |snap: &crate::Snapshot| -> Vec<(String, Vec<(i64, f64)>)> {
         let mut out = Vec::new();
         for s in snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap() {
             let mut samples = Vec::new();
@@ -280,6 +279,7 @@ fn a_query_node_serves_every_writers_prefix_and_follows_their_commits() {
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     };
+    let read = |db: &Db| read_snap(&db.snapshot());
     let (da, db_, dq) =
         (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = open(da.path(), "memory://root/a", None);
@@ -306,6 +306,18 @@ fn a_query_node_serves_every_writers_prefix_and_follows_their_commits() {
     assert!(a.wait_mirrored(Duration::from_secs(10)));
     assert!(q.refresh_bucket().unwrap());
     assert_eq!(read(&q), [read(&a), read(&b)].concat());
+
+    // What the query node cannot read from the bucket a writer answers from its head: once the
+    // query node holds its newest record, only what is not uploaded.
+    let mut batch = Batch::new();
+    let head: Vec<Sample> = (300..310).map(|i| Sample::new(t0 + i * 60_000, i as f64)).collect();
+    batch.push(Labels::from_pairs(&[("__name__", "m"), ("writer", "a")]), head.clone());
+    a.append(&batch).unwrap();
+    let unuploaded = read_snap(&a.snapshot_unuploaded(&q.followed_records()));
+    assert_eq!(unuploaded.len(), 1);
+    assert_eq!(unuploaded[0].1, head.iter().map(|s| (s.t, s.v)).collect::<Vec<_>>());
+    assert_eq!(read_snap(&a.snapshot_unuploaded(&[])), read(&a), "no record held: everything");
+    assert_eq!(read_snap(&b.snapshot_unuploaded(&q.followed_records())), []);
 
     let mut batch = Batch::new();
     batch.push(Labels::from_pairs(&[("__name__", "m")]), vec![Sample::new(t0, 1.0)]);

@@ -42,6 +42,11 @@ impl Follow {
         Follow { root, refresh, prefixes: Vec::new(), files: HashMap::new(), next_id: 1, refreshes: 0 }
     }
 
+    /// (writer nonce, record number) of the newest record read of each prefix.
+    pub(crate) fn records(&self) -> Vec<(u64, u64)> {
+        self.prefixes.iter().filter_map(|p| p.record.as_ref()).map(|r| (r.writer, r.seq)).collect()
+    }
+
     /// The prefixes followed and the newest record number read of each.
     pub(crate) fn prefixes(&self) -> Vec<(String, Option<u64>)> {
         self.prefixes.iter().map(|p| (p.name.clone(), p.record.as_ref().map(|r| r.seq))).collect()

@@ -656,6 +656,32 @@ impl Db {
         Snapshot::new(self.inner.shared.clone(), self.inner.state.read().clone())
     }
 
+    /// A read view of what a query node holding the bucket records `seen` (writer nonce,
+    /// record number: [`Db::followed_records`]) cannot read from the bucket: the heads, and
+    /// the files that the record of this writer it holds does not list. Everything when there
+    /// is no bucket, or when `seen` holds no record this writer process committed among its
+    /// last 64: a query node merges both answers, so more is slower, never wrong.
+    pub fn snapshot_unuploaded(&self, seen: &[(u64, u64)]) -> Snapshot {
+        let state = self.inner.state.read().clone();
+        let held = self.inner.mirror.as_ref().and_then(|m| {
+            let (_, seq) = seen.iter().find(|(w, _)| *w == m.writer())?;
+            m.files_committed_at(*seq)
+        });
+        let Some(held) = held else { return Snapshot::new(self.inner.shared.clone(), state) };
+        let mut unuploaded = state.clone_shallow();
+        for (p, files) in unuploaded.partitions.iter_mut() {
+            files.retain(|f| !held.contains(&(*p, f.entry.id)));
+        }
+        unuploaded.partitions.retain(|_, files| !files.is_empty());
+        Snapshot::new(self.inner.shared.clone(), Arc::new(unuploaded))
+    }
+
+    /// On a query node, the newest record read of each followed prefix, as (writer nonce,
+    /// record number): what [`Db::snapshot_unuploaded`] on each writer wants to know.
+    pub fn followed_records(&self) -> Vec<(u64, u64)> {
+        self.inner.follow.as_ref().map(|f| f.lock().records()).unwrap_or_default()
+    }
+
     /// Writes the head to partition files now.
     pub fn flush(&self) -> Result<()> {
         self.inner.writable("flush")?;
