@@ -592,8 +592,10 @@ fn an_all_out_of_order_sender_is_bounded_and_then_stored_whole() {
         (acknowledged - in_order..=acknowledged - PER_BATCH).contains(&head.out_of_order_samples),
         "{head:?}"
     );
-    // Compressed: a few bytes a sample, each head's fixed structures included (16 raw).
-    assert!(head.memory_bytes < 5 * acknowledged as usize, "{head:?}");
+    // Compressed: a few bytes a sample, each head's fixed structures included (16 raw). Where
+    // the last batches land (a fresh head, with its own per-series structures, or the one the
+    // failed flush froze) depends on the flush thread's timing: 4.8 or 5.2 bytes a sample.
+    assert!(head.memory_bytes < 6 * acknowledged as usize, "{head:?}");
     drop(blocked);
     db.flush().unwrap();
     let mut b = Batch::new();
