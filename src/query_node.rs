@@ -436,11 +436,18 @@ impl Querier for WithWriters<'_> {
 }
 
 /// The `Querier` of one query: the database's snapshot, with the writers' recent data merged
-/// in on a query node that has writers.
-pub fn querier<'a>(db: &storage::Db, writers: Option<&'a Arc<Writers>>) -> Box<dyn Querier + 'a> {
+/// in on a query node that has writers; and what it reads from the bucket.
+pub fn querier<'a>(
+    db: &storage::Db,
+    writers: Option<&'a Arc<Writers>>,
+) -> (Box<dyn Querier + 'a>, storage::BucketReads) {
+    let snapshot = db.snapshot();
+    let reads = snapshot.bucket_reads();
     match writers {
-        Some(w) if db.reads_only() => Box::new(WithWriters::new(db.snapshot(), &db.followed_records(), w)),
-        _ => Box::new(db.snapshot()),
+        Some(w) if db.reads_only() => {
+            (Box::new(WithWriters::new(snapshot, &db.followed_records(), w)), reads)
+        }
+        _ => (Box::new(snapshot), reads),
     }
 }
 

@@ -78,7 +78,7 @@ async fn series(State(state): State<Arc<AppState>>, params: Params) -> Result<Re
     let writers = state.writers().cloned();
     let (list, truncated) = blocking(move || {
         // On a query node with writers, their series not uploaded yet too.
-        let querier = crate::query_node::querier(&db, writers.as_ref());
+        let (querier, _) = crate::query_node::querier(&db, writers.as_ref());
         let mut list: Vec<Labels> = Vec::new();
         for set in &sets {
             list.extend(querier.select(set, start, end)?.into_iter().map(|s| s.labels));
@@ -122,7 +122,7 @@ async fn label_names(State(state): State<Arc<AppState>>, params: Params) -> Resu
     let db = db(&state)?;
     let writers = state.writers().cloned();
     let body = blocking(move || {
-        let querier = crate::query_node::querier(&db, writers.as_ref());
+        let (querier, _) = crate::query_node::querier(&db, writers.as_ref());
         let mut names = union(&sets, |m| querier.label_names(m, start, end))?;
         let truncated = truncate(&mut names, limit);
         Ok(encode::strings(&names, warnings(truncated)))
@@ -159,7 +159,7 @@ async fn label_values(
     // Encoded on the blocking thread too: a high-cardinality label has 100k values or more,
     // whose strings are then also freed by the thread that allocated them (cheaper).
     let body = blocking(move || {
-        let querier = crate::query_node::querier(&db, writers.as_ref());
+        let (querier, _) = crate::query_node::querier(&db, writers.as_ref());
         let mut values = union(&sets, |m| querier.label_values(&name, m, start, end))?;
         let truncated = truncate(&mut values, limit);
         Ok(encode::strings(&values, warnings(truncated)))

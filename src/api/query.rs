@@ -211,11 +211,12 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
     // The answer, or `None` if the engine declined to run the query inline.
     let run = move |db: &storage::Db, mut options: EngineOptions, request: &QueryRequest| {
         options.timeout = deadline.saturating_duration_since(Instant::now());
-        let result = match evaluate(db, writers.as_ref(), options, request) {
+        let (result, bucket_reads) = evaluate(db, writers.as_ref(), options, request);
+        let result = match result {
             Err(promql::Error::NotInline) => return Ok(None),
             result => result.map_err(|err| query_error(request, err))?,
         };
-        let timings = Timings { queued, total: started.elapsed() };
+        let timings = Timings { queued, total: started.elapsed(), bucket_reads: bucket_reads.get() };
         // The phases are logged (by the gzip layer) only when debug logging is on.
         let logged = tracing::enabled!(tracing::Level::DEBUG).then(|| result.stats.clone());
         let answer = answer(result, request, request.stats.then_some(timings), max_response_bytes)?;
@@ -299,19 +300,20 @@ impl QueryPhases {
 }
 
 /// Runs the query against a snapshot of the database (and on a query node, its writers'
-/// recent data).
+/// recent data); also returns what it read from the bucket.
 fn evaluate(
     db: &storage::Db,
     writers: Option<&Arc<crate::query_node::Writers>>,
     options: EngineOptions,
     request: &QueryRequest,
-) -> Result<QueryResult, promql::Error> {
+) -> (Result<QueryResult, promql::Error>, storage::BucketReads) {
     let engine = Engine::new(options);
-    let querier = crate::query_node::querier(db, writers);
-    match request.evaluation {
+    let (querier, reads) = crate::query_node::querier(db, writers);
+    let result = match request.evaluation {
         Evaluation::Instant { time } => engine.instant(&*querier, &request.query, time),
         Evaluation::Range { start, end, step } => engine.range(&*querier, &request.query, start, end, step),
-    }
+    };
+    (result, reads)
 }
 
 /// The API error for an engine error of this request.
@@ -348,6 +350,8 @@ fn is_parse_error(msg: &str) -> bool {
 struct Timings {
     queued: Duration,
     total: Duration,
+    /// Ranged reads from the bucket and their bytes (`storage::BucketReads`).
+    bucket_reads: (u64, u64),
 }
 
 /// A query's answer, encoded.
@@ -418,7 +422,7 @@ fn answer(
 /// queueing and total times if asked for, no size limit). Public for the `query_api` fuzz
 /// target, whose oracle checks that every answer is JSON that carries the engine's values.
 pub fn answer_body(result: QueryResult, request: &QueryRequest) -> Result<Vec<u8>, ApiError> {
-    let timings = Timings { queued: Duration::ZERO, total: Duration::ZERO };
+    let timings = Timings { queued: Duration::ZERO, total: Duration::ZERO, bucket_reads: (0, 0) };
     answer(result, request, request.stats.then_some(timings), 0).map(|a| a.body)
 }
 
@@ -476,8 +480,10 @@ fn estimated_size(value: &promql::Value) -> usize {
 /// `strataReadTime`, reading and decoding samples, push-down's scans included (thread time,
 /// summed over the query's threads, so it may exceed `innerEvalTime`); `strataEncodeTime`,
 /// writing this JSON answer up to these statistics (after `execTotalTime`). `samples` also
-/// carries strata's explain counters: series matched by selectors, and the blocks answered
-/// from statistics, blocks decoded and samples decoded by push-down of range aggregations.
+/// carries strata's explain counters: series matched by selectors, the blocks answered
+/// from statistics, blocks decoded and samples decoded by push-down of range aggregations, and
+/// the ranged reads from the bucket (`--storage.bucket`: opening files, fetching blocks the
+/// local cache lacks) and their bytes.
 fn stats(out: &mut Vec<u8>, stats: &promql::QueryStats, timings: Timings, encode_time: Duration) {
     let secs = |out: &mut Vec<u8>, d: Duration| encode::json_number(out, d.as_secs_f64());
     out.extend_from_slice(b"{\"timings\":{\"evalTotalTime\":");
@@ -511,6 +517,8 @@ fn stats(out: &mut Vec<u8>, stats: &promql::QueryStats, timings: Timings, encode
         ("blocksFromStats", stats.blocks_from_stats),
         ("blocksDecoded", stats.blocks_decoded),
         ("samplesDecoded", stats.samples_decoded),
+        ("bucketRangeReads", timings.bucket_reads.0),
+        ("bucketBytesRead", timings.bucket_reads.1),
     ] {
         out.extend_from_slice(b",\"");
         out.extend_from_slice(name.as_bytes());

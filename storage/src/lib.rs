@@ -81,7 +81,7 @@ pub use matcher::{MatchOp, Matcher};
 pub use options::Options;
 pub use partition::block_list_bytes;
 pub use query::{Querier, SeriesRef};
-pub use snapshot::{BlockView, Snapshot};
+pub use snapshot::{BlockView, BucketReads, Snapshot};
 pub use types::{
     Batch, CounterResetHint, FloatHistogram, HistogramSample, Label, Labels, METRIC_NAME, STALE_NAN_BITS,
     Sample, SeriesId, is_stale, stale_nan,

@@ -32,6 +32,28 @@ pub(crate) use state::{Frozen, LiveFile, ReadState, State};
 pub struct Snapshot {
     shared: Arc<ReadState>,
     state: Arc<State>,
+    /// Ranged reads from the bucket made through this snapshot, and their bytes.
+    bucket_reads: BucketReads,
+}
+
+/// Ranged reads from the bucket made through one snapshot (opening files, fetching blocks
+/// missing from the local cache) and their bytes, readable after the snapshot is gone: one
+/// query's bucket cost, when the snapshot is one query's.
+#[derive(Debug, Clone, Default)]
+pub struct BucketReads(Arc<[std::sync::atomic::AtomicU64; 2]>);
+
+impl BucketReads {
+    /// (ranged reads, bytes) so far.
+    pub fn get(&self) -> (u64, u64) {
+        let [n, bytes] = &*self.0;
+        (n.load(std::sync::atomic::Ordering::Relaxed), bytes.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn add(&self, reads: u64, bytes: u64) {
+        let [n, b] = &*self.0;
+        n.fetch_add(reads, std::sync::atomic::Ordering::Relaxed);
+        b.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A block of a partition file as a query can use it without decoding: its statistics, and
@@ -48,7 +70,41 @@ pub struct BlockView {
 
 impl Snapshot {
     pub(crate) fn new(shared: Arc<ReadState>, state: Arc<State>) -> Self {
-        Snapshot { shared, state }
+        Snapshot { shared, state, bucket_reads: BucketReads::default() }
+    }
+
+    /// The bucket reads made through this snapshot (see [`BucketReads`]).
+    pub fn bucket_reads(&self) -> BucketReads {
+        self.bucket_reads.clone()
+    }
+
+    /// Runs `read`, counting the bucket reads it makes on this thread into
+    /// [`Snapshot::bucket_reads`].
+    fn counted<T>(&self, read: impl FnOnce() -> T) -> T {
+        thread_local! {
+            static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
+        /// Ends the outermost counted read, also when it unwinds.
+        struct Outermost;
+        impl Drop for Outermost {
+            fn drop(&mut self) {
+                COUNTING.with(|c| c.set(false));
+            }
+        }
+        // A read inside another (`samples_latest` falling back to `samples_scanned`) is the
+        // outer one's to count.
+        if COUNTING.with(|c| c.replace(true)) {
+            return read();
+        }
+        let outermost = Outermost;
+        let (n0, b0) = crate::bucket::cache::thread_reads();
+        let out = read();
+        drop(outermost);
+        let (n1, b1) = crate::bucket::cache::thread_reads();
+        if n1 > n0 {
+            self.bucket_reads.add(n1 - n0, b1 - b0);
+        }
+        out
     }
 
     fn labels(&self, id: SeriesId) -> Option<Labels> {
@@ -229,7 +285,7 @@ impl Snapshot {
             for _ in 0..closed.len().min(16) {
                 scope.spawn(|| {
                     while let Some(f) = closed.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
-                        if let Err(e) = f.file() {
+                        if let Err(e) = self.counted(|| f.file()) {
                             first_error.lock().get_or_insert(e);
                             return;
                         }
@@ -270,8 +326,10 @@ impl Snapshot {
 
 impl Querier for Snapshot {
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>> {
-        check_selective(matchers)?;
-        self.matching(matchers, mint, maxt)
+        self.counted(|| {
+            check_selective(matchers)?;
+            self.matching(matchers, mint, maxt)
+        })
     }
 
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
@@ -286,10 +344,12 @@ impl Querier for Snapshot {
         out: &mut Vec<Sample>,
         stats: &mut ScanStats,
     ) -> Result<()> {
-        let from = out.len();
-        self.read(series.id, &series.labels, mint, maxt, out, stats)?;
-        hist::strip_markers(out, from);
-        Ok(())
+        self.counted(|| {
+            let from = out.len();
+            self.read(series.id, &series.labels, mint, maxt, out, stats)?;
+            hist::strip_markers(out, from);
+            Ok(())
+        })
     }
 
     fn samples_pruned(
@@ -301,12 +361,14 @@ impl Querier for Snapshot {
         out: &mut Vec<Sample>,
         stats: &mut ScanStats,
     ) -> Result<()> {
-        let from = out.len();
-        if !pruned::samples_pruned(self, series, mint, maxt, may_keep, out, stats)? {
-            self.read(series.id, &series.labels, mint, maxt, out, stats)?;
-        }
-        hist::strip_markers(out, from);
-        Ok(())
+        self.counted(|| {
+            let from = out.len();
+            if !pruned::samples_pruned(self, series, mint, maxt, may_keep, out, stats)? {
+                self.read(series.id, &series.labels, mint, maxt, out, stats)?;
+            }
+            hist::strip_markers(out, from);
+            Ok(())
+        })
     }
 
     fn samples_latest(
@@ -317,19 +379,21 @@ impl Querier for Snapshot {
         out: &mut Vec<Sample>,
         stats: &mut ScanStats,
     ) -> Result<()> {
-        match latest::latest_without_reading(self, series, mint, maxt)? {
-            Some(latest::Latest::Stats(s)) => {
-                stats.blocks_from_stats += 1;
-                out.push(s);
-                Ok(())
+        self.counted(|| {
+            match latest::latest_without_reading(self, series, mint, maxt)? {
+                Some(latest::Latest::Stats(s)) => {
+                    stats.blocks_from_stats += 1;
+                    out.push(s);
+                    Ok(())
+                }
+                // Neither a block nor a decoded sample: nothing to count.
+                Some(latest::Latest::Head(s)) => {
+                    out.push(s);
+                    Ok(())
+                }
+                None => self.samples_scanned(series, mint, maxt, out, stats),
             }
-            // Neither a block nor a decoded sample: nothing to count.
-            Some(latest::Latest::Head(s)) => {
-                out.push(s);
-                Ok(())
-            }
-            None => self.samples_scanned(series, mint, maxt, out, stats),
-        }
+        })
     }
 
     fn histograms(
@@ -339,7 +403,7 @@ impl Querier for Snapshot {
         maxt: i64,
         out: &mut Vec<HistogramSample>,
     ) -> Result<()> {
-        self.read_histograms(series.id, &series.labels, mint, maxt, out)
+        self.counted(|| self.read_histograms(series.id, &series.labels, mint, maxt, out))
     }
 
     fn start_timestamps(
@@ -349,7 +413,7 @@ impl Querier for Snapshot {
         maxt: i64,
         out: &mut Vec<StartTimestamp>,
     ) -> Result<()> {
-        self.read_starts(series.id, &series.labels, mint, maxt, out)
+        self.counted(|| self.read_starts(series.id, &series.labels, mint, maxt, out))
     }
 
     fn window_aggregates(
@@ -360,7 +424,7 @@ impl Querier for Snapshot {
         out: &mut Vec<WindowAgg>,
         stats: &mut ScanStats,
     ) -> Result<bool> {
-        window::window_aggregates(self, series, windows, need, out, stats)
+        self.counted(|| window::window_aggregates(self, series, windows, need, out, stats))
     }
 
     fn group_extremes(
@@ -371,28 +435,34 @@ impl Querier for Snapshot {
         out: &mut Vec<Option<f64>>,
         stats: &mut ScanStats,
     ) -> Result<bool> {
-        extreme::group_extremes(self, group, windows, which, out, stats)
+        self.counted(|| extreme::group_extremes(self, group, windows, which, out, stats))
     }
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
-        self.open_files_in(mint, maxt)?;
-        let in_range = InRange::new(self, mint, maxt);
-        if in_range.is_empty() {
-            return Ok(Vec::new());
-        }
-        let candidates = self.candidates(matchers);
-        self.shared.index.label_names_where(candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
+        self.counted(|| {
+            self.open_files_in(mint, maxt)?;
+            let in_range = InRange::new(self, mint, maxt);
+            if in_range.is_empty() {
+                return Ok(Vec::new());
+            }
+            let candidates = self.candidates(matchers);
+            self.shared
+                .index
+                .label_names_where(candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
+        })
     }
 
     fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
-        self.open_files_in(mint, maxt)?;
-        let in_range = InRange::new(self, mint, maxt);
-        if in_range.is_empty() {
-            return Ok(Vec::new());
-        }
-        let candidates = self.candidates(matchers);
-        self.shared
-            .index
-            .label_values_where(name, candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
+        self.counted(|| {
+            self.open_files_in(mint, maxt)?;
+            let in_range = InRange::new(self, mint, maxt);
+            if in_range.is_empty() {
+                return Ok(Vec::new());
+            }
+            let candidates = self.candidates(matchers);
+            self.shared
+                .index
+                .label_values_where(name, candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
+        })
     }
 }

@@ -109,6 +109,16 @@ pub(crate) fn check_query_node(root_args: impl Fn(&str) -> Vec<String>) {
     let mut single = start(dirs[2].path(), &["--retention".into(), "100y".into()]);
     assert_eq!(write(&single, LINES), 204);
     let mut q = start(dirs[3].path(), &with("", &["--role", "query", "--storage.bucket-refresh", "100ms"]));
+    // The first query opens the files (ranged reads, counted in its stats); the same query
+    // again reads nothing from the bucket.
+    let stats = |s: &Strata| {
+        let path = format!("/api/v1/query?query={}&time=1700000010&stats=all", urlencode("cpu_usage"));
+        let body = s.get(&path).body;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["data"]["stats"]["samples"]["bucketRangeReads"].as_u64().unwrap()
+    };
+    assert!(stats(&q) > 0);
+    assert_eq!(stats(&q), 0);
     assert_eq!(query(&q), query(&single));
     assert_eq!(q.get("/-/ready").status, 200);
     let metrics = q.get("/metrics").body;

@@ -299,7 +299,11 @@ fn stats_carry_the_engine_s_phases_and_the_encoder_s() {
         read_time: Duration::from_millis(4750),
         ..promql::QueryStats::default()
     };
-    let timings = super::Timings { queued: Duration::from_millis(125), total: Duration::from_secs(4) };
+    let timings = super::Timings {
+        queued: Duration::from_millis(125),
+        total: Duration::from_secs(4),
+        bucket_reads: (3, 4096),
+    };
     let mut out = Vec::new();
     super::stats(&mut out, &stats, timings, Duration::from_millis(500));
     let stats: Value = serde_json::from_slice(&out).unwrap();
@@ -309,6 +313,8 @@ fn stats_carry_the_engine_s_phases_and_the_encoder_s() {
     // Thread time: more than the evaluation's wall time when the pool read in parallel.
     assert_eq!(timings["strataReadTime"], 4.75, "{stats}");
     assert_eq!(timings["strataEncodeTime"], 0.5, "{stats}");
+    assert_eq!(stats["samples"]["bucketRangeReads"], 3, "{stats}");
+    assert_eq!(stats["samples"]["bucketBytesRead"], 4096, "{stats}");
 
     // The answer reports the encoding time it measured itself.
     let request = QueryRequest {
@@ -326,7 +332,7 @@ fn stats_carry_the_engine_s_phases_and_the_encoder_s() {
         annotations: Vec::new(),
         stats: promql::QueryStats::default(),
     };
-    let timings = super::Timings { queued: Duration::ZERO, total: Duration::ZERO };
+    let timings = super::Timings { queued: Duration::ZERO, total: Duration::ZERO, bucket_reads: (0, 0) };
     let answer = super::answer(result, &request, Some(timings), 0).unwrap();
     let body: Value = serde_json::from_slice(&answer.body).unwrap();
     let encode = body["data"]["stats"]["timings"]["strataEncodeTime"].as_f64();

@@ -48,6 +48,17 @@ pub fn counters() -> &'static CacheCounters {
     &COUNTERS
 }
 
+thread_local! {
+    /// Ranged reads and bytes fetched by this thread so far.
+    static THREAD: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Ranged reads and bytes this thread has fetched so far: the difference across a call is what
+/// that call fetched (a snapshot's per-query counts, `Snapshot::bucket_reads`).
+pub(crate) fn thread_reads() -> (u64, u64) {
+    THREAD.with(std::cell::Cell::get)
+}
+
 /// See the module docs.
 pub(crate) struct CachedObject {
     bucket: Arc<Bucket>,
@@ -135,6 +146,11 @@ impl CachedObject {
             missing.iter().map(|p| (p.start * PAGE) as u64..((p.end * PAGE).min(len)) as u64).collect();
         let got = self.bucket.get_ranges(&self.key, &byte_ranges)?;
         c.requests.fetch_add(byte_ranges.len() as u64, Ordering::Relaxed);
+        let fetched: u64 = got.iter().map(|b| b.len() as u64).sum();
+        THREAD.with(|t| {
+            let (n, bytes) = t.get();
+            t.set((n + byte_ranges.len() as u64, bytes + fetched));
+        });
         let mut present = self.present.lock();
         for (pages, data) in missing.iter().zip(&got) {
             let start = pages.start * PAGE;
