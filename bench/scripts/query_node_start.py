@@ -8,7 +8,8 @@ For each N: a writer (`--role write --partition-duration 1h`) on `<bucket>/w` is
 sample an hour for N hours (one series, `m_v`), so that its shutdown flush writes one file to
 each of N hourly partitions and uploads them; then a query node on `<bucket>` is started ROUNDS times on an empty data
 directory, and the script reports the time from spawn to `/-/ready` answering 200, and to the
-answer of an instant query over the newest hour and of a range query over every file. The
+answer of an instant query over the newest hour and of a range query over every file, and how
+long that range query takes again (warm). The
 bucket is a fresh `file://` directory unless `--s3-url s3://BUCKET/PREFIX` is given with
 `--s3-endpoint`, `--s3-region`, `--s3-key-id` and `--s3-secret-file` (e.g. the RADOS Gateway of
 `tests/ceph-rgw/run-rgw.sh`).
@@ -120,9 +121,14 @@ def main():
                 points = len(json.loads(body)["data"]["result"][0]["values"])
                 whole = time.time() - t0
                 assert status == 200 and points == n, (status, points)
+                t1 = time.time()
+                status, body = get(port, f"/api/v1/query_range?{span}")
+                warm = time.time() - t1
+                assert status == 200
                 stop(q, qlog)
                 print(f"files={n} round={r} upload_s={upload_s:.1f} ready_s={ready:.3f} "
-                      f"first_query_s={first:.3f} all_files_query_s={whole:.3f}", flush=True)
+                      f"first_query_s={first:.3f} all_files_query_s={whole:.3f} "
+                      f"same_query_warm_s={warm:.4f}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
