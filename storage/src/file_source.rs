@@ -67,6 +67,14 @@ impl FileBytes {
         Ok(self.all().get(range))
     }
 
+    /// True unless reading `range` would fetch from the bucket first.
+    pub fn is_present(&self, range: &Range<usize>) -> bool {
+        match &self.source {
+            Source::Mapped(_) => true,
+            Source::Cached(c) => c.is_present(range),
+        }
+    }
+
     /// Makes `ranges` present (one request for a cached file); nothing for a local one.
     pub fn prefetch(&self, ranges: &[Range<usize>]) -> Result<()> {
         match &self.source {

@@ -54,6 +54,7 @@ mod db;
 mod error;
 mod failpoint;
 mod file_source;
+mod footprint;
 mod fsutil;
 mod head;
 mod merge;

@@ -34,6 +34,9 @@ pub struct Snapshot {
     state: Arc<State>,
     /// Ranged reads from the bucket made through this snapshot, and their bytes.
     bucket_reads: BucketReads,
+    /// What this snapshot's selections picked, for reads of bucket files (see
+    /// [`crate::footprint`]); unused without a bucket.
+    footprint: Arc<crate::footprint::Footprint>,
 }
 
 /// Ranged reads from the bucket made through one snapshot (opening files, fetching blocks
@@ -70,7 +73,7 @@ pub struct BlockView {
 
 impl Snapshot {
     pub(crate) fn new(shared: Arc<ReadState>, state: Arc<State>) -> Self {
-        Snapshot { shared, state, bucket_reads: BucketReads::default() }
+        Snapshot { shared, state, bucket_reads: BucketReads::default(), footprint: Arc::default() }
     }
 
     /// The bucket reads made through this snapshot (see [`BucketReads`]).
@@ -97,6 +100,7 @@ impl Snapshot {
             return read();
         }
         let outermost = Outermost;
+        let _footprint = self.shared.from_bucket.then(|| crate::footprint::enter(&self.footprint));
         let (n0, b0) = crate::bucket::cache::thread_reads();
         let out = read();
         drop(outermost);
@@ -265,6 +269,9 @@ impl Snapshot {
             if in_range.has_data(id, Some(&labels))? {
                 out.push(SeriesRef { id, labels });
             }
+        }
+        if self.shared.from_bucket {
+            self.footprint.selected(out.iter().map(|s| s.id).collect(), mint, maxt);
         }
         Ok(out)
     }

@@ -118,6 +118,16 @@ impl CachedObject {
         self.present_bytes.load(Ordering::Relaxed)
     }
 
+    /// True if every page of `range` is present.
+    pub fn is_present(&self, range: &Range<usize>) -> bool {
+        let len = self.map.len();
+        if range.start >= range.end.min(len) {
+            return true;
+        }
+        let present = self.present.lock();
+        (range.start / PAGE..=(range.end.min(len) - 1) / PAGE).all(|p| present[p / 64] & (1 << (p % 64)) != 0)
+    }
+
     /// Makes the bytes of `ranges` present, fetching the missing pages in one request.
     pub fn ensure(&self, ranges: &[Range<usize>]) -> Result<()> {
         let len = self.map.len();

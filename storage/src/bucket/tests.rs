@@ -340,3 +340,64 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A query node reading many series of one file it has not read before makes at most three
+/// requests for it: header and footer, index, and the blocks of every selected series at once
+/// (see `crate::footprint`), not one per series.
+#[test]
+fn a_query_reads_a_cold_file_in_three_requests() {
+    use crate::query::Querier;
+    use crate::{Batch, Db, Labels, Matcher, Options, Sample};
+    let faulty = faulty();
+    let store: Arc<dyn object_store::ObjectStore> = Arc::clone(&faulty) as _;
+    let bucket = |url: &str| super::BucketOptions {
+        url: url.into(),
+        delete_delay: Duration::from_secs(3600),
+        store: Some(Arc::clone(&store)),
+        ..super::BucketOptions::default()
+    };
+    let (dw, dq) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = Db::open(Options { bucket: Some(bucket("memory://root/w")), ..Options::new(dw.path()) }).unwrap();
+    let t0 = crate::clock::now_ms() - 2 * 3_600_000;
+    let mut b = Batch::new();
+    let mut x = 1u64;
+    for s in 0..100 {
+        let samples = (0..3000)
+            .map(|i| {
+                // Values that do not compress, so that the file's data spans many pages.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                Sample::new(t0 + i * 1000, f64::from_bits(x >> 12 | 0x3ff0_0000_0000_0000))
+            })
+            .collect();
+        b.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples);
+    }
+    w.append(&b).unwrap();
+    w.flush().unwrap();
+    assert!(w.wait_mirrored(Duration::from_secs(10)));
+    let q = Db::open(Options {
+        bucket: Some(bucket("memory://root")),
+        follow: Some(Duration::from_secs(3600)),
+        ..Options::new(dq.path())
+    })
+    .unwrap();
+    let gets = || faulty.counts().get.load(std::sync::atomic::Ordering::Relaxed);
+    let before = gets();
+    let snap = q.snapshot();
+    let series = snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap();
+    assert_eq!(series.len(), 100);
+    let mut n = 0;
+    for s in &series {
+        let mut out = Vec::new();
+        snap.samples(s, i64::MIN, i64::MAX, &mut out).unwrap();
+        n += out.len();
+    }
+    assert_eq!(n, 300_000);
+    assert_eq!(gets() - before, 3, "open (header and footer, index), then every block at once");
+    let (reads, bytes) = snap.bucket_reads().get();
+    assert!(reads >= 3 && bytes > 1 << 20, "{reads} {bytes}");
+    for db in [q, w] {
+        db.close().unwrap();
+    }
+}

@@ -578,6 +578,7 @@ impl Db {
                 series,
                 partition_ms: opts.partition_ms,
                 deleted: AtomicBool::new(deleted),
+                from_bucket: opts.bucket.is_some(),
             }),
             opts,
             dir,

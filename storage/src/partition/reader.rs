@@ -1,6 +1,7 @@
 //! Reads a partition file through `mmap`: of the local file, or of the local cache of a bucket
 //! object (see `file_source`).
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -232,6 +233,7 @@ impl PartitionFile {
         let (at, len) = self.hists[i].1;
         let corrupt = |reason: String| Error::corruption(&self.path, Some(at), reason);
         let a = usize::try_from(at).map_err(|_| corrupt("histogram chunks out of the file".into()))?;
+        self.fetch_footprint(a..a.saturating_add(len as usize))?;
         let bytes = self
             .bytes
             .get(a..a.saturating_add(len as usize))?
@@ -395,6 +397,7 @@ impl PartitionFile {
         let start = b.offset as usize;
         let end = start.saturating_add(b.len as usize);
         let corrupt = |reason: &str| Error::corruption(&self.path, Some(b.offset), reason);
+        self.fetch_footprint(start..end.saturating_add(4))?;
         let with_crc = self.bytes.get(start..end.saturating_add(4))?.ok_or_else(|| corrupt("block out of range"))?;
         let (bytes, crc) = with_crc.split_at(with_crc.len() - 4);
         let crc = u32::from_le_bytes(read4(crc, 0).ok_or_else(|| corrupt("block CRC missing"))?);
@@ -402,6 +405,36 @@ impl PartitionFile {
             return Err(corrupt("block checksum mismatch"));
         }
         Ok((bytes, crc))
+    }
+
+    /// Before a read of `range` that misses the local cache of a bucket file: fetches, with
+    /// it, every block and histogram section of the series the current query selected that
+    /// this file holds in the selected ranges (see [`crate::footprint`]), once per file per
+    /// query. Nothing for a local file, a read the cache holds, or outside a query.
+    fn fetch_footprint(&self, range: Range<usize>) -> Result<()> {
+        if self.bytes.is_present(&range) {
+            return Ok(());
+        }
+        let Some(footprint) = crate::footprint::current() else { return Ok(()) };
+        let selections = footprint.first_miss(std::ptr::from_ref(self) as usize);
+        if selections.is_empty() {
+            return Ok(());
+        }
+        let mut ranges = vec![range];
+        for (ids, mint, maxt) in &selections {
+            let held = |id: &SeriesId| self.contains(*id);
+            for &id in ids.iter().filter(|id| held(id)) {
+                for b in self.blocks_in(id, *mint, *maxt)? {
+                    let at = b.offset as usize;
+                    ranges.push(at..at.saturating_add(b.len as usize + 4));
+                }
+                if let Ok(i) = self.hists.binary_search_by_key(&id, |(i, _)| *i) {
+                    let (at, len) = self.hists[i].1;
+                    ranges.push(at as usize..(at as usize).saturating_add(len as usize));
+                }
+            }
+        }
+        self.bytes.prefetch(&ranges)
     }
 
     /// A block's bytes, its checksum verified.

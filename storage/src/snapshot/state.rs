@@ -32,6 +32,9 @@ pub(crate) struct ReadState {
     /// then on a series' newest accepted timestamp may name a deleted sample, so lookups stop
     /// taking it as proof of data (see `snapshot::in_range`).
     pub deleted: AtomicBool,
+    /// Some files may be read from a bucket (`--storage.bucket`): reads keep a query's
+    /// footprint (see [`crate::footprint`]).
+    pub from_bucket: bool,
 }
 
 /// A live partition file: its manifest entry and the open file, or where to open it from.
