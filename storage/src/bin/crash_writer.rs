@@ -17,6 +17,8 @@
 //! Values only grow, so after a crash the checker knows which value the last write left (at
 //! least the last acknowledged one, the same in every sample: a batch is applied whole).
 //!
+//! With `STRATA_CRASH_BUCKET=URL` set, the database mirrors to that bucket (delete delay 0).
+//!
 //! `storage-crash-writer steps DIR` runs a fixed script (append, flush, append, compact, delete,
 //! retention, close) for the crash-point tests, which set `STRATA_FAILPOINT`.
 
@@ -81,6 +83,11 @@ fn options(dir: &str) -> Options {
     // writes hours of one-second batches, and the checker expects every acknowledged one.
     o.retention_ms = 10 * 365 * 24 * 3_600_000;
     o.block_samples_max = 16;
+    // A writer mirroring to a bucket (`crash::sigkill_of_a_bucket_writer...`): uploads and
+    // commits follow every flush and compaction, so kills land among them too.
+    if let Ok(url) = std::env::var("STRATA_CRASH_BUCKET") {
+        o.bucket = Some(storage::BucketOptions { url, ..storage::BucketOptions::default() });
+    }
     o
 }
 

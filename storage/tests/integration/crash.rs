@@ -143,6 +143,109 @@ fn sigkill_at_random_moments_loses_no_acknowledged_batch() {
     assert!(rewrite_acked > kills as u64, "the rewriter made too little progress to test anything");
 }
 
+/// The newest record's number in the `file://` bucket at `bucket`, the files it lists, and the
+/// partition files the bucket holds, as (partition, id).
+fn bucket_files(bucket: &Path) -> (u64, BTreeSet<(i64, u64)>, BTreeSet<(i64, u64)>) {
+    let records = std::fs::read_dir(bucket.join("manifest")).unwrap();
+    let newest = records
+        .filter_map(|e| e.unwrap().file_name().to_str()?.parse::<u64>().ok())
+        .max()
+        .expect("the bucket holds records");
+    let text = std::fs::read_to_string(bucket.join(format!("manifest/{newest:020}"))).unwrap();
+    let listed = text
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("file ")?.split(' ');
+            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        })
+        .collect();
+    let mut held = BTreeSet::new();
+    for p in std::fs::read_dir(bucket.join("partitions")).unwrap() {
+        let p = p.unwrap();
+        let partition: i64 = p.file_name().to_str().unwrap().parse().unwrap();
+        for f in std::fs::read_dir(p.path()).unwrap() {
+            let name = f.unwrap().file_name().into_string().unwrap();
+            if let Some(id) = name.strip_suffix(".spf").and_then(|n| n.parse().ok()) {
+                held.insert((partition, id));
+            }
+        }
+    }
+    (newest, listed, held)
+}
+
+/// SIGKILL of a writer that mirrors to a bucket (`file://`), at random moments: among its
+/// constant flushes and compactions, so among uploads, commits and deletions. After every kill
+/// the data directory holds every acknowledged batch; at the end, once a clean writer has
+/// uploaded what the last one left, a query node's view of the bucket holds exactly what the
+/// data directory does, and the bucket holds no partition file its newest record does not list
+/// (uploads a kill left uncommitted included). `STRATA_BUCKET_KILLS=200` for 200 kills
+/// (default 20).
+#[test]
+fn sigkill_of_a_bucket_writer_loses_nothing_and_leaves_nothing() {
+    let kills: usize = std::env::var("STRATA_BUCKET_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let (dir, bucket, qdir) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let url = format!("file://{}", bucket.path().display());
+    let series = 3;
+    let mut rng = Rng(0xb0c_4e7);
+    let mut acked = BTreeSet::new();
+    let mut next = 0u64;
+    for round in 0..kills {
+        let mut child = Command::new(WRITER)
+            .args(["write", dir.path().to_str().unwrap(), "2", &series.to_string(), &next.to_string()])
+            .env("STRATA_CRASH_BUCKET", &url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20 + rng.next() % 400));
+        child.kill().unwrap(); // SIGKILL
+        let mut rewrites = 0;
+        collect_acks(&mut child, &mut acked, &mut rewrites);
+        assert!(!child.wait().unwrap().success(), "round {round}: writer exited by itself");
+        let db = Db::open(Options::new(dir.path()))
+            .unwrap_or_else(|e| panic!("round {round}: reopen failed: {e}"));
+        let present = common::batches_present(&db.snapshot(), "crash", "");
+        common::assert_whole_and_acked(&present, &acked, series, &format!("round {round}: "));
+        next = next.max(present.keys().map(|(_, b)| b + 1).max().unwrap_or(0));
+        db.close().unwrap();
+    }
+    assert!(acked.len() > kills, "the writer made too little progress to test anything");
+    // A clean writer uploads what the last one left and collects what kills left behind: the
+    // first commit records the uncommitted uploads it lists at start as gone, the next deletes
+    // them (the delete delay is 0).
+    let with_bucket = || Options {
+        bucket: Some(storage::BucketOptions { url: url.clone(), ..storage::BucketOptions::default() }),
+        ..Options::new(dir.path())
+    };
+    for _ in 0..2 {
+        let db = Db::open(with_bucket()).unwrap();
+        db.flush().unwrap();
+        db.compact_all().unwrap();
+        assert!(db.wait_mirrored(Duration::from_secs(60)));
+        db.close().unwrap();
+    }
+    let local = Db::open(Options::new(dir.path())).unwrap();
+    let want = common::batches_present(&local.snapshot(), "crash", "");
+    common::assert_whole_and_acked(&want, &acked, series, "");
+    local.close().unwrap();
+    let q = Db::open(Options {
+        bucket: Some(storage::BucketOptions { url: url.clone(), ..storage::BucketOptions::default() }),
+        follow: Some(Duration::from_secs(3600)),
+        ..Options::new(qdir.path())
+    })
+    .unwrap();
+    assert_eq!(common::batches_present(&q.snapshot(), "crash", ""), want, "the query node's view");
+    q.close().unwrap();
+    let (records, listed, held) = bucket_files(bucket.path());
+    assert_eq!(held, listed, "partition files in the bucket against those its newest record lists");
+    assert!(records > 2 * kills as u64, "{records} records: too few commits to test anything");
+    eprintln!(
+        "{kills} kills of a bucket writer, {} acknowledged batches verified, {records} records committed",
+        acked.len()
+    );
+}
+
 /// Every crash point the engine has, each hit at its first and a later occurrence.
 const POINTS: &[&str] = &[
     "wal.before_write",
