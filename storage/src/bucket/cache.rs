@@ -133,16 +133,21 @@ impl CachedObject {
         let len = self.map.len();
         let missing: Vec<Range<usize>> = {
             let present = self.present.lock();
+            // Ranges may share pages and come in any order: each missing page once, in order.
+            let mut pages: Vec<usize> = ranges
+                .iter()
+                .filter(|r| r.start < r.end.min(len))
+                .flat_map(|r| r.start / PAGE..=(r.end.min(len) - 1) / PAGE)
+                .filter(|&page| present[page / 64] & (1 << (page % 64)) == 0)
+                .collect();
+            drop(present);
+            pages.sort_unstable();
+            pages.dedup();
             let mut runs: Vec<Range<usize>> = Vec::new();
-            for r in ranges.iter().filter(|r| r.start < r.end.min(len)) {
-                for page in r.start / PAGE..=(r.end.min(len) - 1) / PAGE {
-                    if present[page / 64] & (1 << (page % 64)) != 0 {
-                        continue;
-                    }
-                    match runs.last_mut() {
-                        Some(last) if last.end == page => last.end = page + 1,
-                        _ => runs.push(page..page + 1),
-                    }
+            for page in pages {
+                match runs.last_mut() {
+                    Some(last) if last.end == page => last.end = page + 1,
+                    _ => runs.push(page..page + 1),
                 }
             }
             runs

@@ -401,3 +401,21 @@ fn a_query_reads_a_cold_file_in_three_requests() {
         db.close().unwrap();
     }
 }
+
+/// Ranges that share pages, in any order, fetch each missing page once.
+#[test]
+fn overlapping_ranges_fetch_each_page_once() {
+    let store = faulty();
+    let b = Arc::new(bucket(&store));
+    let key = b.file_key(0, 1);
+    b.put(&key, bytes::Bytes::from(vec![7u8; 5 * 65536])).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let c = super::cache::CachedObject::open(Arc::clone(&b), key, &d.path().join("1.spf.cache"), 5 * 65536)
+        .unwrap();
+    c.ensure(&[70_000..70_010, 0..10, 5..20, 3..65_600, 65_540..65_550]).unwrap();
+    let fetched = store.counts().range_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(fetched, 2 * 65536, "pages 0 and 1, once each");
+    assert_eq!(&c.bytes()[65_530..65_540], &[7u8; 10]);
+    c.ensure(&[10..20, 65_536..65_540]).unwrap();
+    assert_eq!(store.counts().range_bytes.load(std::sync::atomic::Ordering::Relaxed), fetched, "all present");
+}

@@ -143,9 +143,12 @@ fn sigkill_at_random_moments_loses_no_acknowledged_batch() {
     assert!(rewrite_acked > kills as u64, "the rewriter made too little progress to test anything");
 }
 
+/// Partition files as (partition, id).
+type FileSet = BTreeSet<(i64, u64)>;
+
 /// The newest record's number in the `file://` bucket at `bucket`, the files it lists, and the
 /// partition files the bucket holds, as (partition, id).
-fn bucket_files(bucket: &Path) -> (u64, BTreeSet<(i64, u64)>, BTreeSet<(i64, u64)>) {
+fn bucket_files(bucket: &Path) -> (u64, FileSet, FileSet) {
     let records = std::fs::read_dir(bucket.join("manifest")).unwrap();
     let newest = records
         .filter_map(|e| e.unwrap().file_name().to_str()?.parse::<u64>().ok())
