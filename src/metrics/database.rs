@@ -42,12 +42,12 @@ fn write_bucket(db: &Db, out: &mut Exposition) {
     let reads = [
         (
             "strata_storage_bucket_range_reads_total",
-            "Ranged reads of partition files held in the bucket (their pages missing from the local cache).",
+            "GET requests for ranges of partition files held in the bucket (pages missing from the local cache), as the client coalesces them.",
             load(&cache.requests),
         ),
         (
             "strata_storage_bucket_range_read_bytes_total",
-            "Bytes those ranged reads fetched.",
+            "Bytes those requests fetched, coalesced gaps included.",
             load(&cache.bytes),
         ),
         (

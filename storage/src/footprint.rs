@@ -4,13 +4,14 @@
 //! A snapshot records each selection (its series and time range). While a thread serves one of
 //! the snapshot's reads, the snapshot's footprint is that thread's [`current`] one. When a read
 //! of a bucket file misses the local cache, the reader first fetches, in one ranged read, the
-//! blocks of every series the query selected that the file holds in the selected range
-//! ([`Footprint::first_miss`]), once per file per query; later reads of the file by the same
-//! query then find their blocks present. A query whose reads block statistics answer misses
+//! blocks of every series the query selected so far that the file holds in the selected range
+//! ([`Footprint::first_miss`]), once per file and selection; later reads of the file by the
+//! same query then find their blocks present. (The engine selects each selector as it
+//! evaluates it, so a query of five selectors may fetch from a file five times.) A query whose reads block statistics answer misses
 //! nothing and so fetches nothing.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -25,8 +26,8 @@ pub(crate) type Selection = (Arc<[SeriesId]>, i64, i64);
 pub(crate) struct Footprint {
     /// Each selection of the query.
     selections: Mutex<Vec<Selection>>,
-    /// Files (by address of their reader) already fetched for this query.
-    fetched: Mutex<HashSet<usize>>,
+    /// Per file (by the address of its reader): how many of the selections it was fetched for.
+    fetched: Mutex<HashMap<usize, usize>>,
 }
 
 thread_local! {
@@ -43,13 +44,15 @@ impl Footprint {
         self.selections.lock().push((ids.into(), mint, maxt));
     }
 
-    /// For the first miss of file `file` in this query: each selection's ids and range (none
-    /// after the first call for the file).
+    /// For a miss of file `file`: the selections it was not fetched for yet (none if it was
+    /// fetched for all), which it now counts as fetched.
     pub(crate) fn first_miss(&self, file: usize) -> Vec<Selection> {
-        if !self.fetched.lock().insert(file) {
-            return Vec::new();
-        }
-        self.selections.lock().clone()
+        let selections = self.selections.lock();
+        let mut fetched = self.fetched.lock();
+        let done = fetched.entry(file).or_insert(0);
+        let new = selections.get(*done..).unwrap_or_default().to_vec();
+        *done = selections.len();
+        new
     }
 }
 

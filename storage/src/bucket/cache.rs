@@ -33,9 +33,9 @@ const PAGE: usize = 64 << 10;
 /// benchmarks).
 #[derive(Debug, Default)]
 pub struct CacheCounters {
-    /// Ranged GET requests (one `get_ranges` call counts once per coalesced range it asked).
+    /// GET requests, as `object_store` coalesces a `get_ranges` call's ranges into them.
     pub requests: AtomicU64,
-    /// Bytes fetched.
+    /// Bytes those requests fetched (the gaps they coalesced over included).
     pub bytes: AtomicU64,
     /// Reads that found every page present.
     pub hits: AtomicU64,
@@ -57,6 +57,29 @@ thread_local! {
 /// that call fetched (a snapshot's per-query counts, `Snapshot::bucket_reads`).
 pub(crate) fn thread_reads() -> (u64, u64) {
     THREAD.with(std::cell::Cell::get)
+}
+
+/// The GET requests and bytes the store makes for `ranges` (sorted, disjoint), as
+/// `object_store`'s `get_ranges` coalesces them.
+fn requests_for(ranges: &[Range<u64>]) -> (u64, u64) {
+    let (mut requests, mut bytes) = (0, 0);
+    let mut current: Option<Range<u64>> = None;
+    for r in ranges {
+        match &mut current {
+            Some(c) if r.start.saturating_sub(c.end) <= object_store::OBJECT_STORE_COALESCE_DEFAULT => {
+                c.end = c.end.max(r.end);
+            }
+            _ => {
+                if let Some(c) = current.replace(r.clone()) {
+                    (requests, bytes) = (requests + 1, bytes + (c.end - c.start));
+                }
+            }
+        }
+    }
+    if let Some(c) = current {
+        (requests, bytes) = (requests + 1, bytes + (c.end - c.start));
+    }
+    (requests, bytes)
 }
 
 /// See the module docs.
@@ -160,11 +183,14 @@ impl CachedObject {
         let byte_ranges: Vec<Range<u64>> =
             missing.iter().map(|p| (p.start * PAGE) as u64..((p.end * PAGE).min(len)) as u64).collect();
         let got = self.bucket.get_ranges(&self.key, &byte_ranges)?;
-        c.requests.fetch_add(byte_ranges.len() as u64, Ordering::Relaxed);
-        let fetched: u64 = got.iter().map(|b| b.len() as u64).sum();
+        // What the store sends for them: `get_ranges` merges ranges less than
+        // OBJECT_STORE_COALESCE_DEFAULT apart into one GET (gap included).
+        let (requests, sent) = requests_for(&byte_ranges);
+        c.requests.fetch_add(requests, Ordering::Relaxed);
+        c.bytes.fetch_add(sent, Ordering::Relaxed);
         THREAD.with(|t| {
             let (n, bytes) = t.get();
-            t.set((n + byte_ranges.len() as u64, bytes + fetched));
+            t.set((n + requests, bytes + sent));
         });
         let mut present = self.present.lock();
         for (pages, data) in missing.iter().zip(&got) {
@@ -176,7 +202,6 @@ impl CachedObject {
                     data.len()
                 )));
             }
-            c.bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
             for page in pages.clone() {
                 if present[page / 64] & (1 << (page % 64)) != 0 {
                     // Another reader fetched it meanwhile: a present page is never rewritten.
@@ -192,5 +217,17 @@ impl CachedObject {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn requests_are_counted_as_the_client_coalesces_them() {
+        let mib = 1u64 << 20;
+        assert_eq!(super::requests_for(&[]), (0, 0));
+        assert_eq!(super::requests_for(&[0..10, 20..30]), (1, 30), "a gap under 1 MiB is fetched along");
+        assert_eq!(super::requests_for(&[0..10, 10 + mib..20 + mib]), (1, 20 + mib));
+        assert_eq!(super::requests_for(&[0..10, 11 + mib..21 + mib]), (2, 20), "more than 1 MiB apart");
     }
 }
