@@ -397,7 +397,36 @@ fn a_query_reads_a_cold_file_in_three_requests() {
     assert_eq!(gets() - before, 3, "open (header and footer, index), then every block at once");
     let (reads, bytes) = snap.bucket_reads().get();
     assert!(reads >= 3 && bytes > 1 << 20, "{reads} {bytes}");
-    for db in [q, w] {
+    drop(snap);
+
+    // A query node's cache is trimmed to --storage.bucket-cache-size: the file it read goes
+    // back to unopened, its cache file removed, and the next query reads it again alike.
+    let dq2 = tempfile::tempdir().unwrap();
+    let mut small = bucket("memory://root");
+    small.cache_bytes_max = 64 << 10;
+    let q2 = Db::open(Options {
+        bucket: Some(small),
+        follow: Some(Duration::from_secs(3600)),
+        ..Options::new(dq2.path())
+    })
+    .unwrap();
+    let read_all = |db: &Db| {
+        let snap = db.snapshot();
+        let mut all = Vec::new();
+        for s in snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap() {
+            snap.samples(&s, i64::MIN, i64::MAX, &mut all).unwrap();
+        }
+        all.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>()
+    };
+    let want = read_all(&q);
+    assert_eq!(read_all(&q2), want);
+    let cached = || walk(dq2.path()).iter().filter(|p| p.to_string_lossy().ends_with(".spf.cache")).count();
+    assert_eq!(cached(), 1);
+    assert!(q2.trim_bucket_cache().unwrap() > 1 << 20);
+    assert_eq!(cached(), 0, "the trimmed file's cache file is removed");
+    assert_eq!(q2.trim_bucket_cache().unwrap(), 0, "nothing open, nothing to trim");
+    assert_eq!(read_all(&q2), want, "read again from the bucket");
+    for db in [q2, q, w] {
         db.close().unwrap();
     }
 }

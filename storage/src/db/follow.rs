@@ -74,7 +74,61 @@ impl Inner {
                 self.counters.maintenance_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, "refreshing from the bucket failed; will retry");
             }
+            if let Err(e) = self.trim_follow_cache() {
+                self.counters.maintenance_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "trimming the bucket cache failed; will retry");
+            }
         }
+    }
+
+    /// Keeps a query node's cache files within `--storage.bucket-cache-size`: the least
+    /// recently read open files are swapped for unopened copies, which open again (from the
+    /// bucket) when a query next reaches them. Their cache files are removed first: a query
+    /// still reading the old copy keeps its mapping of the removed file. Returns the bytes freed.
+    pub(crate) fn trim_follow_cache(&self) -> Result<u64> {
+        let Some(follow) = &self.follow else { return Ok(0) };
+        let max = self.opts.bucket.as_ref().map_or(0, |b| b.cache_bytes_max);
+        if max == 0 {
+            return Ok(0);
+        }
+        let mut f = follow.lock();
+        // Reads after this trim rank later than every read before it.
+        crate::file_source::advance_read_clock();
+        let mut open: Vec<_> = f
+            .files
+            .iter()
+            .filter_map(|(k, l)| {
+                l.opened().map(|p| (k.clone(), Arc::clone(l), p.local_bytes(), p.last_read()))
+            })
+            .collect();
+        let before: u64 = open.iter().map(|o| o.2).sum();
+        if before <= max {
+            return Ok(0);
+        }
+        open.sort_by_key(|o| o.3);
+        let (mut total, mut swapped) = (before, HashMap::new());
+        for (key, old, bytes, _) in open {
+            if total <= max {
+                break;
+            }
+            let Some(cold) = old.unopened() else { continue };
+            let path = filenames::partition_cache_file(&self.dir, old.entry.partition, old.entry.id);
+            crate::fsutil::remove_path(&path)?;
+            let cold = Arc::new(cold);
+            f.files.insert(key, Arc::clone(&cold));
+            swapped.insert(Arc::as_ptr(&old) as usize, cold);
+            total -= bytes;
+        }
+        self.update_state(|s| {
+            let mut n = s.clone_shallow();
+            for slot in n.partitions.values_mut().flatten() {
+                if let Some(cold) = swapped.get(&(Arc::as_ptr(slot) as usize)) {
+                    *slot = Arc::clone(cold);
+                }
+            }
+            n
+        });
+        Ok(before - total)
     }
 
     /// Looks for new prefixes now and then, reads every prefix's newest record, and swaps in

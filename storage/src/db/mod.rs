@@ -795,6 +795,9 @@ impl Db {
     /// Trims the local copies of bucket files to `--storage.bucket-cache-size` now (the
     /// maintenance thread does it at each run); returns the bytes freed.
     pub fn trim_bucket_cache(&self) -> Result<u64> {
+        if self.inner.follow.is_some() {
+            return self.inner.trim_follow_cache();
+        }
         let _m = self.inner.maint.lock();
         self.inner.trim_bucket_cache_locked()
     }

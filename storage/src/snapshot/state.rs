@@ -83,6 +83,19 @@ impl LiveFile {
         LiveFile { entry, file: OnceLock::new(), lazy: Some(lazy) }
     }
 
+    /// A lazy file's unopened copy, reading the same object through the same cache path (which
+    /// opening empties); None for a file that is not lazy.
+    pub(crate) fn unopened(&self) -> Option<LiveFile> {
+        let l = self.lazy.as_ref()?;
+        Some(LiveFile::lazy(
+            self.entry.clone(),
+            Arc::clone(&l.bucket),
+            l.key.clone(),
+            l.cache_path.clone(),
+            Arc::clone(&l.shared),
+        ))
+    }
+
     /// The file if it is open (always, for a file that is not lazy).
     pub(crate) fn opened(&self) -> Option<&PartitionFile> {
         self.file.get()
