@@ -18,8 +18,9 @@
 //! <prefix>/partitions/<start_ms>/<file_id>.spf    immutable partition files
 //! ```
 //!
-//! Nothing here lists the bucket: the newest manifest is found from the hint by probing the
-//! next numbers (see [`commit::latest`]).
+//! No query path lists the bucket: the newest manifest is found from the hint by probing the
+//! next numbers (see [`commit::latest`]). The two LISTs are a writer's search for leftovers at
+//! start ([`Bucket::list_files`]) and a query node's search for prefixes ([`follow`]).
 
 pub(crate) mod cache;
 pub(crate) mod commit;

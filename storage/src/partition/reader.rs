@@ -82,8 +82,11 @@ impl PartitionFile {
     ) -> Result<Self> {
         let bytes = crate::file_source::cached_partition_file(bucket, key, cache_path, size)?;
         let len = bytes.all().len();
-        // Header and footer in one request, then the index the footer locates.
-        bytes.prefetch(&[0..HEADER_LEN.min(len), len.saturating_sub(FOOTER_LEN)..len])?;
+        // Header and the file's tail in one read (two requests at once, one for a small
+        // file), then whatever of the index the footer locates the tail did not hold: a file
+        // whose index fits in the tail opens in one round trip.
+        const TAIL: usize = 256 << 10;
+        bytes.prefetch(&[0..HEADER_LEN.min(len), len.saturating_sub(TAIL.max(FOOTER_LEN))..len])?;
         if let Some(sym_off) = bytes
             .all()
             .get(len.saturating_sub(FOOTER_LEN)..)
