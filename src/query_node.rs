@@ -441,11 +441,15 @@ pub fn querier<'a>(
     db: &storage::Db,
     writers: Option<&'a Arc<Writers>>,
 ) -> (Box<dyn Querier + 'a>, storage::BucketReads) {
+    // The records before the snapshot: a refresh in between then only gives the snapshot
+    // newer files, whose data the writers also send (the merge keeps one copy). The other way
+    // round, writers would leave out files the snapshot does not hold yet.
+    let records = writers.is_some().then(|| db.followed_records());
     let snapshot = db.snapshot();
     let reads = snapshot.bucket_reads();
-    match writers {
-        Some(w) if db.reads_only() => {
-            (Box::new(WithWriters::new(snapshot, &db.followed_records(), w)), reads)
+    match (writers, records) {
+        (Some(w), Some(records)) if db.reads_only() => {
+            (Box::new(WithWriters::new(snapshot, &records, w)), reads)
         }
         _ => (Box::new(snapshot), reads),
     }
