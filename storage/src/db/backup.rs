@@ -67,12 +67,15 @@ pub(crate) fn backup_to(inner: &Inner, dir: &Path, with_head: bool) -> Result<Ba
         let from = filenames::partition_file(&inner.dir, f.partition, f.id);
         let to = filenames::partition_file(dir, f.partition, f.id);
         if inner.opts.bucket.is_some() && !from.exists() {
-            return Err(Error::Bucket(format!(
-                "cannot copy {}: the file is read from the bucket, which holds it (a copy of the bucket prefix is the backup)",
-                from.display()
-            )));
-        }
-        if link_or_copy(&from, &to)? {
+            // Read from the bucket through the cache: the copy gets the whole object.
+            let state = inner.state.read().clone();
+            let live = state.partitions.get(&f.partition).and_then(|l| l.iter().find(|l| l.entry.id == f.id));
+            let Some(live) = live else {
+                return Err(Error::Bucket(format!("{} is listed but not open", from.display())));
+            };
+            fsutil::replace_atomic(&to, live.file()?.whole()?)?;
+            stats.copied += 1;
+        } else if link_or_copy(&from, &to)? {
             stats.copied += 1;
         }
         stats.files += 1;

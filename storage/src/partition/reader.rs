@@ -283,6 +283,14 @@ impl PartitionFile {
         self.bytes.local_bytes()
     }
 
+    /// The whole file's bytes, fetched from the bucket first for a cached file: for a copy of
+    /// the database (the admin snapshot) on a data directory that reads files from a bucket.
+    pub(crate) fn whole(&self) -> Result<&[u8]> {
+        let len = self.bytes.all().len();
+        self.bytes.prefetch(std::slice::from_ref(&(0..len)))?;
+        Ok(self.bytes.all())
+    }
+
     /// True if the file is read from the bucket through the local cache.
     pub(crate) fn is_cached(&self) -> bool {
         self.bytes.is_cached()

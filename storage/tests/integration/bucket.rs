@@ -89,6 +89,14 @@ fn an_empty_disk_serves_what_the_bucket_holds() {
 
     let db = Db::open(opts(d2.path(), &store, Duration::from_secs(3600))).unwrap();
     assert_eq!(everything(&db), want, "the restored directory answers as the original");
+    // A snapshot of the restored directory holds its files whole, read from the bucket: it
+    // opens without the bucket and answers alike.
+    let copy = tempfile::tempdir().unwrap();
+    let stats = db.backup_to(&copy.path().join("snap"), false).unwrap();
+    assert_eq!(stats.files, 3);
+    let snap = Db::open(Options::new(copy.path().join("snap"))).unwrap();
+    assert_eq!(everything(&snap), want, "the snapshot answers as the original");
+    snap.close().unwrap();
     // The restored writer goes on where the first stopped, with file ids of its own epoch.
     write_round(&db, 3);
     db.flush().unwrap();
