@@ -27,16 +27,6 @@ pub enum Role {
     Query,
 }
 
-impl Role {
-    fn to_possible_value_name(self) -> &'static str {
-        match self {
-            Role::All => "all",
-            Role::Write => "write",
-            Role::Query => "query",
-        }
-    }
-}
-
 /// strata: a Prometheus-compatible remote storage with its own PromQL engine.
 ///
 /// Durations are written as in Prometheus (15d, 12h, 90m, 1h30m, 100ms; units y w d h m s ms),
@@ -448,7 +438,8 @@ impl Cli {
     pub fn check_role(&self) -> Result<(), String> {
         match (self.role, &self.storage_bucket) {
             (Role::Write | Role::Query, None) => {
-                Err(format!("--role {} needs --storage.bucket", self.role.to_possible_value_name()))
+                let name = clap::ValueEnum::to_possible_value(&self.role).map(|v| v.get_name().to_string());
+                Err(format!("--role {} needs --storage.bucket", name.unwrap_or_default()))
             }
             (Role::All | Role::Write, _) if !self.query_writer.is_empty() => {
                 Err("--query.writer is for query nodes (--role query)".into())

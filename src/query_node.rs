@@ -213,11 +213,34 @@ impl<'a> WithWriters<'a> {
         self.lock().data.contains_key(&id)
     }
 
-    /// The writers' samples of series `id` in `[mint, maxt]`, if they answered any.
-    fn writer_samples(&self, id: SeriesId, mint: i64, maxt: i64) -> Option<Vec<Sample>> {
-        let read = self.lock();
-        let (samples, _) = read.data.get(&id)?;
-        Some(samples.iter().filter(|s| s.t >= mint && s.t <= maxt).copied().collect())
+    /// Appends to `out` what `bucket` reads of series `id` (unless only writers hold it) with
+    /// what the writers answered of it in `[mint, maxt]` (`part` of their data) merged in.
+    #[allow(clippy::too_many_arguments)]
+    fn merged<T: Clone>(
+        &self,
+        id: SeriesId,
+        out: &mut Vec<T>,
+        part: impl Fn(&(Vec<Sample>, Vec<HistogramSample>)) -> &Vec<T>,
+        t: impl Fn(&T) -> i64,
+        mint: i64,
+        maxt: i64,
+        bucket: impl FnOnce(&mut Vec<T>) -> storage::Result<()>,
+    ) -> storage::Result<()> {
+        let from = out.len();
+        let (recent, writer_only) = {
+            let read = self.lock();
+            let recent = read.data.get(&id).map(|d| {
+                part(d).iter().filter(|x| (mint..=maxt).contains(&t(x))).cloned().collect::<Vec<T>>()
+            });
+            (recent, read.writer_only.contains(&id))
+        };
+        if !writer_only {
+            bucket(out)?;
+        }
+        if let Some(recent) = recent {
+            merge_into(out, from, recent, t);
+        }
+        Ok(())
     }
 }
 
@@ -306,15 +329,15 @@ impl Querier for WithWriters<'_> {
         out: &mut Vec<Sample>,
         stats: &mut ScanStats,
     ) -> storage::Result<()> {
-        let from = out.len();
-        let recent = self.writer_samples(series.id, mint, maxt);
-        if !self.writer_only(series.id) {
-            self.bucket.samples_scanned(series, mint, maxt, out, stats)?;
-        }
-        if let Some(recent) = recent {
-            merge_into(out, from, recent, |s| s.t);
-        }
-        Ok(())
+        self.merged(
+            series.id,
+            out,
+            |d| &d.0,
+            |s| s.t,
+            mint,
+            maxt,
+            |out| self.bucket.samples_scanned(series, mint, maxt, out, stats),
+        )
     }
 
     fn samples_pruned(
@@ -353,20 +376,15 @@ impl Querier for WithWriters<'_> {
         maxt: i64,
         out: &mut Vec<HistogramSample>,
     ) -> storage::Result<()> {
-        let from = out.len();
-        let recent: Option<Vec<HistogramSample>> = {
-            let read = self.lock();
-            read.data
-                .get(&series.id)
-                .map(|(_, h)| h.iter().filter(|h| h.t >= mint && h.t <= maxt).cloned().collect())
-        };
-        if !self.writer_only(series.id) {
-            self.bucket.histograms(series, mint, maxt, out)?;
-        }
-        if let Some(recent) = recent {
-            merge_into(out, from, recent, |h| h.t);
-        }
-        Ok(())
+        self.merged(
+            series.id,
+            out,
+            |d| &d.1,
+            |h| h.t,
+            mint,
+            maxt,
+            |out| self.bucket.histograms(series, mint, maxt, out),
+        )
     }
 
     fn start_timestamps(

@@ -295,3 +295,15 @@ fn remote_read_and_admin_flags_reach_the_server_config() {
     );
     assert!(parse(&["--storage.remote.read-max-bytes-in-frame=0"]).is_err());
 }
+
+#[test]
+fn roles_that_need_a_bucket_say_so() {
+    let err = parse(&["--role", "query"]).unwrap().check_role().unwrap_err();
+    assert_eq!(err, "--role query needs --storage.bucket");
+    let err = parse(&["--role", "write"]).unwrap().check_role().unwrap_err();
+    assert_eq!(err, "--role write needs --storage.bucket");
+    assert!(parse(&["--role", "query", "--storage.bucket", "file:///b"]).unwrap().check_role().is_ok());
+    let err = parse(&["--query.writer", "http://w:9201"]).unwrap().check_role().unwrap_err();
+    assert!(err.contains("--role query"), "{err}");
+    assert!(parse(&[]).unwrap().check_role().is_ok());
+}

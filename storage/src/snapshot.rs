@@ -84,6 +84,10 @@ impl Snapshot {
     /// Runs `read`, counting the bucket reads it makes on this thread into
     /// [`Snapshot::bucket_reads`].
     fn counted<T>(&self, read: impl FnOnce() -> T) -> T {
+        // Without a bucket there is nothing to count, and no footprint to keep.
+        if !self.shared.from_bucket {
+            return read();
+        }
         thread_local! {
             static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
         }
@@ -100,7 +104,7 @@ impl Snapshot {
             return read();
         }
         let outermost = Outermost;
-        let _footprint = self.shared.from_bucket.then(|| crate::footprint::enter(&self.footprint));
+        let _footprint = crate::footprint::enter(&self.footprint);
         let (n0, b0) = crate::bucket::cache::thread_reads();
         let out = read();
         drop(outermost);
@@ -281,6 +285,9 @@ impl Snapshot {
     /// `[mint, maxt]` reaches, up to 16 at once, so that their series are in the index before
     /// anything is looked up there. Nothing to do on a writer, whose files are all open.
     fn open_files_in(&self, mint: i64, maxt: i64) -> Result<()> {
+        if !self.shared.from_bucket {
+            return Ok(());
+        }
         let closed: Vec<&Arc<LiveFile>> =
             self.partitions_in(mint, maxt).flatten().filter(|f| f.opened().is_none()).collect();
         if closed.is_empty() {

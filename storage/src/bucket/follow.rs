@@ -75,14 +75,3 @@ pub(crate) fn discover(root: &Bucket) -> Result<Vec<String>> {
     }
     Ok(found)
 }
-
-/// The partition width of the first prefix found that holds a record, if any does.
-pub(crate) fn partition_width(root: &Arc<Bucket>) -> Result<Option<i64>> {
-    for name in discover(root)? {
-        let bucket = if name.is_empty() { Arc::clone(root) } else { Arc::new(root.sub(&name)) };
-        if let Some(r) = commit::latest(&bucket)? {
-            return Ok(Some(r.manifest.partition_ms));
-        }
-    }
-    Ok(None)
-}

@@ -42,6 +42,42 @@ impl Follow {
         Follow { root, refresh, prefixes: Vec::new(), files: HashMap::new(), next_id: 1, refreshes: 0 }
     }
 
+    /// Looks for new prefixes now and then and reads every prefix's newest record. True if
+    /// one changed; an error only if none did and some prefix could not be read.
+    pub(crate) fn poll(&mut self) -> Result<bool> {
+        if self.refreshes.is_multiple_of(DISCOVER_EVERY) {
+            for name in discover(&self.root)? {
+                if !self.prefixes.iter().any(|p| p.name == name) {
+                    tracing::info!(bucket = self.root.url(), prefix = %name, "following a writer's prefix");
+                    let bucket =
+                        if name.is_empty() { Arc::clone(&self.root) } else { Arc::new(self.root.sub(&name)) };
+                    self.prefixes.push(Followed::new(name, bucket));
+                }
+            }
+        }
+        self.refreshes += 1;
+        let mut changed = false;
+        let mut first_error = None;
+        for p in &mut self.prefixes {
+            match p.refresh() {
+                Ok(c) => changed |= c,
+                Err(e) => {
+                    tracing::warn!(prefix = %p.name, error = %e, "reading the prefix's newest manifest failed");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match (changed, first_error) {
+            (false, Some(e)) => Err(e),
+            _ => Ok(changed),
+        }
+    }
+
+    /// The partition width of the first prefix with a record, once [`Follow::poll`] read it.
+    pub(crate) fn partition_width(&self) -> Option<i64> {
+        self.prefixes.iter().find_map(|p| p.record.as_ref()).map(|r| r.manifest.partition_ms)
+    }
+
     /// (writer nonce, record number) of the newest record read of each prefix.
     pub(crate) fn records(&self) -> Vec<(u64, u64)> {
         self.prefixes.iter().filter_map(|p| p.record.as_ref()).map(|r| (r.writer, r.seq)).collect()
@@ -136,32 +172,16 @@ impl Inner {
     pub(crate) fn refresh_follow(&self) -> Result<bool> {
         let Some(follow) = &self.follow else { return Ok(false) };
         let mut f = follow.lock();
-        if f.refreshes.is_multiple_of(DISCOVER_EVERY) {
-            for name in discover(&f.root)? {
-                if !f.prefixes.iter().any(|p| p.name == name) {
-                    tracing::info!(bucket = f.root.url(), prefix = %name, "following a writer's prefix");
-                    let bucket =
-                        if name.is_empty() { Arc::clone(&f.root) } else { Arc::new(f.root.sub(&name)) };
-                    f.prefixes.push(Followed::new(name, bucket));
-                }
-            }
+        if !f.poll()? {
+            return Ok(false);
         }
-        f.refreshes += 1;
-        let mut changed = false;
-        let mut first_error = None;
-        for p in &mut f.prefixes {
-            match p.refresh() {
-                Ok(c) => changed |= c,
-                Err(e) => {
-                    tracing::warn!(prefix = %p.name, error = %e, "reading the prefix's newest manifest failed");
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        if !changed {
-            return first_error.map_or(Ok(false), Err);
-        }
-        let f = &mut *f;
+        self.install_follow(&mut f);
+        Ok(true)
+    }
+
+    /// Makes the state list exactly the files the followed prefixes' records list (see the
+    /// module docs).
+    pub(crate) fn install_follow(&self, f: &mut Follow) {
         let mut partitions: BTreeMap<i64, Vec<Arc<LiveFile>>> = BTreeMap::new();
         let mut files = HashMap::new();
         let mut tombstones = Vec::new();
@@ -221,6 +241,5 @@ impl Inner {
                 tracing::warn!(path = %path.display(), error = %e, "removing a cache file failed");
             }
         }
-        Ok(true)
     }
 }

@@ -358,11 +358,13 @@ impl Db {
                 // A query node's directory is a cache: nothing in it outlives the process.
                 fsutil::remove_path(&manifest_path)?;
                 fsutil::remove_path(&filenames::wal_dir(&dir))?;
+                let mut follow = follow::Follow::new(Arc::clone(root), refresh);
+                follow.poll()?;
                 // The writers' partition width, whatever the flag says.
-                if let Some(ms) = crate::bucket::follow::partition_width(root)? {
+                if let Some(ms) = follow.partition_width() {
                     opts.partition_ms = ms;
                 }
-                Some(follow::Follow::new(Arc::clone(root), refresh))
+                Some(follow)
             }
             (Some(_), None) => {
                 return Err(Error::InvalidInput("a query node needs a bucket (--storage.bucket)".into()));
@@ -596,8 +598,9 @@ impl Db {
             follow: follow.map(Mutex::new),
             _lock: lock,
         });
-        if inner.follow.is_some() {
-            inner.refresh_follow()?;
+        if let Some(follow) = &inner.follow {
+            // What the first poll read above.
+            inner.install_follow(&mut follow.lock());
         }
         if let Some(m) = &inner.mirror {
             m.offer(&inner.maint.lock());
