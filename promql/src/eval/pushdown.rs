@@ -17,8 +17,9 @@
 //! value and a block's plain sum cannot be combined into the same bits. Over integers whose
 //! magnitudes sum to less than 2^53 every addition is exact and the compensation stays 0, so
 //! Prometheus' fold gives `sum + 0` and `sum / n + 0 / n` for the exact sum, which storage
-//! vouches for ([`WindowAgg::exact_sum`]) from block statistics where the block header shows
-//! integer values. If any window lacks an exact sum (floats, NaN, huge values), the series is
+//! vouches for ([`WindowAgg::exact_sum`]) from block statistics where they record integer
+//! values (`BlockStats::integral`, partition format 4; in older files the block header shows
+//! them). If any window lacks an exact sum (floats, NaN, huge values), the series is
 //! decoded as usual.
 //!
 //! `rate`, `increase` and `delta` need of a window only its first and last samples with their
@@ -26,7 +27,7 @@
 //! `last - first` in time order (`rate::Sampled`); then the same extrapolation runs as on the
 //! decoding path (`rate::extrapolate`). Storage answers a block from statistics for them only
 //! if it holds no stale marker (its time range then starts and ends with values) and, for
-//! counters, never decreases (`BlockStats::no_decrease`, partition format 3), so resets can only
+//! counters, never decreases (`BlockStats::no_decrease`, partition format 3 on), so resets can only
 //! fall between sources, where storage compares the values. A window with more resets than
 //! storage tracks is decoded. With start timestamps in use (`use_start_timestamps`), which can
 //! mark resets the values hide, `rate` and `increase` are not pushed down.

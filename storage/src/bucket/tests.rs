@@ -432,6 +432,76 @@ fn a_query_reads_a_cold_file_in_two_requests() {
     }
 }
 
+/// A query node answers `sum_over_time`-like windows (exact sums) and `max_over_time`-like
+/// ones over whole blocks of integers from the statistics in the file's index: after opening
+/// the file, nothing more is fetched, and the answers are the writer's.
+#[test]
+fn sums_over_whole_blocks_fetch_no_block() {
+    use crate::query::Querier;
+    use crate::window_agg::{Need, ScanStats};
+    use crate::{Batch, Db, Labels, Matcher, Options, Sample};
+    const HOUR: i64 = 3_600_000;
+    let faulty = faulty();
+    let store: Arc<dyn object_store::ObjectStore> = Arc::clone(&faulty) as _;
+    let bucket = |url: &str| super::BucketOptions {
+        url: url.into(),
+        delete_delay: Duration::from_secs(3600),
+        store: Some(Arc::clone(&store)),
+        ..super::BucketOptions::default()
+    };
+    let (dw, dq) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = Db::open(Options { bucket: Some(bucket("memory://root/w")), ..Options::new(dw.path()) }).unwrap();
+    let base = (crate::clock::now_ms() / HOUR - 4) * HOUR;
+    let mut b = Batch::new();
+    let mut x = 1u64;
+    for s in 0..300 {
+        // Large random integers, so that the file is larger than the tail read at opening.
+        let samples = (1..=240).map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            Sample::new(base + i * 30_000, (x >> 24) as f64)
+        });
+        b.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples.collect());
+    }
+    w.append(&b).unwrap();
+    w.flush().unwrap();
+    assert!(w.wait_mirrored(Duration::from_secs(10)));
+    let q = Db::open(Options {
+        bucket: Some(bucket("memory://root")),
+        follow: Some(Duration::from_secs(3600)),
+        ..Options::new(dq.path())
+    })
+    .unwrap();
+    let hourly: Vec<(i64, i64)> = (0..2).map(|h| (base + h * HOUR + 1, base + (h + 1) * HOUR)).collect();
+    let answers = |db: &Db| {
+        let snap = db.snapshot();
+        let mut out = Vec::new();
+        for s in snap.select(&[Matcher::equal("__name__", "m")], base, base + 2 * HOUR).unwrap() {
+            for need in [Need::Sums, Need::Values] {
+                let (mut got, mut st) = (Vec::new(), ScanStats::default());
+                assert!(snap.window_aggregates(&s, &hourly, need, &mut got, &mut st).unwrap());
+                assert_eq!(st.blocks_decoded, 0, "{st:?}");
+                out.extend(got.iter().map(|w| match need {
+                    Need::Sums => w.exact_sum().map(f64::to_bits),
+                    _ => Some(w.max.to_bits()),
+                }));
+            }
+        }
+        out
+    };
+    let want = answers(&w);
+    assert_eq!(want.len(), 300 * 2 * 2);
+    assert!(want.iter().all(Option::is_some), "every window has an exact sum and a max");
+    let gets = || faulty.counts().get.load(std::sync::atomic::Ordering::Relaxed);
+    let before = gets();
+    assert_eq!(answers(&q), want);
+    assert_eq!(gets() - before, 1, "the file's header and tail, index included; no block");
+    for db in [q, w] {
+        db.close().unwrap();
+    }
+}
+
 /// Ranges that share pages, in any order, fetch each missing page once.
 #[test]
 fn overlapping_ranges_fetch_each_page_once() {

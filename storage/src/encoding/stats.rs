@@ -39,15 +39,21 @@ pub struct BlockStats {
     /// No non-stale value is below the non-stale value before it: `v[i] < v[i - 1]` is false
     /// for every pair, the test Prometheus' `rate`/`increase` use for a counter reset (a NaN
     /// compares false there too). A window over whole such blocks sees no reset inside any of
-    /// them, only, perhaps, between them. Only partition files of format version 3 store it;
+    /// them, only, perhaps, between them. Only partition files of format version 3 on store it;
     /// older statistics read as `false` (unknown), which only costs a decode.
     pub no_decrease: bool,
+    /// Every non-stale value is an integer of magnitude below 2^53 and not -0.0, so `sum` is
+    /// exact and can stand for the block's samples in an exact sum (`sum_over_time`,
+    /// `avg_over_time`) without reading the block. Only partition files of format version 4
+    /// store it; older statistics read as `false` (unknown), and a reader then looks at the
+    /// block's header instead.
+    pub integral: bool,
 }
 
 impl PartialEq for BlockStats {
     fn eq(&self, o: &Self) -> bool {
-        (self.min_t, self.max_t, self.count, self.stale_count, self.no_decrease)
-            == (o.min_t, o.max_t, o.count, o.stale_count, o.no_decrease)
+        (self.min_t, self.max_t, self.count, self.stale_count, self.no_decrease, self.integral)
+            == (o.min_t, o.max_t, o.count, o.stale_count, o.no_decrease, o.integral)
             && self
                 .floats()
                 .iter()
@@ -74,6 +80,7 @@ impl BlockStats {
             first: f64::NAN,
             last: f64::NAN,
             no_decrease: true,
+            integral: true,
         };
         for s in samples {
             let v = s.v;
@@ -89,6 +96,7 @@ impl BlockStats {
             if st.count > 0 && v < st.last {
                 st.no_decrease = false;
             }
+            st.integral &= super::scaled::is_small_integer(v);
             st.count = st.count.saturating_add(1);
             st.sum += v;
             // Prometheus: `if f < min || math.IsNaN(min) { min = f }`.
@@ -173,7 +181,19 @@ impl BlockStats {
         let stale_count = if word & HAS_STALE != 0 { get_u32(bytes, &mut at)? } else { 0 };
         let [sum, min, max, first, last] = Self::read_floats(word, 0, bytes, &mut at)?;
         *pos = at;
-        Ok(BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last, no_decrease: false })
+        Ok(BlockStats {
+            min_t,
+            max_t,
+            count,
+            stale_count,
+            sum,
+            min,
+            max,
+            first,
+            last,
+            no_decrease: false,
+            integral: false,
+        })
     }
 }
 
@@ -184,7 +204,7 @@ impl BlockStats {
 /// 360 samples); a chained entry says "same as before" with a bit instead of 5-9 bytes.
 ///
 /// Start each series' block list with [`StatsChain::default`] (the layout written now, format
-/// version 3) or [`StatsChain::for_version`]; the encoder and the decoder advance their chains
+/// version 4) or [`StatsChain::for_version`]; the encoder and the decoder advance their chains
 /// in step.
 #[derive(Debug, Clone, Copy)]
 pub struct StatsChain {
@@ -192,14 +212,14 @@ pub struct StatsChain {
     gap: i64,
     span: u64,
     count: u32,
-    /// Format version 3 and later: the word has the [`NO_DECREASE`] bit, and the float classes
-    /// start one bit later.
-    v3: bool,
+    /// The partition file's format version (2 or later): which flags the word has, so where
+    /// its float classes start.
+    version: u32,
 }
 
 impl Default for StatsChain {
     fn default() -> Self {
-        StatsChain::for_version(3)
+        StatsChain::for_version(4)
     }
 }
 
@@ -207,7 +227,7 @@ impl StatsChain {
     /// A chain at the start of a block list in a partition file of format `version` (2 or
     /// later; version 1 does not chain).
     pub fn for_version(version: u32) -> StatsChain {
-        StatsChain { prev_max_t: 0, gap: 0, span: 0, count: 0, v3: version >= 3 }
+        StatsChain { prev_max_t: 0, gap: 0, span: 0, count: 0, version }
     }
 
     fn advance(&mut self, st: &BlockStats) {
@@ -216,30 +236,44 @@ impl StatsChain {
             gap: st.min_t.wrapping_sub(self.prev_max_t),
             span: st.max_t.wrapping_sub(st.min_t) as u64,
             count: st.count,
-            v3: self.v3,
+            version: self.version,
         };
     }
 
-    /// Bit of the word where the float classes start.
+    /// Bit of the word where the float classes start: after the flags of its version.
     fn classes_at(&self) -> u32 {
-        if self.v3 { CHAINED_CLASSES_V3 } else { CHAINED_CLASSES_V2 }
+        match self.version {
+            ..=2 => 4,
+            3 => 5,
+            _ => 6,
+        }
+    }
+
+    /// The word has the [`NO_DECREASE`] bit (version 3 on).
+    fn has_no_decrease(&self) -> bool {
+        self.version >= 3
+    }
+
+    /// The word has the [`INTEGRAL`] bit (version 4 on).
+    fn has_integral(&self) -> bool {
+        self.version >= 4
     }
 }
 
 /// Chained encoding's header word: the gap from the previous block, the span and the count
-/// repeat the previous block's and are left out; `stale_count` follows; (version 3) the block's
-/// values never decrease. The float classes follow, from bit 4 (version 2) or 5 (version 3)
-/// on, so a regular integer series' word is one byte either way.
+/// repeat the previous block's and are left out; `stale_count` follows; (version 3 on) the
+/// block's values never decrease; (version 4 on) they are all integers. The float classes
+/// follow, from bit 4 (version 2), 5 (version 3) or 6 (version 4) on, so a regular series of
+/// non-negative integers has a one-byte word in every version.
 const SAME_GAP: u64 = 1;
 const SAME_SPAN: u64 = 1 << 1;
 const SAME_COUNT: u64 = 1 << 2;
 const CHAINED_STALE: u64 = 1 << 3;
 const NO_DECREASE: u64 = 1 << 4;
-const CHAINED_CLASSES_V2: u32 = 4;
-const CHAINED_CLASSES_V3: u32 = 5;
+const INTEGRAL: u64 = 1 << 5;
 
 impl BlockStats {
-    /// Appends the chained encoding (format versions 2 and 3, as `chain` says): a header word
+    /// Appends the chained encoding (format versions 2 to 4, as `chain` says): a header word
     /// first, then only the time and count fields that differ from what `chain` predicts, then
     /// the stale count and the five floats as in [`encode`](Self::encode). Advances `chain`
     /// past this block.
@@ -247,8 +281,11 @@ impl BlockStats {
         let gap = self.min_t.wrapping_sub(chain.prev_max_t);
         let span = self.max_t.wrapping_sub(self.min_t) as u64;
         let (classes, mut word) = self.classes(chain.classes_at() as usize);
-        if chain.v3 && self.no_decrease {
+        if chain.has_no_decrease() && self.no_decrease {
             word |= NO_DECREASE;
+        }
+        if chain.has_integral() && self.integral {
+            word |= INTEGRAL;
         }
         if gap == chain.gap {
             word |= SAME_GAP;
@@ -297,8 +334,9 @@ impl BlockStats {
         let min_t = chain.prev_max_t.wrapping_add(gap);
         let max_t = min_t.wrapping_add(span as i64);
         let [sum, min, max, first, last] = Self::read_floats(word, classes_at as usize, bytes, &mut at)?;
-        let no_decrease = chain.v3 && word & NO_DECREASE != 0;
-        let st = BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last, no_decrease };
+        let no_decrease = chain.has_no_decrease() && word & NO_DECREASE != 0;
+        let integral = chain.has_integral() && word & INTEGRAL != 0;
+        let st = BlockStats { min_t, max_t, count, stale_count, sum, min, max, first, last, no_decrease, integral };
         chain.advance(&st);
         *pos = at;
         Ok(st)
@@ -341,10 +379,11 @@ mod tests {
             first: live.first().copied().unwrap_or(f64::NAN),
             last: live.last().copied().unwrap_or(f64::NAN),
             no_decrease: live.windows(2).all(|p| p[1].partial_cmp(&p[0]) != Some(std::cmp::Ordering::Less)),
+            integral: live.iter().all(|v| v.fract() == 0.0 && v.abs() < 2f64.powi(53) && !(*v == 0.0 && v.is_sign_negative())),
         }
     }
 
-    /// Round-trips the version 1 encoding, which does not keep `no_decrease`.
+    /// Round-trips the version 1 encoding, which keeps neither `no_decrease` nor `integral`.
     fn round_trip(st: &BlockStats) -> usize {
         let mut out = vec![0xEE];
         st.encode(&mut out);
@@ -352,7 +391,7 @@ mod tests {
         out.push(0xAB);
         let mut pos = 1;
         let got = BlockStats::decode(&out, &mut pos).unwrap();
-        assert_eq!(got, BlockStats { no_decrease: false, ..*st });
+        assert_eq!(got, BlockStats { no_decrease: false, integral: false, ..*st });
         // The encoding keeps NaN payloads too.
         assert_eq!(got.floats().map(f64::to_bits), st.floats().map(f64::to_bits));
         assert_eq!(pos, out.len() - 1);
@@ -395,7 +434,7 @@ mod tests {
         assert!(rel.len() + 3 <= abs.len(), "{} vs {}", rel.len(), abs.len());
         let mut pos = 0;
         let got = BlockStats::decode_relative(&rel, &mut pos, 1_700_000_000_000 - 10_000).unwrap();
-        assert_eq!(got, BlockStats { no_decrease: false, ..st });
+        assert_eq!(got, BlockStats { no_decrease: false, integral: false, ..st });
         assert_eq!(pos, rel.len());
     }
 
@@ -414,8 +453,8 @@ mod tests {
     }
 
     fn arb_stats() -> impl Strategy<Value = BlockStats> {
-        (any::<(i64, i64)>(), any::<(u32, u32)>(), proptest::array::uniform5(arb_f64()), any::<bool>())
-            .prop_map(|(t, c, f, no_decrease)| BlockStats {
+        (any::<(i64, i64)>(), any::<(u32, u32)>(), proptest::array::uniform5(arb_f64()), any::<(bool, bool)>())
+            .prop_map(|(t, c, f, (no_decrease, integral))| BlockStats {
                 min_t: t.0,
                 max_t: t.1,
                 count: c.0,
@@ -426,6 +465,7 @@ mod tests {
                 first: f[3],
                 last: f[4],
                 no_decrease,
+                integral,
             })
     }
 
@@ -490,17 +530,21 @@ mod tests {
             assert!(all.is_err(), "truncated at {cut}");
         }
         let mut bad_word = Vec::new();
-        put_uvarint(&mut bad_word, 1 << 15);
+        put_uvarint(&mut bad_word, 1 << 16);
         assert!(BlockStats::decode_chained(&bad_word, &mut 0, &mut StatsChain::default()).is_err());
+        bad_word.clear();
+        put_uvarint(&mut bad_word, 1 << 15);
+        assert!(BlockStats::decode_chained(&bad_word, &mut 0, &mut StatsChain::for_version(3)).is_err());
         bad_word.clear();
         put_uvarint(&mut bad_word, 1 << 14);
         assert!(BlockStats::decode_chained(&bad_word, &mut 0, &mut StatsChain::for_version(2)).is_err());
     }
 
-    /// A counter's hour blocks say they never decrease, in the one-byte word of a regular
-    /// integer series (format version 3); version 2's layout has no room for it and reads false.
+    /// A counter's hour blocks say they never decrease (format version 3 on) and hold integers
+    /// (version 4), in the one-byte word of a regular integer series; older layouts have no
+    /// room for the flags and read them false.
     #[test]
-    fn chained_keeps_no_decrease_in_version_3_only() {
+    fn chained_keeps_no_decrease_from_version_3_and_integral_from_version_4() {
         let list: Vec<BlockStats> = (0..4)
             .map(|b| {
                 let samples: Vec<Sample> = (0..360)
@@ -511,12 +555,14 @@ mod tests {
                 BlockStats::from_samples(&samples)
             })
             .collect();
-        assert!(list.iter().all(|st| st.no_decrease));
+        assert!(list.iter().all(|st| st.no_decrease && st.integral));
         let mut dropping = list.clone();
         dropping[1].no_decrease = false;
-        let (v3, v3_dropping) = (chained_round_trip(&list), chained_round_trip(&dropping));
-        assert_eq!(v3, v3_dropping, "the flag costs no byte");
-        for version in [2, 3] {
+        dropping[2].integral = false;
+        let (v4, v4_dropping) = (chained_round_trip(&list), chained_round_trip(&dropping));
+        assert_eq!(v4, v4_dropping, "the flags cost no byte");
+        let mut v3_len = 0;
+        for version in [2, 3, 4] {
             let (mut out, mut chain) = (Vec::new(), StatsChain::for_version(version));
             for st in &list {
                 st.encode_chained(&mut chain, &mut out);
@@ -524,10 +570,14 @@ mod tests {
             let (mut pos, mut chain) = (0, StatsChain::for_version(version));
             for st in &list {
                 let got = BlockStats::decode_chained(&out, &mut pos, &mut chain).unwrap();
-                assert_eq!(got, BlockStats { no_decrease: version >= 3, ..*st });
+                assert_eq!(got, BlockStats { no_decrease: version >= 3, integral: version >= 4, ..*st });
             }
             assert_eq!(pos, out.len());
+            if version == 3 {
+                v3_len = out.len();
+            }
         }
+        assert_eq!(v3_len, v4, "a regular integer series' word stays one byte");
     }
 
     proptest! {
@@ -578,6 +628,7 @@ mod tests {
             round_trip(&BlockStats {
                 min_t: t.0, max_t: t.1, count: counts.0, stale_count: counts.1,
                 sum: f[0], min: f[1], max: f[2], first: f[3], last: f[4], no_decrease: false,
+                integral: false,
             });
         }
 

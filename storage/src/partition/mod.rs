@@ -22,8 +22,9 @@ pub const FOOTER_MAGIC: &[u8; 4] = b"SPF1";
 /// on the previous block's and leaves a regular block's count and timestamps to them
 /// (`docs/format/partition.md`). Version 3 adds a bit to each block's statistics: the block's
 /// values never decrease, so `rate`/`increase` can take it whole (`BlockStats::no_decrease`).
-/// Readers still open versions 1 and 2.
-pub const VERSION: u32 = 3;
+/// Version 4 adds another: its values are all integers, so `sum_over_time` can take its `sum`
+/// without reading it (`BlockStats::integral`). Readers still open versions 1 to 3.
+pub const VERSION: u32 = 4;
 /// Oldest format version readers open: version 1 stores statistics relative to the previous
 /// block's last timestamp only, and every block carries its own count and timestamps.
 pub const VERSION_MIN: u32 = 1;

@@ -490,13 +490,17 @@ impl PartitionFile {
             .map_err(|e| Error::corruption(&self.path, Some(b.offset), e.to_string()))
     }
 
-    /// Whether the block's non-stale values are all integers below 2^53 (not -0.0), as far as
-    /// its header tells without decoding ([`integral_values`]): then its `sum` statistic is
-    /// exact and can stand for its samples in an exact sum. Checks the block's checksum first.
+    /// Whether the block's non-stale values are all integers below 2^53 (not -0.0): then its
+    /// `sum` statistic is exact and can stand for its samples in an exact sum. Format version 4
+    /// records it in the statistics, so the block is not read. Older files tell as far as the
+    /// block's header does without decoding ([`integral_values`]), after checking its checksum.
     pub fn block_integral(&self, b: &BlockMeta) -> Result<bool> {
         if b.stats.count == 0 {
             // Only stale markers: nothing to sum.
             return Ok(true);
+        }
+        if self.version >= 4 {
+            return Ok(b.stats.integral);
         }
         let bytes = self.block_bytes(b)?;
         Ok(match self.index_stats(b) {

@@ -207,7 +207,7 @@ fn regular_blocks_leave_their_timestamps_to_their_statistics() {
     w.finish().unwrap();
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(bytes[8..12], VERSION.to_le_bytes());
-    assert_eq!(VERSION, 3);
+    assert_eq!(VERSION, 4);
     let f = PartitionFile::open(&path, |l, _| u32::from(l.get("__name__") != Some("regular"))).unwrap();
     for (id, want, implied) in [(0, &sr, true), (1, &sz, false)] {
         let blocks = f.blocks(id).unwrap();
@@ -236,13 +236,17 @@ fn counter_and_gauge() -> [(Labels, Vec<Sample>); 2] {
     ]
 }
 
-/// Format version 3 records which blocks never decrease; a version 2 file (golden, written by
-/// git e2a3877b) still opens, with the same samples and statistics except that flag, which
-/// reads false: its blocks are decoded for `rate`, never taken for counters without resets.
+/// Format version 3 records which blocks never decrease, version 4 which hold integers only.
+/// Version 2 and 3 files (golden, written by git e2a3877b and 3a5845810) still open, with the
+/// same samples and statistics except the flags they lack, which read false: their blocks are
+/// decoded for `rate` and checked by their header for `sum_over_time`.
 #[test]
-fn version_3_records_blocks_that_never_decrease_and_version_2_still_opens() {
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/format/partition_v2.spf");
-    assert_eq!(std::fs::read(&golden).unwrap()[8..12], 2u32.to_le_bytes());
+fn version_4_records_integral_blocks_and_versions_2_and_3_still_open() {
+    let golden = |v: u32| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("testdata/format/partition_v{v}.spf"));
+        assert_eq!(std::fs::read(&path).unwrap()[8..12], v.to_le_bytes());
+        path
+    };
     let d = tempfile::tempdir().unwrap();
     let path = d.path().join("1.spf");
     let mut w = FileWriter::create(&path, 1024, 3_600_000).unwrap();
@@ -250,22 +254,55 @@ fn version_3_records_blocks_that_never_decrease_and_version_2_still_opens() {
         w.add_series(&labels, &samples).unwrap();
     }
     w.finish().unwrap();
-    let new = PartitionFile::open(&path, |l, _| u32::from(l.get("__name__") != Some("c_total"))).unwrap();
-    let old = PartitionFile::open(&golden, |l, _| u32::from(l.get("__name__") != Some("c_total"))).unwrap();
+    let id_of = |l: &Labels, _| u32::from(l.get("__name__") != Some("c_total"));
+    let new = PartitionFile::open(&path, id_of).unwrap();
+    let v3 = PartitionFile::open(&golden(3), id_of).unwrap();
+    let v2 = PartitionFile::open(&golden(2), id_of).unwrap();
     for (id, (_, want)) in counter_and_gauge().iter().enumerate() {
         let id = id as u32;
-        let (new_blocks, old_blocks) = (new.blocks(id).unwrap(), old.blocks(id).unwrap());
+        let new_blocks = new.blocks(id).unwrap();
         // The counter's first hour only rises; its second hour holds the reset; the gauge falls.
         let no_decrease: Vec<bool> = new_blocks.iter().map(|b| b.stats.no_decrease).collect();
         assert_eq!(no_decrease, if id == 0 { vec![true, false] } else { vec![false, false] });
-        assert_eq!(old_blocks.len(), new_blocks.len());
-        for (o, n) in old_blocks.iter().zip(&new_blocks) {
-            assert_eq!(o.stats, BlockStats { no_decrease: false, ..n.stats });
+        assert!(new_blocks.iter().all(|b| b.stats.integral));
+        for (old, keeps_no_decrease) in [(&v3, true), (&v2, false)] {
+            let old_blocks = old.blocks(id).unwrap();
+            assert_eq!(old_blocks.len(), new_blocks.len());
+            for (o, n) in old_blocks.iter().zip(&new_blocks) {
+                let no_decrease = keeps_no_decrease && n.stats.no_decrease;
+                assert_eq!(o.stats, BlockStats { no_decrease, integral: false, ..n.stats });
+                // The older files' headers tell the same, read from the block.
+                assert!(old.block_integral(o).unwrap());
+            }
         }
-        for f in [&new, &old] {
+        for f in [&new, &v3, &v2] {
             let mut out = Vec::new();
             f.read(id, i64::MIN, i64::MAX, &mut out).unwrap();
             assert_eq!(&out, want);
+        }
+    }
+}
+
+/// A version 4 file answers whether a block holds integers from its statistics alone, also
+/// where the block's header cannot tell (Gorilla XOR values), and never for floats.
+#[test]
+fn integral_blocks_are_known_without_reading_them() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("1.spf");
+    let base = 1_699_999_200_000i64;
+    let ints: Vec<Sample> = (1..=480).map(|i| Sample::new(base + i * 15_000, ((i * 7919) % 1_000_003) as f64)).collect();
+    let floats: Vec<Sample> = (1..=480).map(|i| Sample::new(base + i * 15_000, i as f64 / 3.0)).collect();
+    let mut w = FileWriter::create(&path, 1024, 3_600_000).unwrap();
+    w.add_series(&Labels::from_pairs(&[("__name__", "a")]), &ints).unwrap();
+    w.add_series(&Labels::from_pairs(&[("__name__", "b")]), &floats).unwrap();
+    w.finish().unwrap();
+    let f = PartitionFile::open(&path, |l, _| u32::from(l.get("__name__") != Some("a"))).unwrap();
+    for (id, want) in [(0, true), (1, false)] {
+        for b in f.blocks(id).unwrap() {
+            assert_eq!(b.stats.integral, want);
+            // A block that is not there is not read: only its statistics are.
+            let moved = BlockMeta { offset: u64::MAX / 2, ..b };
+            assert_eq!(f.block_integral(&moved).unwrap(), want);
         }
     }
 }

@@ -506,10 +506,18 @@ fn golden_indexed_block_and_chained_stats() {
     .unwrap();
     assert_eq!(old, samples);
 
-    // Format version 2's chained statistics of four walk blocks, and version 3's of the same
-    // and a counter's block (whose values never decrease: the one bit version 3 adds).
+    // Format version 2's chained statistics of four walk blocks; version 3's of the same and a
+    // counter's block (whose values never decrease: the one bit version 3 adds); version 4's of
+    // those and a block of decimals (the integral bit that version 4 adds is set on all others).
     let mut list: Vec<BlockStats> = (0..4).map(|b| BlockStats::from_samples(&walk(b))).collect();
-    for (name, version) in [("block_stats_chained", 2), ("block_stats_chained_v3", 3)] {
+    for (name, version) in
+        [("block_stats_chained", 2), ("block_stats_chained_v3", 3), ("block_stats_chained_v4", 4)]
+    {
+        if version == 4 {
+            let decimals: Vec<Sample> = walk(5).iter().map(|s| Sample::new(s.t, s.v / 4.0)).collect();
+            list.push(BlockStats::from_samples(&decimals));
+            assert!(list[..5].iter().all(|st| st.integral) && !list[5].integral);
+        }
         if version == 3 {
             let mut counter = walk(4);
             let mut total = 0.0;
@@ -528,7 +536,8 @@ fn golden_indexed_block_and_chained_stats() {
         let file = std::fs::read(golden_path(name)).unwrap();
         let (mut pos, mut chain) = (0, StatsChain::for_version(version));
         for st in &list {
-            assert_eq!(BlockStats::decode_chained(&file, &mut pos, &mut chain).unwrap(), *st, "{name}");
+            let want = BlockStats { no_decrease: st.no_decrease && version >= 3, integral: st.integral && version >= 4, ..*st };
+            assert_eq!(BlockStats::decode_chained(&file, &mut pos, &mut chain).unwrap(), want, "{name}");
         }
         assert_eq!(pos, file.len());
     }
@@ -547,8 +556,9 @@ fn golden_stats() {
     let file = std::fs::read(golden_path("block_stats")).unwrap();
     let mut pos = 0;
     for st in all {
-        // Version 1's encoding does not keep `no_decrease`.
-        assert_eq!(BlockStats::decode(&file, &mut pos).unwrap(), BlockStats { no_decrease: false, ..st });
+        // Version 1's encoding keeps neither `no_decrease` nor `integral`.
+        let want = BlockStats { no_decrease: false, integral: false, ..st };
+        assert_eq!(BlockStats::decode(&file, &mut pos).unwrap(), want);
     }
     assert_eq!(pos, file.len());
 }
