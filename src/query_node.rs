@@ -311,6 +311,10 @@ impl Querier for WithWriters<'_> {
         Ok(selected)
     }
 
+    fn selects_ahead(&self) -> bool {
+        self.bucket.selects_ahead()
+    }
+
     fn samples(
         &self,
         series: &SeriesRef,

@@ -6,9 +6,10 @@
 //! of a bucket file misses the local cache, the reader first fetches, in one ranged read, the
 //! blocks of every series the query selected so far that the file holds in the selected range
 //! ([`Footprint::first_miss`]), once per file and selection; later reads of the file by the
-//! same query then find their blocks present. (The engine selects each selector as it
-//! evaluates it, so a query of five selectors may fetch from a file five times.) A query whose reads block statistics answer misses
-//! nothing and so fetches nothing.
+//! same query then find their blocks present. The engine makes all of a query's selections
+//! before its first read where the querier asks for it (`Querier::selects_ahead`), so a query
+//! of five selectors fetches from a file once, not five times. A query whose reads block
+//! statistics answer misses nothing and so fetches nothing.
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -45,6 +45,14 @@ pub trait Querier: Send + Sync {
     /// string, as in Prometheus; otherwise `Error::InvalidInput`.
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>>;
 
+    /// Whether a query's reads gain from every selection of the query being made before the
+    /// first read, so that a caller that can should select all its selectors first. True for a
+    /// query node, whose first read of a bucket file fetches the blocks of all the query's
+    /// selections so far in one request (see `footprint`); false by default.
+    fn selects_ahead(&self) -> bool {
+        false
+    }
+
     /// Appends the samples of `series` in `[mint, maxt]` to `out`, ascending by time with one
     /// sample per timestamp (the last written wins). Stale markers are included.
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()>;

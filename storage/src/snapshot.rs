@@ -346,6 +346,10 @@ impl Querier for Snapshot {
         })
     }
 
+    fn selects_ahead(&self) -> bool {
+        self.shared.from_bucket
+    }
+
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
         self.samples_scanned(series, mint, maxt, out, &mut ScanStats::default())
     }

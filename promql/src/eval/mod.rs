@@ -25,6 +25,7 @@ mod notes;
 mod numeric;
 mod parallel;
 mod prefetch;
+mod preselect;
 mod pushdown;
 mod range_fn;
 mod range_hist;
@@ -128,6 +129,8 @@ pub(crate) struct Evaluator<'a> {
     inline_points: usize,
     /// Range calls computed ahead of evaluation (`prefetch.rs`).
     prefetched: prefetch::PrefetchMap,
+    /// Selections made ahead of evaluation (`preselect.rs`).
+    preselected: preselect::Preselected,
 }
 
 /// The ancestors of the node being evaluated that matter for Prometheus'
@@ -195,6 +198,7 @@ impl<'a> Evaluator<'a> {
             ticks: 0,
             inline_points: 0,
             prefetched: prefetch::PrefetchMap::new(),
+            preselected: preselect::Preselected::new(),
         }
     }
 

@@ -168,6 +168,21 @@ impl<'a> Evaluator<'a> {
         {
             return Err(Error::NotInline);
         }
+        let began = Instant::now();
+        let refs = match self.preselected.remove(&super::preselect::key(matchers, mint, maxt)) {
+            Some(refs) => refs,
+            None => self.select_now(matchers, mint, maxt)?,
+        };
+        self.select_time += began.elapsed();
+        if self.opts.max_series > 0 && refs.len() > self.opts.max_series {
+            return Err(Error::TooManySeries(refs.len()));
+        }
+        self.series_selected += refs.len() as u64;
+        Ok(refs)
+    }
+
+    /// Asks the querier for the series `matchers` select in `[mint, maxt]`.
+    pub(crate) fn select_now(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>> {
         // A compiled regex's search caches (lazy-DFA tables, up to 2 MiB per thread) belong to
         // the clone that searched. Searching with clones ties them to this query instead of to
         // a syntax tree the parse cache keeps: 200 distinct queries whose regexes blow up into
@@ -179,14 +194,7 @@ impl<'a> Evaluator<'a> {
         } else {
             matchers
         };
-        let began = Instant::now();
-        let refs = self.querier.select(matchers, mint, maxt)?;
-        self.select_time += began.elapsed();
-        if self.opts.max_series > 0 && refs.len() > self.opts.max_series {
-            return Err(Error::TooManySeries(refs.len()));
-        }
-        self.series_selected += refs.len() as u64;
-        Ok(refs)
+        Ok(self.querier.select(matchers, mint, maxt)?)
     }
 
     /// Reads the samples of one series in `[mint, maxt]` into `buf` (replacing its contents).
@@ -201,7 +209,7 @@ impl<'a> Evaluator<'a> {
     }
 
     /// The window end (`t - offset`, or `@ - offset`) for every step, in time order.
-    fn refs(&self, vs: &VectorSelector, g: Grid) -> Result<Vec<i64>> {
+    pub(crate) fn refs(&self, vs: &VectorSelector, g: Grid) -> Result<Vec<i64>> {
         let offset = self.offset_ms(&vs.offset)?;
         let at = self.at_ms(vs.at);
         Ok(g.timestamps().map(|ts| at.unwrap_or(ts).saturating_sub(offset)).collect())

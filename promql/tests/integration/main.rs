@@ -20,6 +20,7 @@ mod or_chain;
 mod out_of_order;
 mod parallel;
 mod parser_differential;
+mod preselect;
 mod pushdown;
 mod robustness;
 mod start_timestamps;
