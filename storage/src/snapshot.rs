@@ -261,7 +261,7 @@ impl Snapshot {
     }
 
     fn matching(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>> {
-        self.open_files_in(mint, maxt)?;
+        self.open_files_for(matchers, mint, maxt)?;
         let in_range = InRange::new(self, mint, maxt);
         if in_range.is_empty() {
             return Ok(Vec::new());
@@ -280,16 +280,20 @@ impl Snapshot {
         Ok(out)
     }
 
-    /// The series `matchers` select (all live series if there are none); None stands for all.
     /// Opens the files not open yet (a query node's, see [`LiveFile`]) of the partitions
-    /// `[mint, maxt]` reaches, up to 16 at once, so that their series are in the index before
-    /// anything is looked up there. Nothing to do on a writer, whose files are all open.
-    fn open_files_in(&self, mint: i64, maxt: i64) -> Result<()> {
+    /// `[mint, maxt]` reaches, and loads the chunks of their series tables that may hold a
+    /// series `matchers` select (all chunks for no matchers), up to 16 files at once, so that
+    /// those series are in the index before anything is looked up there. Nothing to do on a
+    /// writer, whose files are all open and read whole.
+    fn open_files_for(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<()> {
         if !self.shared.from_bucket {
             return Ok(());
         }
-        let closed: Vec<&Arc<LiveFile>> =
-            self.partitions_in(mint, maxt).flatten().filter(|f| f.opened().is_none()).collect();
+        let closed: Vec<&Arc<LiveFile>> = self
+            .partitions_in(mint, maxt)
+            .flatten()
+            .filter(|f| f.opened().is_none_or(|p| p.needs_load_for(matchers)))
+            .collect();
         if closed.is_empty() {
             return Ok(());
         }
@@ -299,7 +303,7 @@ impl Snapshot {
             for _ in 0..closed.len().min(16) {
                 scope.spawn(|| {
                     while let Some(f) = closed.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
-                        if let Err(e) = self.counted(|| f.file()) {
+                        if let Err(e) = self.counted(|| f.file()?.load_for(matchers)) {
                             first_error.lock().get_or_insert(e);
                             return;
                         }
@@ -310,6 +314,7 @@ impl Snapshot {
         first_error.into_inner().map_or(Ok(()), Err)
     }
 
+    /// The series `matchers` select (all live series if there are none); None stands for all.
     fn candidates(&self, matchers: &[Matcher]) -> Option<Vec<SeriesId>> {
         (!matchers.is_empty()).then(|| self.shared.index.select(matchers))
     }
@@ -458,7 +463,7 @@ impl Querier for Snapshot {
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         self.counted(|| {
-            self.open_files_in(mint, maxt)?;
+            self.open_files_for(matchers, mint, maxt)?;
             let in_range = InRange::new(self, mint, maxt);
             if in_range.is_empty() {
                 return Ok(Vec::new());
@@ -472,7 +477,7 @@ impl Querier for Snapshot {
 
     fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         self.counted(|| {
-            self.open_files_in(mint, maxt)?;
+            self.open_files_for(matchers, mint, maxt)?;
             let in_range = InRange::new(self, mint, maxt);
             if in_range.is_empty() {
                 return Ok(Vec::new());

@@ -519,3 +519,128 @@ fn overlapping_ranges_fetch_each_page_once() {
     c.ensure(&[10..20, 65_536..65_540]).unwrap();
     assert_eq!(store.counts().range_bytes.load(std::sync::atomic::Ordering::Relaxed), fetched, "all present");
 }
+
+/// A partition file read in part from the bucket (what a query node does) holds, after
+/// loading the chunks for some matchers, every series of the file those matchers select, with
+/// the blocks the whole file has; it holds fewer where the matchers name metrics; its requests
+/// are one to open and one per load; a chunk whose bytes changed is refused.
+#[test]
+fn a_file_read_in_part_answers_as_the_whole_file() {
+    use crate::partition::{FileWriter, PartitionFile};
+    use crate::{Labels, MatchOp, Matcher, Sample};
+    use std::collections::HashMap;
+    use std::sync::atomic::Ordering::Relaxed;
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("1.spf");
+    let mut all: Vec<Labels> = Vec::new();
+    const HOSTS: usize = 3000;
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        for i in 0..HOSTS {
+            let pairs = [("__name__", name), ("dc", "eu-west-1"), ("host", &format!("h{i}")), ("team", "x")];
+            all.push(Labels::from_pairs(&pairs));
+        }
+    }
+    // A label name sorting before `__name__`, and a series without a name.
+    all.push(Labels::from_pairs(&[("Zone", "x"), ("__name__", "b"), ("host", "h1")]));
+    all.push(Labels::from_pairs(&[("host", "h2"), ("job", "nameless")]));
+    all.sort();
+    let mut w = FileWriter::create(&path, 1024, 3_600_000).unwrap();
+    for (k, l) in all.iter().enumerate() {
+        let samples: Vec<Sample> = (0..5).map(|i| Sample::new(1000 * i, (k as i64 * 7 + i) as f64)).collect();
+        w.add_series(l, &samples).unwrap();
+    }
+    let size = w.finish().unwrap();
+    let ids = Arc::new(parking_lot::Mutex::new(HashMap::<Labels, u32>::new()));
+    let resolve = |ids: &Arc<parking_lot::Mutex<HashMap<Labels, u32>>>| {
+        let ids = Arc::clone(ids);
+        move |l: &Labels, _: i64| {
+            let mut ids = ids.lock();
+            let next = ids.len() as u32;
+            *ids.entry(l.clone()).or_insert(next)
+        }
+    };
+    let whole = PartitionFile::open(&path, resolve(&ids)).unwrap();
+    let store = faulty();
+    let b = Arc::new(bucket(&store));
+    let key = b.file_key(0, 1);
+    let bytes = std::fs::read(&path).unwrap();
+    b.put(&key, bytes::Bytes::from(bytes.clone())).unwrap();
+    let name = |op, v: &str| Matcher::new(op, "__name__", v).unwrap();
+    // Each case with the metrics it names (0: none, every chunk loads): at most a chunk on
+    // either side of each metric's series loads beyond them.
+    let cases: Vec<(Vec<Matcher>, usize)> = vec![
+        (vec![name(MatchOp::Equal, "a"), Matcher::equal("host", "h7")], 1),
+        (vec![name(MatchOp::Equal, "b")], 1),
+        (vec![name(MatchOp::Regex, "a|c")], 2),
+        (vec![name(MatchOp::Regex, "c.*")], 1),
+        (vec![name(MatchOp::NotRegex, "a")], 0),
+        (vec![Matcher::equal("host", "h1")], 0),
+        (vec![Matcher::equal("Zone", "x")], 0),
+        (vec![Matcher::equal("job", "nameless")], 0),
+    ];
+    for (n, (matchers, metrics)) in cases.iter().enumerate() {
+        let (gets, bytes_before) =
+            (store.counts().get.load(Relaxed), store.counts().range_bytes.load(Relaxed));
+        let cache = d.path().join(format!("{n}.spf.cache"));
+        let part = PartitionFile::open_cached_in_part(
+            Arc::clone(&b),
+            key.clone(),
+            &cache,
+            size,
+            Box::new(resolve(&ids)),
+        )
+        .unwrap();
+        assert!(part.series_ids().is_empty(), "nothing loaded at opening");
+        part.load_for(matchers).unwrap();
+        part.load_for(matchers).unwrap();
+        assert_eq!(store.counts().get.load(Relaxed) - gets, 2, "{matchers:?}: open, then one load");
+        let fetched = store.counts().range_bytes.load(Relaxed) - bytes_before;
+        let held = part.series_ids().len();
+        let ids = ids.lock();
+        for l in all.iter().filter(|l| crate::matcher::matches_all(matchers, l)) {
+            let id = ids[l];
+            assert!(part.contains(id), "{matchers:?}: {l}");
+            assert_eq!(part.blocks(id).unwrap(), whole.blocks(id).unwrap(), "{matchers:?}: {l}");
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            part.read(id, i64::MIN, i64::MAX, &mut a).unwrap();
+            whole.read(id, i64::MIN, i64::MAX, &mut b).unwrap();
+            assert_eq!(a, b);
+        }
+        if *metrics == 0 {
+            assert_eq!(held, all.len(), "{matchers:?}");
+        } else {
+            // (The series whose `Zone` sorts before its name widens the first chunk's range.)
+            let chunk = crate::partition::CHUNK_SERIES;
+            let most = metrics * (HOSTS + 1 + 2 * chunk) + chunk;
+            assert!(held <= most, "{matchers:?}: {held} series loaded");
+        }
+        if n == 0 {
+            // One metric of six, whose series are at the file's start, far from its tail:
+            // well under what opening the file whole fetches (its whole index).
+            let before = store.counts().range_bytes.load(Relaxed);
+            let cache = d.path().join("whole.spf.cache");
+            let whole_ids = resolve(&Arc::new(parking_lot::Mutex::new(HashMap::new())));
+            drop(PartitionFile::open_cached(Arc::clone(&b), key.clone(), &cache, size, whole_ids).unwrap());
+            let opening = store.counts().range_bytes.load(Relaxed) - before;
+            assert!(fetched * 2 < opening, "{fetched} bytes fetched in part, {opening} whole");
+        }
+    }
+    // A chunk whose bytes changed is refused when it loads, not before.
+    let mut bad = bytes;
+    // A byte of the first series entry: the series table starts at the footer's second offset.
+    let footer = bad.len() - crate::partition::FOOTER_LEN;
+    let series_offset = u64::from_le_bytes(bad[footer + 8..footer + 16].try_into().unwrap()) as usize;
+    bad[series_offset + 3] ^= 0x40;
+    let bad_key = b.file_key(0, 2);
+    b.put(&bad_key, bytes::Bytes::from(bad)).unwrap();
+    let part = PartitionFile::open_cached_in_part(
+        b,
+        bad_key,
+        &d.path().join("bad.spf.cache"),
+        size,
+        Box::new(resolve(&ids)),
+    )
+    .unwrap();
+    let err = part.load_for(&[Matcher::equal("host", "h1")]).unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+}

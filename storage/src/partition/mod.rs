@@ -5,10 +5,13 @@
 //! then only read ([`PartitionFile`], through `mmap`) until compaction or retention replaces it.
 
 mod block_lists;
+mod chunks;
 mod reader;
 mod writer;
 
 pub use block_lists::kept_bytes as block_list_bytes;
+#[cfg(test)]
+pub(crate) use chunks::CHUNK_SERIES;
 pub use reader::{BlockMeta, PartitionFile};
 pub use writer::{FileWriter, SeriesPart};
 
@@ -23,8 +26,12 @@ pub const FOOTER_MAGIC: &[u8; 4] = b"SPF1";
 /// (`docs/format/partition.md`). Version 3 adds a bit to each block's statistics: the block's
 /// values never decrease, so `rate`/`increase` can take it whole (`BlockStats::no_decrease`).
 /// Version 4 adds another: its values are all integers, so `sum_over_time` can take its `sum`
-/// without reading it (`BlockStats::integral`). Readers still open versions 1 to 3.
-pub const VERSION: u32 = 4;
+/// without reading it (`BlockStats::integral`). Version 5 lays the index out so that a reader
+/// of a bucket object can fetch a part of it: the series table in chunks listed in a directory
+/// with their checksums and metric-name ranges, the symbols and the directory after the
+/// series table, where a read of the file's tail finds them (`chunks.rs`). Readers still open
+/// versions 1 to 4.
+pub const VERSION: u32 = 5;
 /// Oldest format version readers open: version 1 stores statistics relative to the previous
 /// block's last timestamp only, and every block carries its own count and timestamps.
 pub const VERSION_MIN: u32 = 1;
@@ -40,6 +47,8 @@ pub const STARTS_TAG: u8 = b'S';
 /// start-timestamp table if both are present; written only when some series has native
 /// histograms.
 pub const HISTS_TAG: u8 = b'H';
+/// First byte of the series-chunk directory of a version 5 file, after the symbol table.
+pub const DIRECTORY_TAG: u8 = b'D';
 
 /// Splits sorted samples into blocks of at most `max` samples that lie inside one grid cell
 /// `(k·grid_ms, (k+1)·grid_ms]`, e.g. one hour. The cells are open on the left like PromQL's

@@ -21,7 +21,13 @@ use crate::types::{HistogramSample, Label, Labels, Sample, SeriesId};
 use crate::window_agg::ScanStats;
 
 use super::block_lists::BlockLists;
+use super::chunks::{Chunk, decode_directory, may_match};
 use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, HISTS_TAG, MAGIC, STARTS_TAG, VERSION, VERSION_MIN};
+use crate::matcher::Matcher;
+
+/// Maps a series' labels (and its newest timestamp in the file) to its runtime id, for the
+/// series of a file read in part ([`PartitionFile::open_cached_in_part`]) as chunks load.
+pub(crate) type Resolve = Box<dyn Fn(&Labels, i64) -> SeriesId + Send + Sync>;
 
 /// Where one block lives and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,8 +49,11 @@ pub struct PartitionFile {
     /// The file's bytes: the index region is always present, data ranges are fetched through
     /// [`FileBytes::get`].
     bytes: FileBytes,
-    /// (runtime series id, offset of its block list), sorted by id.
-    series: Vec<(SeriesId, u32)>,
+    /// (runtime series id, offset of its block list), sorted by id: every series of the file,
+    /// or, for a file read in part, those of the chunks loaded so far.
+    series: parking_lot::RwLock<Vec<(SeriesId, u32)>>,
+    /// For a file read in part: its chunks, and which are loaded.
+    part: Option<InPart>,
     /// (runtime series id, offset of its start-timestamp runs), sorted by id, for the series
     /// that have start timestamps; empty for most files.
     starts: Vec<(SeriesId, u32)>,
@@ -57,11 +66,151 @@ pub struct PartitionFile {
     block_lists: BlockLists,
 }
 
+/// A version 5 file read from a bucket in part: its series table is loaded a chunk at a time,
+/// the chunks a selection may need (see `chunks.rs`), before the selection is made.
+struct InPart {
+    symbols: Vec<Arc<str>>,
+    chunks: Vec<Chunk>,
+    /// Per chunk: loaded. Held while loading, so two selections load a chunk once.
+    loaded: parking_lot::Mutex<Vec<bool>>,
+    resolve: Resolve,
+}
+
 impl std::fmt::Debug for PartitionFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PartitionFile").field("path", &self.path).field("series", &self.series.len()).finish()
+        f.debug_struct("PartitionFile").field("path", &self.path).field("series", &self.series.read().len()).finish()
     }
 }
+
+/// What a file's header and footer say.
+struct Footer {
+    version: u32,
+    symbols_offset: u64,
+    series_offset: u64,
+    index_end: u64,
+    crc: u32,
+}
+
+impl Footer {
+    /// Reads and checks the header and footer of the file `mmap` (of which the header and the
+    /// footer must be present).
+    fn read(path: &Path, mmap: &[u8]) -> Result<Footer> {
+        let corrupt = |offset: Option<u64>, reason: &str| Error::corruption(path, offset, reason);
+        let len = mmap.len();
+        if len < HEADER_LEN + FOOTER_LEN {
+            return Err(corrupt(None, "file shorter than header and footer"));
+        }
+        if mmap.get(..8) != Some(MAGIC.as_slice()) {
+            return Err(corrupt(Some(0), "bad magic"));
+        }
+        let version = u32::from_le_bytes(read4(mmap, 8).ok_or_else(|| corrupt(Some(8), "short header"))?);
+        if !(VERSION_MIN..=VERSION).contains(&version) {
+            return Err(corrupt(Some(8), &format!("unsupported version {version}")));
+        }
+        let f = len - FOOTER_LEN;
+        let footer = mmap.get(f..).ok_or_else(|| corrupt(None, "short footer"))?;
+        if footer.get(28..32) != Some(FOOTER_MAGIC.as_slice()) {
+            return Err(corrupt(Some(f as u64), "bad footer magic (file incomplete?)"));
+        }
+        let u64_at = |o: usize| footer.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+        let (Some(symbols_offset), Some(series_offset), Some(index_end)) = (u64_at(0), u64_at(8), u64_at(16))
+        else {
+            return Err(corrupt(Some(f as u64), "short footer"));
+        };
+        let crc =
+            u32::from_le_bytes(read4(footer, 24).ok_or_else(|| corrupt(Some(f as u64), "short footer"))?);
+        // Version 5 puts the series table first, the symbols after it.
+        let (first, second) =
+            if version >= 5 { (series_offset, symbols_offset) } else { (symbols_offset, series_offset) };
+        if !(HEADER_LEN as u64 <= first && first <= second && second <= index_end && index_end == f as u64) {
+            return Err(corrupt(Some(f as u64), "footer offsets out of range"));
+        }
+        Ok(Footer { version, symbols_offset, series_offset, index_end, crc })
+    }
+
+    /// Where the index starts.
+    fn index_start(&self) -> u64 {
+        self.symbols_offset.min(self.series_offset)
+    }
+}
+
+/// The tail of a version 5 file's index, from the symbol table on: the symbols, the chunk
+/// directory, and where the optional tables start (relative to `symbols_offset`).
+struct Tail {
+    symbols: Vec<Arc<str>>,
+    chunks: Vec<Chunk>,
+    tables_at: usize,
+}
+
+impl Tail {
+    /// Reads and checks (its own checksum, the last 4 bytes of the index) the tail of the
+    /// index `footer` describes, which `mmap` must hold.
+    fn read(path: &Path, mmap: &[u8], footer: &Footer) -> Result<Tail> {
+        let at = footer.symbols_offset;
+        let corrupt = |reason: String| Error::corruption(path, Some(at), reason);
+        let tail = mmap
+            .get(at as usize..footer.index_end as usize)
+            .filter(|t| t.len() >= 4)
+            .ok_or_else(|| corrupt("index tail out of range".into()))?;
+        let (tail, crc) = tail.split_at(tail.len() - 4);
+        if crc32fast::hash(tail).to_le_bytes() != crc {
+            return Err(corrupt("index tail checksum mismatch".into()));
+        }
+        let mut pos = 0;
+        let symbols = read_symbols(tail, &mut pos).map_err(|e| corrupt(e.to_string()))?;
+        let series = footer.series_offset as usize..at as usize;
+        let chunks = decode_directory(tail, &mut pos, series, &symbols).map_err(|e| corrupt(e.to_string()))?;
+        Ok(Tail { symbols, chunks, tables_at: pos })
+    }
+}
+
+/// Reads the symbol table at `*pos`.
+fn read_symbols(index: &[u8], pos: &mut usize) -> Result<Vec<Arc<str>>> {
+    let nsym = get_uvarint(index, pos)?;
+    if nsym > index.len() as u64 {
+        return Err(Error::Decode("symbol count too large".into()));
+    }
+    let mut symbols: Vec<Arc<str>> = Vec::with_capacity(nsym as usize);
+    for _ in 0..nsym {
+        let n = get_uvarint(index, pos)? as usize;
+        let b = index.get(*pos..pos.saturating_add(n)).ok_or_else(|| Error::Decode("symbol truncated".into()))?;
+        *pos += n;
+        let s = std::str::from_utf8(b).map_err(|_| Error::Decode("symbol not UTF-8".into()))?;
+        symbols.push(Arc::from(s));
+    }
+    Ok(symbols)
+}
+
+/// Reads the series entry at `*pos` of `entries` (which start at file offset `base`): its
+/// labels, newest timestamp and the file offset of its block list.
+fn read_entry(entries: &[u8], pos: &mut usize, base: usize, symbols: &[Arc<str>]) -> Result<(Labels, i64, u32)> {
+    let sym = |i: u64| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| symbols.get(i))
+            .cloned()
+            .ok_or_else(|| Error::Decode("bad symbol ref".into()))
+    };
+    let n = get_uvarint(entries, pos)?;
+    if n > 1024 {
+        return Err(Error::Decode("too many labels".into()));
+    }
+    let mut labels = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let name = sym(get_uvarint(entries, pos)?)?;
+        let value = sym(get_uvarint(entries, pos)?)?;
+        labels.push(Label { name, value });
+    }
+    let max_t = get_varint(entries, pos)?;
+    let list_len = get_uvarint(entries, pos)? as usize;
+    let list_at = base + *pos;
+    if pos.saturating_add(list_len) > entries.len() || list_at > u32::MAX as usize {
+        return Err(Error::Decode("block list out of range".into()));
+    }
+    *pos += list_len;
+    Ok((Labels::new(labels), max_t, list_at as u32))
+}
+
 
 impl PartitionFile {
     /// Opens and verifies a file (magic, version, index checksum), resolving each series' labels
@@ -81,139 +230,187 @@ impl PartitionFile {
         resolve: impl FnMut(&Labels, i64) -> SeriesId,
     ) -> Result<Self> {
         let bytes = crate::file_source::cached_partition_file(bucket, key, cache_path, size)?;
-        let len = bytes.all().len();
-        // Header and the file's tail in one read (two requests at once, one for a small
-        // file), then whatever of the index the footer locates the tail did not hold: a file
-        // whose index fits in the tail opens in one round trip.
-        const TAIL: usize = 256 << 10;
-        bytes.prefetch(&[0..HEADER_LEN.min(len), len.saturating_sub(TAIL.max(FOOTER_LEN))..len])?;
-        if let Some(sym_off) = bytes
-            .all()
-            .get(len.saturating_sub(FOOTER_LEN)..)
-            .and_then(|f| f.get(0..8))
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes)
-            .and_then(|o| usize::try_from(o).ok())
-            .filter(|&o| o < len)
-        {
-            bytes.prefetch(std::slice::from_ref(&(sym_off..len)))?;
-        }
+        let footer = Self::fetch_tail(cache_path, &bytes)?;
+        bytes.prefetch(std::slice::from_ref(&(footer.index_start() as usize..bytes.all().len())))?;
         Self::from_bytes(cache_path, bytes, resolve)
     }
 
+    /// [`PartitionFile::open_cached`] fetching of a version 5 file only the tail of its index
+    /// (symbols and chunk directory; with the header, in one request when the file's last
+    /// 256 KiB hold them), and of its series table only the chunks [`PartitionFile::load_for`]
+    /// is asked for, each series entering the index through `resolve` as its chunk loads. A
+    /// file of an older version, or one with start timestamps or histograms (whose tables
+    /// refer to every series), is opened whole.
+    pub(crate) fn open_cached_in_part(
+        bucket: Arc<crate::bucket::Bucket>,
+        key: object_store::path::Path,
+        cache_path: &Path,
+        size: u64,
+        resolve: Resolve,
+    ) -> Result<Self> {
+        let bytes = crate::file_source::cached_partition_file(bucket, key, cache_path, size)?;
+        let footer = Self::fetch_tail(cache_path, &bytes)?;
+        if footer.version >= 5 {
+            bytes.prefetch(std::slice::from_ref(&(footer.symbols_offset as usize..bytes.all().len())))?;
+            let tail = Tail::read(cache_path, bytes.all(), &footer)?;
+            if footer.symbols_offset as usize + tail.tables_at + 4 == footer.index_end as usize {
+                let loaded = parking_lot::Mutex::new(vec![false; tail.chunks.len()]);
+                return Ok(PartitionFile {
+                    path: cache_path.to_path_buf(),
+                    bytes,
+                    series: parking_lot::RwLock::new(Vec::new()),
+                    part: Some(InPart { symbols: tail.symbols, chunks: tail.chunks, loaded, resolve }),
+                    starts: Vec::new(),
+                    hists: Vec::new(),
+                    version: footer.version,
+                    block_lists: BlockLists::default(),
+                });
+            }
+        }
+        bytes.prefetch(std::slice::from_ref(&(footer.index_start() as usize..bytes.all().len())))?;
+        Self::from_bytes(cache_path, bytes, |l, t| resolve(l, t))
+    }
+
+    /// Fetches a cached file's header and last 256 KiB (two requests at once, one for a small
+    /// file) and reads its footer.
+    fn fetch_tail(path: &Path, bytes: &FileBytes) -> Result<Footer> {
+        let len = bytes.all().len();
+        const TAIL: usize = 256 << 10;
+        bytes.prefetch(&[0..HEADER_LEN.min(len), len.saturating_sub(TAIL.max(FOOTER_LEN))..len])?;
+        Footer::read(path, bytes.all())
+    }
+
+    /// Loads, for a file read in part, the chunks of its series table that may hold a series
+    /// `matchers` select (all of them for no matchers), in one request for those not loaded
+    /// yet; nothing for a file read whole. A selection made after this finds every series of
+    /// this file it may select in the index.
+    pub(crate) fn load_for(&self, matchers: &[Matcher]) -> Result<()> {
+        let Some(part) = &self.part else { return Ok(()) };
+        let wanted = |loaded: &[bool]| -> Vec<usize> {
+            (0..part.chunks.len()).filter(|&c| !loaded[c] && may_match(&part.chunks[c], matchers)).collect()
+        };
+        let mut loaded = part.loaded.lock();
+        let want = wanted(&loaded);
+        if want.is_empty() {
+            return Ok(());
+        }
+        let ranges: Vec<Range<usize>> = want.iter().map(|&c| part.chunks[c].range.clone()).collect();
+        self.bytes.prefetch(&ranges)?;
+        let mut new = Vec::new();
+        for &c in &want {
+            let chunk = &part.chunks[c];
+            let at = chunk.range.start;
+            let corrupt = |reason: String| Error::corruption(&self.path, Some(at as u64), reason);
+            let entries = self
+                .bytes
+                .all()
+                .get(chunk.range.clone())
+                .ok_or_else(|| corrupt("series chunk out of the file".into()))?;
+            if crc32fast::hash(entries) != chunk.crc {
+                return Err(corrupt("series chunk checksum mismatch".into()));
+            }
+            let mut pos = 0;
+            for _ in 0..chunk.series {
+                let (labels, max_t, list_at) =
+                    read_entry(entries, &mut pos, at, &part.symbols).map_err(|e| corrupt(e.to_string()))?;
+                new.push(((part.resolve)(&labels, max_t), list_at));
+            }
+            if pos != entries.len() {
+                return Err(corrupt("series chunk longer than its series".into()));
+            }
+        }
+        let mut series = self.series.write();
+        series.extend(new);
+        series.sort_unstable_by_key(|(id, _)| *id);
+        for c in want {
+            loaded[c] = true;
+        }
+        Ok(())
+    }
+
+    /// Whether [`PartitionFile::load_for`] has chunks to load for `matchers`.
+    pub(crate) fn needs_load_for(&self, matchers: &[Matcher]) -> bool {
+        self.part.as_ref().is_some_and(|part| {
+            let loaded = part.loaded.lock();
+            (0..part.chunks.len()).any(|c| !loaded[c] && may_match(&part.chunks[c], matchers))
+        })
+    }
+
+
     fn from_bytes(path: &Path, bytes: FileBytes, mut resolve: impl FnMut(&Labels, i64) -> SeriesId) -> Result<Self> {
         let mmap = bytes.all();
+        let footer = Footer::read(path, mmap)?;
         let corrupt = |offset: Option<u64>, reason: &str| Error::corruption(path, offset, reason);
-        let len = mmap.len();
-        if len < HEADER_LEN + FOOTER_LEN {
-            return Err(corrupt(None, "file shorter than header and footer"));
-        }
-        if mmap.get(..8) != Some(MAGIC.as_slice()) {
-            return Err(corrupt(Some(0), "bad magic"));
-        }
-        let version = u32::from_le_bytes(read4(mmap, 8).ok_or_else(|| corrupt(Some(8), "short header"))?);
-        if !(VERSION_MIN..=VERSION).contains(&version) {
-            return Err(corrupt(Some(8), &format!("unsupported version {version}")));
-        }
-        let f = len - FOOTER_LEN;
-        let footer = mmap.get(f..).ok_or_else(|| corrupt(None, "short footer"))?;
-        if footer.get(28..32) != Some(FOOTER_MAGIC.as_slice()) {
-            return Err(corrupt(Some(f as u64), "bad footer magic (file incomplete?)"));
-        }
-        let u64_at = |o: usize| footer.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
-        let (Some(sym_off), Some(series_off), Some(index_end)) = (u64_at(0), u64_at(8), u64_at(16)) else {
-            return Err(corrupt(Some(f as u64), "short footer"));
-        };
-        let crc =
-            u32::from_le_bytes(read4(footer, 24).ok_or_else(|| corrupt(Some(f as u64), "short footer"))?);
-        if !(HEADER_LEN as u64 <= sym_off
-            && sym_off <= series_off
-            && series_off <= index_end
-            && index_end == f as u64)
-        {
-            return Err(corrupt(Some(f as u64), "footer offsets out of range"));
-        }
+        let start = footer.index_start();
         let index =
-            mmap.get(sym_off as usize..index_end as usize).ok_or_else(|| corrupt(None, "index range"))?;
-        if crc32fast::hash(index) != crc {
-            return Err(corrupt(Some(sym_off), "index checksum mismatch"));
+            mmap.get(start as usize..footer.index_end as usize).ok_or_else(|| corrupt(None, "index range"))?;
+        if crc32fast::hash(index) != footer.crc {
+            return Err(corrupt(Some(start), "index checksum mismatch"));
         }
-        let dec = |e: Error| corrupt(Some(sym_off), &e.to_string());
-        // Symbols.
-        let mut pos = 0usize;
-        let nsym = get_uvarint(index, &mut pos).map_err(dec)?;
-        if nsym > index.len() as u64 {
-            return Err(corrupt(Some(sym_off), "symbol count too large"));
-        }
-        let mut symbols: Vec<Arc<str>> = Vec::with_capacity(nsym as usize);
-        for _ in 0..nsym {
-            let n = get_uvarint(index, &mut pos).map_err(dec)? as usize;
-            let b = index
-                .get(pos..pos.saturating_add(n))
-                .ok_or_else(|| corrupt(Some(sym_off), "symbol truncated"))?;
-            pos += n;
-            let s = std::str::from_utf8(b).map_err(|_| corrupt(Some(sym_off), "symbol not UTF-8"))?;
-            symbols.push(Arc::from(s));
-        }
-        if sym_off + pos as u64 != series_off {
-            return Err(corrupt(Some(sym_off), "symbol table length disagrees with footer"));
-        }
-        // Series.
-        let nseries = get_uvarint(index, &mut pos).map_err(dec)?;
-        if nseries > index.len() as u64 {
-            return Err(corrupt(Some(series_off), "series count too large"));
-        }
-        let sym = |i: u64| {
-            symbols.get(i as usize).cloned().ok_or_else(|| corrupt(Some(series_off), "bad symbol ref"))
+        let (series_off, sym_off) = (footer.series_offset, footer.symbols_offset);
+        let dec = |e: Error| corrupt(Some(series_off), &e.to_string());
+        let mut series = Vec::new();
+        // Where the optional tables are: a slice of the index, its file offset, the position of
+        // the first table in it; and where the data region ends.
+        let (tables, tables_base, mut pos, data_end) = if footer.version >= 5 {
+            let tail = Tail::read(path, mmap, &footer)?;
+            for chunk in &tail.chunks {
+                let entries = mmap.get(chunk.range.clone()).ok_or_else(|| corrupt(None, "series chunk range"))?;
+                let mut p = 0;
+                for _ in 0..chunk.series {
+                    let (labels, max_t, list_at) =
+                        read_entry(entries, &mut p, chunk.range.start, &tail.symbols).map_err(dec)?;
+                    series.push((resolve(&labels, max_t), list_at));
+                }
+                if p != entries.len() {
+                    return Err(corrupt(Some(chunk.range.start as u64), "series chunk longer than its series"));
+                }
+            }
+            let tables = mmap.get(sym_off as usize..footer.index_end as usize - 4).unwrap_or_default();
+            (tables, sym_off, tail.tables_at, series_off)
+        } else {
+            // The symbols, then the series table, counted.
+            let mut pos = 0usize;
+            let symbols = read_symbols(index, &mut pos).map_err(|e| corrupt(Some(sym_off), &e.to_string()))?;
+            if sym_off + pos as u64 != series_off {
+                return Err(corrupt(Some(sym_off), "symbol table length disagrees with footer"));
+            }
+            let nseries = get_uvarint(index, &mut pos).map_err(dec)?;
+            if nseries > index.len() as u64 {
+                return Err(corrupt(Some(series_off), "series count too large"));
+            }
+            series.reserve(nseries as usize);
+            for _ in 0..nseries {
+                let (labels, max_t, list_at) =
+                    read_entry(index, &mut pos, sym_off as usize, &symbols).map_err(dec)?;
+                series.push((resolve(&labels, max_t), list_at));
+            }
+            (index, sym_off, pos, sym_off)
         };
-        let mut series = Vec::with_capacity(nseries as usize);
-        for _ in 0..nseries {
-            let n = get_uvarint(index, &mut pos).map_err(dec)?;
-            if n > 1024 {
-                return Err(corrupt(Some(series_off), "too many labels"));
-            }
-            let mut labels = Vec::with_capacity(n as usize);
-            for _ in 0..n {
-                let name = sym(get_uvarint(index, &mut pos).map_err(dec)?)?;
-                let value = sym(get_uvarint(index, &mut pos).map_err(dec)?)?;
-                labels.push(Label { name, value });
-            }
-            let max_t = get_varint(index, &mut pos).map_err(dec)?;
-            let list_len = get_uvarint(index, &mut pos).map_err(dec)? as usize;
-            let list_at = sym_off as usize + pos;
-            if pos.saturating_add(list_len) > index.len() || list_at > u32::MAX as usize {
-                return Err(corrupt(Some(series_off), "block list out of range"));
-            }
-            pos += list_len;
-            let id = resolve(&Labels::new(labels), max_t);
-            series.push((id, list_at as u32));
-        }
         // Optional tables, each starting with its tag byte, in tag order.
         let (mut starts, mut hists) = (Vec::new(), Vec::new());
-        if index.get(pos) == Some(&STARTS_TAG) {
+        if tables.get(pos) == Some(&STARTS_TAG) {
             let at = pos;
-            starts = read_starts_table(index, &mut pos, sym_off as usize, &series)
-                .map_err(|e| corrupt(Some(sym_off + at as u64), &format!("start timestamp table: {e}")))?;
+            starts = read_starts_table(tables, &mut pos, tables_base as usize, &series)
+                .map_err(|e| corrupt(Some(tables_base + at as u64), &format!("start timestamp table: {e}")))?;
         }
-        if index.get(pos) == Some(&HISTS_TAG) {
+        if tables.get(pos) == Some(&HISTS_TAG) {
             let at = pos;
-            hists = read_hists_table(index, &mut pos, sym_off, &series)
-                .map_err(|e| corrupt(Some(sym_off + at as u64), &format!("histogram table: {e}")))?;
+            hists = read_hists_table(tables, &mut pos, data_end, &series)
+                .map_err(|e| corrupt(Some(tables_base + at as u64), &format!("histogram table: {e}")))?;
         }
-        if pos != index.len() {
-            return Err(corrupt(
-                Some(sym_off + pos as u64),
-                "unknown section or trailing bytes in the index",
-            ));
+        if pos != tables.len() {
+            return Err(corrupt(Some(tables_base + pos as u64), "unknown section or trailing bytes in the index"));
         }
         series.sort_unstable_by_key(|(id, _)| *id);
         Ok(PartitionFile {
             path: path.to_path_buf(),
             bytes,
-            series,
+            series: parking_lot::RwLock::new(series),
+            part: None,
             starts,
             hists,
-            version,
+            version: footer.version,
             block_lists: BlockLists::default(),
         })
     }
@@ -306,14 +503,21 @@ impl PartitionFile {
         &self.path
     }
 
-    /// Runtime ids of all series in the file, ascending.
-    pub fn series_ids(&self) -> impl Iterator<Item = SeriesId> + '_ {
-        self.series.iter().map(|(id, _)| *id)
+    /// Runtime ids of all series in the file (of a file read in part: of its loaded chunks),
+    /// ascending.
+    pub fn series_ids(&self) -> Vec<SeriesId> {
+        self.series.read().iter().map(|(id, _)| *id).collect()
     }
 
-    /// True if the series is in this file.
+    /// True if the series is in this file (in a loaded chunk of a file read in part).
     pub fn contains(&self, id: SeriesId) -> bool {
-        self.series.binary_search_by_key(&id, |(i, _)| *i).is_ok()
+        self.list_at(id).is_some()
+    }
+
+    /// Where the block list of series `id` is, if the file holds the series.
+    fn list_at(&self, id: SeriesId) -> Option<u32> {
+        let series = self.series.read();
+        series.binary_search_by_key(&id, |(i, _)| *i).ok().map(|i| series[i].1)
     }
 
     /// The block list of a series (empty if the series is not in this file), in time order.
@@ -330,21 +534,21 @@ impl PartitionFile {
     /// starts after `maxt`, as it is stored as a chain read from its start. A read of all time
     /// (compaction's, which then drops the file) uses a kept list but does not keep one.
     pub fn blocks_in(&self, id: SeriesId, mint: i64, maxt: i64) -> Result<Vec<BlockMeta>> {
-        let Ok(i) = self.series.binary_search_by_key(&id, |(i, _)| *i) else { return Ok(Vec::new()) };
+        let Some(at) = self.list_at(id) else { return Ok(Vec::new()) };
         if let Some(list) = self.block_lists.get(id) {
             return Ok(overlapping(&list, mint, maxt));
         }
         let whole = (mint, maxt) == (i64::MIN, i64::MAX);
         if !whole
-            && BlockLists::has_room(self.list_len(i))
-            && let Ok(list) = self.decode_blocks(i, i64::MAX)
+            && BlockLists::has_room(self.list_len(at))
+            && let Ok(list) = self.decode_blocks(at, i64::MAX)
         {
             let list: Arc<[BlockMeta]> = list.into();
             let out = overlapping(&list, mint, maxt);
             self.block_lists.keep(id, list);
             return Ok(out);
         }
-        let mut out = self.decode_blocks(i, maxt)?;
+        let mut out = self.decode_blocks(at, maxt)?;
         out.retain(|b| b.stats.max_t >= mint);
         Ok(out)
     }
@@ -355,17 +559,17 @@ impl PartitionFile {
         self.block_lists.get(id)
     }
 
-    /// The number of blocks in the list of the series at `i` of `series` (0 if unreadable:
+    /// The number of blocks in the block list at file offset `at` (0 if unreadable:
     /// [`Self::decode_blocks`] reports that).
-    fn list_len(&self, i: usize) -> usize {
-        let buf = self.bytes.all().get(self.series[i].1 as usize..).unwrap_or_default();
+    fn list_len(&self, at: u32) -> usize {
+        let buf = self.bytes.all().get(at as usize..).unwrap_or_default();
         get_uvarint(buf, &mut 0).map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX))
     }
 
-    /// Decodes the block list of the series at `i` of `series` up to the first block that
-    /// starts after `maxt` (not included).
-    fn decode_blocks(&self, i: usize, maxt: i64) -> Result<Vec<BlockMeta>> {
-        let at = self.series[i].1 as usize;
+    /// Decodes the block list at file offset `at` up to the first block that starts after
+    /// `maxt` (not included).
+    fn decode_blocks(&self, at: u32, maxt: i64) -> Result<Vec<BlockMeta>> {
+        let at = at as usize;
         let corrupt = |e: Error| Error::corruption(&self.path, Some(at as u64), e.to_string());
         let buf = self.bytes.all().get(at..).unwrap_or_default();
         let mut pos = 0;

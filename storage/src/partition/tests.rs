@@ -207,7 +207,7 @@ fn regular_blocks_leave_their_timestamps_to_their_statistics() {
     w.finish().unwrap();
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(bytes[8..12], VERSION.to_le_bytes());
-    assert_eq!(VERSION, 4);
+    assert_eq!(VERSION, 5);
     let f = PartitionFile::open(&path, |l, _| u32::from(l.get("__name__") != Some("regular"))).unwrap();
     for (id, want, implied) in [(0, &sr, true), (1, &sz, false)] {
         let blocks = f.blocks(id).unwrap();
@@ -236,12 +236,13 @@ fn counter_and_gauge() -> [(Labels, Vec<Sample>); 2] {
     ]
 }
 
-/// Format version 3 records which blocks never decrease, version 4 which hold integers only.
-/// Version 2 and 3 files (golden, written by git e2a3877b and 3a5845810) still open, with the
-/// same samples and statistics except the flags they lack, which read false: their blocks are
-/// decoded for `rate` and checked by their header for `sum_over_time`.
+/// Format version 3 records which blocks never decrease, version 4 which hold integers only,
+/// version 5 lays its index out in chunks. Version 2, 3 and 4 files (golden, written by git
+/// e2a3877b, 3a5845810 and 196ec146a) still open, with the same samples and statistics except
+/// the flags they lack, which read false: their blocks are decoded for `rate` and checked by
+/// their header for `sum_over_time`.
 #[test]
-fn version_4_records_integral_blocks_and_versions_2_and_3_still_open() {
+fn versions_2_to_4_still_open() {
     let golden = |v: u32| {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("testdata/format/partition_v{v}.spf"));
         assert_eq!(std::fs::read(&path).unwrap()[8..12], v.to_le_bytes());
@@ -256,6 +257,7 @@ fn version_4_records_integral_blocks_and_versions_2_and_3_still_open() {
     w.finish().unwrap();
     let id_of = |l: &Labels, _| u32::from(l.get("__name__") != Some("c_total"));
     let new = PartitionFile::open(&path, id_of).unwrap();
+    let v4 = PartitionFile::open(&golden(4), id_of).unwrap();
     let v3 = PartitionFile::open(&golden(3), id_of).unwrap();
     let v2 = PartitionFile::open(&golden(2), id_of).unwrap();
     for (id, (_, want)) in counter_and_gauge().iter().enumerate() {
@@ -265,6 +267,8 @@ fn version_4_records_integral_blocks_and_versions_2_and_3_still_open() {
         let no_decrease: Vec<bool> = new_blocks.iter().map(|b| b.stats.no_decrease).collect();
         assert_eq!(no_decrease, if id == 0 { vec![true, false] } else { vec![false, false] });
         assert!(new_blocks.iter().all(|b| b.stats.integral));
+        // Version 4 differs in the index only: the same blocks at the same offsets.
+        assert_eq!(v4.blocks(id).unwrap(), new_blocks);
         for (old, keeps_no_decrease) in [(&v3, true), (&v2, false)] {
             let old_blocks = old.blocks(id).unwrap();
             assert_eq!(old_blocks.len(), new_blocks.len());
@@ -275,7 +279,7 @@ fn version_4_records_integral_blocks_and_versions_2_and_3_still_open() {
                 assert!(old.block_integral(o).unwrap());
             }
         }
-        for f in [&new, &v3, &v2] {
+        for f in [&new, &v4, &v3, &v2] {
             let mut out = Vec::new();
             f.read(id, i64::MIN, i64::MAX, &mut out).unwrap();
             assert_eq!(&out, want);

@@ -14,6 +14,7 @@ use crate::query::StartTimestamp;
 use crate::start_ts::StRuns;
 use crate::types::{HistogramSample, Labels, Sample};
 
+use super::chunks::{CHUNK_SERIES, ChunkEntry};
 use super::{FOOTER_MAGIC, HISTS_TAG, MAGIC, STARTS_TAG, VERSION, cut_blocks};
 
 /// One piece of a series given to [`FileWriter::add_series_blocks`].
@@ -58,6 +59,10 @@ pub struct FileWriter {
     /// Encoded series entries (labels as symbol refs + block list), in order.
     series: Vec<u8>,
     series_count: u64,
+    /// The series table's chunks so far: [`CHUNK_SERIES`] series each, the last one open.
+    chunks: Vec<ChunkEntry>,
+    /// Where in `series` the open chunk starts.
+    chunk_start: usize,
     /// The start-timestamp table's entries (series ordinal delta, length, runs); empty when no
     /// series has start timestamps, and then the table is not written at all.
     starts: Vec<u8>,
@@ -95,6 +100,8 @@ impl FileWriter {
             symbol_list: Vec::new(),
             series: Vec::new(),
             series_count: 0,
+            chunks: Vec::new(),
+            chunk_start: 0,
             starts: Vec::new(),
             starts_count: 0,
             starts_prev: 0,
@@ -220,9 +227,13 @@ impl FileWriter {
         let mut entry = std::mem::take(&mut self.entry_buf);
         entry.clear();
         put_uvarint(&mut entry, labels.len() as u64);
+        let mut name_ref = 0;
         for l in labels.iter() {
             let n = self.symbol(&l.name);
             let v = self.symbol(&l.value);
+            if &*l.name == "__name__" && !l.value.is_empty() {
+                name_ref = u64::from(v) + 1;
+            }
             put_uvarint(&mut entry, u64::from(n));
             put_uvarint(&mut entry, u64::from(v));
         }
@@ -269,12 +280,39 @@ impl FileWriter {
         put_uvarint(&mut entry, (head.len() + list.len()) as u64);
         entry.extend_from_slice(&head);
         entry.extend_from_slice(&list);
+        self.chunk_add(name_ref);
         self.series.extend_from_slice(&entry);
         self.entry_buf = entry;
         self.samples += samples;
         self.blocks += blocks;
         self.time_range = Some(self.time_range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
         Ok(true)
+    }
+
+    /// Counts a series whose entry is about to be appended to `series` into the open chunk,
+    /// closing the open chunk first if it is full.
+    /// `name` is the series' metric name as the directory refers to it: its symbol + 1, 0 for
+    /// none.
+    fn chunk_add(&mut self, name: u64) {
+        if self.chunks.last().is_none_or(|c| c.series as usize == CHUNK_SERIES) {
+            self.close_chunk();
+            self.chunk_start = self.series.len();
+            self.chunks.push(ChunkEntry::new(name));
+        }
+        if let Some(c) = self.chunks.last_mut() {
+            c.add(name, &self.symbol_list);
+        }
+    }
+
+    /// Records the open chunk's length and checksum.
+    fn close_chunk(&mut self) {
+        if let Some(c) = self.chunks.last_mut()
+            && c.len == 0
+        {
+            let bytes = self.series.get(self.chunk_start..).unwrap_or_default();
+            c.len = bytes.len() as u64;
+            c.crc = crc32fast::hash(bytes);
+        }
     }
 
     /// Number of series added.
@@ -298,16 +336,19 @@ impl FileWriter {
     }
 
     fn finish_inner(mut self) -> Result<u64> {
-        let symbols_offset = self.offset;
-        let mut idx = Vec::new();
+        // The series table, then the symbols and the chunk directory, which a reader of the
+        // file's tail finds together (`docs/format/partition.md`).
+        self.close_chunk();
+        let series_offset = self.offset;
+        let mut idx = std::mem::take(&mut self.series);
+        let symbols_offset = series_offset + idx.len() as u64;
+        let tail_start = idx.len();
         put_uvarint(&mut idx, self.symbol_list.len() as u64);
         for s in &self.symbol_list {
             put_uvarint(&mut idx, s.len() as u64);
             idx.extend_from_slice(s.as_bytes());
         }
-        let series_offset = symbols_offset + idx.len() as u64;
-        put_uvarint(&mut idx, self.series_count);
-        idx.extend_from_slice(&self.series);
+        super::chunks::encode_directory(self.series_count, &self.chunks, &mut idx);
         if self.starts_count > 0 {
             idx.push(STARTS_TAG);
             put_uvarint(&mut idx, self.starts_count);
@@ -318,6 +359,8 @@ impl FileWriter {
             put_uvarint(&mut idx, self.hists_count);
             idx.extend_from_slice(&self.hists);
         }
+        let tail_crc = crc32fast::hash(idx.get(tail_start..).unwrap_or_default());
+        idx.extend_from_slice(&tail_crc.to_le_bytes());
         let mut crc = crc32fast::Hasher::new();
         crc.update(&idx);
         self.write(&idx)?;

@@ -113,17 +113,18 @@ impl LiveFile {
         if let Some(f) = self.file.get() {
             return Ok(f);
         }
-        let shared = &lazy.shared;
-        let file = PartitionFile::open_cached(
+        let shared = Arc::clone(&lazy.shared);
+        // Read in part: its series enter the index as selections load their chunks.
+        let file = PartitionFile::open_cached_in_part(
             Arc::clone(&lazy.bucket),
             lazy.key.clone(),
             &lazy.cache_path,
             self.entry.size,
-            |labels, max_t| {
+            Box::new(move |labels, max_t| {
                 let (id, _) = shared.index.get_or_create(labels);
                 shared.series.observe(id, max_t);
                 id
-            },
+            }),
         )?;
         Ok(self.file.get_or_init(|| file))
     }
