@@ -73,6 +73,8 @@ struct InPart {
     chunks: Vec<Chunk>,
     /// Per chunk: loaded. Held while loading, so two selections load a chunk once.
     loaded: parking_lot::Mutex<Vec<bool>>,
+    /// Every chunk is loaded: nothing left to look at.
+    complete: std::sync::atomic::AtomicBool,
     resolve: Resolve,
 }
 
@@ -259,7 +261,13 @@ impl PartitionFile {
                     path: cache_path.to_path_buf(),
                     bytes,
                     series: parking_lot::RwLock::new(Vec::new()),
-                    part: Some(InPart { symbols: tail.symbols, chunks: tail.chunks, loaded, resolve }),
+                    part: Some(InPart {
+                        symbols: tail.symbols,
+                        chunks: tail.chunks,
+                        loaded,
+                        complete: std::sync::atomic::AtomicBool::new(false),
+                        resolve,
+                    }),
                     starts: Vec::new(),
                     hists: Vec::new(),
                     version: footer.version,
@@ -285,7 +293,10 @@ impl PartitionFile {
     /// yet; nothing for a file read whole. A selection made after this finds every series of
     /// this file it may select in the index.
     pub(crate) fn load_for(&self, matchers: &[Matcher]) -> Result<()> {
-        let Some(part) = &self.part else { return Ok(()) };
+        let Some(part) = self.part.as_ref().filter(|p| !p.complete.load(std::sync::atomic::Ordering::Acquire))
+        else {
+            return Ok(());
+        };
         let wanted = |loaded: &[bool]| -> Vec<usize> {
             (0..part.chunks.len()).filter(|&c| !loaded[c] && may_match(&part.chunks[c], matchers)).collect()
         };
@@ -325,12 +336,18 @@ impl PartitionFile {
         for c in want {
             loaded[c] = true;
         }
+        if loaded.iter().all(|&l| l) {
+            part.complete.store(true, std::sync::atomic::Ordering::Release);
+        }
         Ok(())
     }
 
     /// Whether [`PartitionFile::load_for`] has chunks to load for `matchers`.
     pub(crate) fn needs_load_for(&self, matchers: &[Matcher]) -> bool {
         self.part.as_ref().is_some_and(|part| {
+            if part.complete.load(std::sync::atomic::Ordering::Acquire) {
+                return false;
+            }
             let loaded = part.loaded.lock();
             (0..part.chunks.len()).any(|c| !loaded[c] && may_match(&part.chunks[c], matchers))
         })
