@@ -17,6 +17,7 @@ mod service;
 mod tests;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -208,15 +209,27 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
     }
     let max_response_bytes = service.max_response_bytes();
     let writers = state.writers().cloned();
+    // Bucket reads of an inline attempt the engine declined: the query's too, though the run
+    // that answers finds what they fetched in the cache.
+    let declined_reads = [AtomicU64::new(0), AtomicU64::new(0)];
     // The answer, or `None` if the engine declined to run the query inline.
     let run = move |db: &storage::Db, mut options: EngineOptions, request: &QueryRequest| {
         options.timeout = deadline.saturating_duration_since(Instant::now());
         let (result, bucket_reads) = evaluate(db, writers.as_ref(), options, request);
+        let (reads, bytes) = bucket_reads.get();
         let result = match result {
-            Err(promql::Error::NotInline) => return Ok(None),
+            Err(promql::Error::NotInline) => {
+                declined_reads[0].fetch_add(reads, Ordering::Relaxed);
+                declined_reads[1].fetch_add(bytes, Ordering::Relaxed);
+                return Ok(None);
+            }
             result => result.map_err(|err| query_error(request, err))?,
         };
-        let timings = Timings { queued, total: started.elapsed(), bucket_reads: bucket_reads.get() };
+        let bucket_reads = (
+            reads + declined_reads[0].load(Ordering::Relaxed),
+            bytes + declined_reads[1].load(Ordering::Relaxed),
+        );
+        let timings = Timings { queued, total: started.elapsed(), bucket_reads };
         // The phases are logged (by the gzip layer) only when debug logging is on.
         let logged = tracing::enabled!(tracing::Level::DEBUG).then(|| result.stats.clone());
         let answer = answer(result, request, request.stats.then_some(timings), max_response_bytes)?;

@@ -108,9 +108,11 @@ pub(crate) fn check_query_node(root_args: impl Fn(&str) -> Vec<String>) {
     }
     let mut single = start(dirs[2].path(), &["--retention".into(), "100y".into()]);
     assert_eq!(write(&single, LINES), 204);
-    let mut q = start(dirs[3].path(), &with("", &["--role", "query", "--storage.bucket-refresh", "100ms"]));
-    // The first query opens the files (ranged reads, counted in its stats); the same query
-    // again reads nothing from the bucket.
+    // Every query first tries inline and is declined (`--query.inline-max-points 1`).
+    let q_args = ["--role", "query", "--storage.bucket-refresh", "100ms", "--query.inline-max-points", "1"];
+    let mut q = start(dirs[3].path(), &with("", &q_args));
+    // The first query opens the files (ranged reads, counted in its stats, also those of its
+    // declined inline attempt); the same query again reads nothing from the bucket.
     let stats = |s: &Strata| {
         let path = format!("/api/v1/query?query={}&time=1700000010&stats=all", urlencode("cpu_usage"));
         let body = s.get(&path).body;
