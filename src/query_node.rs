@@ -315,6 +315,10 @@ impl Querier for WithWriters<'_> {
         self.bucket.selects_ahead()
     }
 
+    fn prepare(&self, selections: &[(&[Matcher], i64, i64)]) -> storage::Result<()> {
+        self.bucket.prepare(selections)
+    }
+
     fn samples(
         &self,
         series: &SeriesRef,

@@ -53,6 +53,14 @@ pub trait Querier: Send + Sync {
         false
     }
 
+    /// Makes ready what `selections` (matchers, `mint`, `maxt`), about to be selected one by
+    /// one, need, all at once where that saves work: a query node loads the series chunks of
+    /// all of them from each file in one request (see `partition::chunks`). Nothing by default.
+    fn prepare(&self, selections: &[(&[Matcher], i64, i64)]) -> Result<()> {
+        let _ = selections;
+        Ok(())
+    }
+
     /// Appends the samples of `series` in `[mint, maxt]` to `out`, ascending by time with one
     /// sample per timestamp (the last written wins). Stale markers are included.
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()>;

@@ -261,7 +261,7 @@ impl Snapshot {
     }
 
     fn matching(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesRef>> {
-        self.open_files_for(matchers, mint, maxt)?;
+        self.open_files_for(&[matchers], mint, maxt)?;
         let in_range = InRange::new(self, mint, maxt);
         if in_range.is_empty() {
             return Ok(Vec::new());
@@ -282,17 +282,17 @@ impl Snapshot {
 
     /// Opens the files not open yet (a query node's, see [`LiveFile`]) of the partitions
     /// `[mint, maxt]` reaches, and loads the chunks of their series tables that may hold a
-    /// series `matchers` select (all chunks for no matchers), up to 16 files at once, so that
-    /// those series are in the index before anything is looked up there. Nothing to do on a
-    /// writer, whose files are all open and read whole.
-    fn open_files_for(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<()> {
+    /// series one of `selections` (sets of matchers) selects (all chunks for an empty set), up
+    /// to 16 files at once, so that those series are in the index before anything is looked up
+    /// there. Nothing to do on a writer, whose files are all open and read whole.
+    fn open_files_for(&self, selections: &[&[Matcher]], mint: i64, maxt: i64) -> Result<()> {
         if !self.shared.from_bucket {
             return Ok(());
         }
         let closed: Vec<&Arc<LiveFile>> = self
             .partitions_in(mint, maxt)
             .flatten()
-            .filter(|f| f.opened().is_none_or(|p| p.needs_load_for(matchers)))
+            .filter(|f| f.opened().is_none_or(|p| p.needs_load_for(selections)))
             .collect();
         if closed.is_empty() {
             return Ok(());
@@ -303,7 +303,7 @@ impl Snapshot {
             for _ in 0..closed.len().min(16) {
                 scope.spawn(|| {
                     while let Some(f) = closed.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
-                        if let Err(e) = self.counted(|| f.file()?.load_for(matchers)) {
+                        if let Err(e) = self.counted(|| f.file()?.load_for(selections)) {
                             first_error.lock().get_or_insert(e);
                             return;
                         }
@@ -353,6 +353,16 @@ impl Querier for Snapshot {
 
     fn selects_ahead(&self) -> bool {
         self.shared.from_bucket
+    }
+
+    fn prepare(&self, selections: &[(&[Matcher], i64, i64)]) -> Result<()> {
+        let (Some(mint), Some(maxt)) =
+            (selections.iter().map(|s| s.1).min(), selections.iter().map(|s| s.2).max())
+        else {
+            return Ok(());
+        };
+        let matchers: Vec<&[Matcher]> = selections.iter().map(|s| s.0).collect();
+        self.counted(|| self.open_files_for(&matchers, mint, maxt))
     }
 
     fn samples(&self, series: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
@@ -463,7 +473,7 @@ impl Querier for Snapshot {
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         self.counted(|| {
-            self.open_files_for(matchers, mint, maxt)?;
+            self.open_files_for(&[matchers], mint, maxt)?;
             let in_range = InRange::new(self, mint, maxt);
             if in_range.is_empty() {
                 return Ok(Vec::new());
@@ -477,7 +487,7 @@ impl Querier for Snapshot {
 
     fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         self.counted(|| {
-            self.open_files_for(matchers, mint, maxt)?;
+            self.open_files_for(&[matchers], mint, maxt)?;
             let in_range = InRange::new(self, mint, maxt);
             if in_range.is_empty() {
                 return Ok(Vec::new());

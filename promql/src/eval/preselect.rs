@@ -6,7 +6,9 @@
 //! Evaluation selects each selector when it reaches it, so a query of five selectors that reads
 //! between its selections (`max(max_over_time(a[1m])) or max(max_over_time(b[1m])) ...`, each
 //! answered per group from storage) fetched from each file five times. Selected here first, the
-//! five selections are known before the first read, and each file is fetched from once.
+//! five selections are known before the first read, and each file is fetched from once; the
+//! querier is told all of them first (`Querier::prepare`), so that a query node loads the
+//! series chunks they need from each file in one request too.
 //!
 //! What stays the same: every answer and every count. A selection made here is the one
 //! evaluation would make (same matchers, same time range, same snapshot), handed over when
@@ -45,6 +47,8 @@ impl Evaluator<'_> {
             return;
         }
         let began = Instant::now();
+        // A failure here is met again by the selections, or by evaluation.
+        let _ = self.querier.prepare(&wanted);
         for (matchers, mint, maxt) in wanted {
             let k = key(matchers, mint, maxt);
             if self.preselected.contains_key(&k) {

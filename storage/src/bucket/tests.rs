@@ -591,8 +591,8 @@ fn a_file_read_in_part_answers_as_the_whole_file() {
         )
         .unwrap();
         assert!(part.series_ids().is_empty(), "nothing loaded at opening");
-        part.load_for(matchers).unwrap();
-        part.load_for(matchers).unwrap();
+        part.load_for(&[matchers]).unwrap();
+        part.load_for(&[matchers]).unwrap();
         assert_eq!(store.counts().get.load(Relaxed) - gets, 2, "{matchers:?}: open, then one load");
         let fetched = store.counts().range_bytes.load(Relaxed) - bytes_before;
         let held = part.series_ids().len();
@@ -641,6 +641,6 @@ fn a_file_read_in_part_answers_as_the_whole_file() {
         Box::new(resolve(&ids)),
     )
     .unwrap();
-    let err = part.load_for(&[Matcher::equal("host", "h1")]).unwrap_err();
+    let err = part.load_for(&[&[Matcher::equal("host", "h1")]]).unwrap_err();
     assert!(err.to_string().contains("checksum"), "{err}");
 }

@@ -78,6 +78,13 @@ struct InPart {
     resolve: Resolve,
 }
 
+impl InPart {
+    /// Whether chunk `c` may hold a series one of `selections` selects.
+    fn wanted(&self, c: usize, selections: &[&[Matcher]]) -> bool {
+        selections.iter().any(|m| may_match(&self.chunks[c], m))
+    }
+}
+
 impl std::fmt::Debug for PartitionFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PartitionFile").field("path", &self.path).field("series", &self.series.read().len()).finish()
@@ -289,16 +296,16 @@ impl PartitionFile {
     }
 
     /// Loads, for a file read in part, the chunks of its series table that may hold a series
-    /// `matchers` select (all of them for no matchers), in one request for those not loaded
-    /// yet; nothing for a file read whole. A selection made after this finds every series of
-    /// this file it may select in the index.
-    pub(crate) fn load_for(&self, matchers: &[Matcher]) -> Result<()> {
+    /// one of `selections` (sets of matchers) selects (all of them for an empty set), in one
+    /// request for those not loaded yet; nothing for a file read whole. A selection made after
+    /// this finds every series of this file it may select in the index.
+    pub(crate) fn load_for(&self, selections: &[&[Matcher]]) -> Result<()> {
         let Some(part) = self.part.as_ref().filter(|p| !p.complete.load(std::sync::atomic::Ordering::Acquire))
         else {
             return Ok(());
         };
         let wanted = |loaded: &[bool]| -> Vec<usize> {
-            (0..part.chunks.len()).filter(|&c| !loaded[c] && may_match(&part.chunks[c], matchers)).collect()
+            (0..part.chunks.len()).filter(|&c| !loaded[c] && part.wanted(c, selections)).collect()
         };
         let mut loaded = part.loaded.lock();
         let want = wanted(&loaded);
@@ -342,14 +349,14 @@ impl PartitionFile {
         Ok(())
     }
 
-    /// Whether [`PartitionFile::load_for`] has chunks to load for `matchers`.
-    pub(crate) fn needs_load_for(&self, matchers: &[Matcher]) -> bool {
+    /// Whether [`PartitionFile::load_for`] has chunks to load for `selections`.
+    pub(crate) fn needs_load_for(&self, selections: &[&[Matcher]]) -> bool {
         self.part.as_ref().is_some_and(|part| {
             if part.complete.load(std::sync::atomic::Ordering::Acquire) {
                 return false;
             }
             let loaded = part.loaded.lock();
-            (0..part.chunks.len()).any(|c| !loaded[c] && may_match(&part.chunks[c], matchers))
+            (0..part.chunks.len()).any(|c| !loaded[c] && part.wanted(c, selections))
         })
     }
 
