@@ -37,13 +37,20 @@ impl Evaluator<'_> {
     /// Selects the selectors of `root` evaluated over `g` that evaluation reaches over that
     /// grid, if the querier asks for it; [`Evaluator::select`] takes them.
     pub(crate) fn preselect(&mut self, root: &Expr, g: Grid) {
-        if !self.querier.selects_ahead() || self.opts.inline_points_max.is_some() {
+        if !self.querier.selects_ahead() {
             return;
         }
         let mut wanted = Vec::new();
         self.collect(root, g, &mut wanted);
         if wanted.len() < 2 {
             // One selection is known before its reads anyway.
+            return;
+        }
+        // Inline evaluation declines a selector that no equality narrows down (see
+        // `Evaluator::select`): then it will not get that far, and nothing is selected here.
+        let narrowed =
+            |m: &[Matcher]| m.iter().any(|m| m.op == storage::MatchOp::Equal && !m.value.is_empty());
+        if self.opts.inline_points_max.is_some() && !wanted.iter().all(|(m, _, _)| narrowed(m)) {
             return;
         }
         let began = Instant::now();

@@ -114,12 +114,17 @@ fn run(engine: &Engine, ahead: bool, query: &str, instant: bool) -> (Logged, Que
 
 #[test]
 fn selections_come_first_and_change_nothing() {
-    for threads in [None, Some(2)] {
-        let engine =
-            Engine::new(EngineOptions { parallel: threads.map(QueryPool::new), ..EngineOptions::default() });
+    // Inline evaluation (on the server's runtime threads, for small queries) too.
+    for (threads, inline_points_max) in [(None, None), (Some(2), None), (None, Some(1 << 20))] {
+        let engine = Engine::new(EngineOptions {
+            parallel: threads.map(QueryPool::new),
+            inline_points_max,
+            ..EngineOptions::default()
+        });
         for &query in QUERIES {
             for instant in [false, true] {
-                let what = format!("{query} (threads {threads:?}, instant {instant})");
+                let what =
+                    format!("{query} (threads {threads:?}, inline {inline_points_max:?}, instant {instant})");
                 let (plain, want) = run(&engine, false, query, instant);
                 let (ahead, got) = run(&engine, true, query, instant);
                 assert_eq!(bits(&got), bits(&want), "{what}");
