@@ -644,3 +644,132 @@ fn a_file_read_in_part_answers_as_the_whole_file() {
     let err = part.load_for(&[&[Matcher::equal("host", "h1")]]).unwrap_err();
     assert!(err.to_string().contains("checksum"), "{err}");
 }
+
+/// A file read in part from the bucket with one bit flipped anywhere either fails (to open, to
+/// load its chunks or to read) as corruption or answers exactly the original data.
+#[test]
+fn flipped_bytes_are_detected_in_part() {
+    use crate::partition::{FileWriter, PartitionFile};
+    use crate::{Labels, Sample};
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("1.spf");
+    let series: Vec<(Labels, Vec<Sample>)> = (0..3)
+        .map(|i| {
+            let l = Labels::from_pairs(&[("__name__", "m"), ("i", &i.to_string())]);
+            (l, (0..300).map(|k| Sample::new(k * 1000, ((k * 7 + i) % 13) as f64)).collect())
+        })
+        .collect();
+    let mut w = FileWriter::create(&path, 64, 0).unwrap();
+    for (l, s) in &series {
+        w.add_series(l, s).unwrap();
+    }
+    let size = w.finish().unwrap();
+    let orig = std::fs::read(&path).unwrap();
+    let store = faulty();
+    let b = Arc::new(bucket(&store));
+    let labels: Arc<Vec<Labels>> = Arc::new(series.iter().map(|(l, _)| l.clone()).collect());
+    for off in (0..orig.len()).step_by(5) {
+        let mut bytes = orig.clone();
+        bytes[off] ^= 0x10;
+        let key = b.file_key(0, off as u64 + 1);
+        b.put(&key, bytes::Bytes::from(bytes)).unwrap();
+        let cache = d.path().join(format!("{off}.spf.cache"));
+        let read = || -> crate::Result<Vec<Vec<Sample>>> {
+            let f = PartitionFile::open_cached_in_part(Arc::clone(&b), key.clone(), &cache, size, {
+                let labels = Arc::clone(&labels);
+                Box::new(move |l, _| labels.iter().position(|s| s == l).map_or(u32::MAX, |i| i as u32))
+            })?;
+            f.load_for(&[&[]])?;
+            (0..series.len() as u32)
+                .map(|i| {
+                    let mut out = Vec::new();
+                    f.read(i, i64::MIN, i64::MAX, &mut out).map(|()| out)
+                })
+                .collect()
+        };
+        match read() {
+            Ok(got) => {
+                let want: Vec<Vec<Sample>> = series.iter().map(|(_, s)| s.clone()).collect();
+                assert_eq!(got, want, "flip at {off} served wrong data");
+            }
+            Err(e) => assert!(e.to_string().contains("corrupt"), "flip at {off}: {e}"),
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+    /// Over random label sets (names sorting before `__name__`, series without a name, many
+    /// series a metric) and random selections, a file read in part holds, after loading the
+    /// chunks for a selection, every series of the file that the selection selects.
+    #[test]
+    fn a_file_read_in_part_holds_what_any_selection_selects(
+        sets in proptest::collection::btree_set(
+            (0usize..6, 0u8..3, 0u16..400),
+            1..1200,
+        ),
+        selections in proptest::collection::vec((0usize..7, 0usize..6, 0usize..6), 1..6),
+    ) {
+        use crate::partition::{FileWriter, PartitionFile};
+        use crate::{Labels, Matcher, MatchOp, Sample};
+        const NAMES: [&str; 6] = ["", "a", "ab", "b", "cpu_x", "cpu_y"];
+        let mut all: Vec<Labels> = sets
+            .iter()
+            .map(|&(n, extra, i)| {
+                let mut pairs = vec![("i", i.to_string())];
+                if !NAMES[n].is_empty() {
+                    pairs.push(("__name__", NAMES[n].to_string()));
+                }
+                match extra {
+                    1 => pairs.push(("Zone", "z".to_string())),
+                    2 => pairs.push(("job", "j".to_string())),
+                    _ => {}
+                }
+                let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                Labels::from_pairs(&pairs)
+            })
+            .collect();
+        all.sort();
+        all.dedup();
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("1.spf");
+        let mut w = FileWriter::create(&path, 1024, 0).unwrap();
+        for l in &all {
+            w.add_series(l, &[Sample::new(1, 1.0)]).unwrap();
+        }
+        let size = w.finish().unwrap();
+        let store = faulty();
+        let b = Arc::new(bucket(&store));
+        let key = b.file_key(0, 1);
+        b.put(&key, bytes::Bytes::from(std::fs::read(&path).unwrap())).unwrap();
+        let index: std::collections::HashMap<Labels, u32> =
+            all.iter().enumerate().map(|(k, l)| (l.clone(), k as u32)).collect();
+        let part = PartitionFile::open_cached_in_part(
+            Arc::clone(&b),
+            key,
+            &d.path().join("1.spf.cache"),
+            size,
+            Box::new(move |l, _| index[l]),
+        )
+        .unwrap();
+        for (kind, x, y) in selections {
+            let (lo, hi) = (NAMES[x.min(y)], NAMES[x.max(y)]);
+            let name = |op, v: &str| Matcher::new(op, "__name__", v).unwrap();
+            let matchers = match kind {
+                0 => vec![name(MatchOp::Equal, lo)],
+                1 => vec![name(MatchOp::Regex, &format!("{}|{}", lo.max("a"), hi.max("a")))],
+                2 => vec![name(MatchOp::Regex, &format!("{lo}.*"))],
+                3 => vec![name(MatchOp::NotEqual, lo), Matcher::equal("i", "1")],
+                4 => vec![name(MatchOp::Regex, "a.|c.*")],
+                5 => vec![Matcher::equal("Zone", "z")],
+                _ => vec![name(MatchOp::Equal, hi), Matcher::equal("job", "j")],
+            };
+            part.load_for(&[&matchers]).unwrap();
+            for (k, l) in all.iter().enumerate() {
+                if crate::matcher::matches_all(&matchers, l) {
+                    proptest::prop_assert!(part.contains(k as u32), "{:?} misses {}", matchers, l);
+                }
+            }
+        }
+    }
+}
