@@ -37,6 +37,10 @@ pub struct FileEntry {
     /// Every tombstone with `seq <=` this was applied when the file was written (compaction), so
     /// it no longer hides anything in it.
     pub tombs_applied: u64,
+    /// On a query node, which followed prefix listed the file (1 for the first, ...); 0
+    /// elsewhere. Not stored: seqs order the files and tombstones of one prefix only, so a
+    /// tombstone hides data in files of its own prefix only.
+    pub origin: u32,
 }
 
 /// A deletion: samples of series matching `matchers` in `[mint, maxt]`, in files with
@@ -52,12 +56,19 @@ pub struct Tombstone {
     pub maxt: i64,
     /// Which series.
     pub matchers: Vec<Matcher>,
+    /// On a query node, which followed prefix's record holds the tombstone (see
+    /// [`FileEntry::origin`]); 0 elsewhere. Not stored.
+    pub origin: u32,
 }
 
 impl Tombstone {
     /// Does this tombstone hide anything in file `f`?
     pub fn applies_to(&self, f: &FileEntry) -> bool {
-        f.seq < self.seq && self.seq > f.tombs_applied && f.min_t <= self.maxt && f.max_t >= self.mint
+        self.origin == f.origin
+            && f.seq < self.seq
+            && self.seq > f.tombs_applied
+            && f.min_t <= self.maxt
+            && f.max_t >= self.mint
     }
 }
 
@@ -151,6 +162,7 @@ impl Manifest {
                     series: num("series")? as u64,
                     samples: num("samples")? as u64,
                     tombs_applied: num("tombs_applied")? as u64,
+                    origin: 0,
                 }),
                 "tombstone" => {
                     let seq = num("seq")? as u64;
@@ -173,7 +185,7 @@ impl Manifest {
                         let value = unescape(value).ok_or_else(|| bad(n, "bad escape"))?;
                         matchers.push(Matcher::new(op, name, value).map_err(|e| bad(n, &e.to_string()))?);
                     }
-                    m.tombstones.push(Tombstone { seq, mint, maxt, matchers });
+                    m.tombstones.push(Tombstone { seq, mint, maxt, matchers, origin: 0 });
                 }
                 "" => {}
                 other => return Err(bad(n, &format!("unknown entry {other:?}"))),
@@ -264,6 +276,7 @@ mod tests {
                 series: 2,
                 samples: 30,
                 tombs_applied: 0,
+                origin: 0,
             }],
             tombstones: vec![Tombstone {
                 seq: 11,
@@ -273,6 +286,7 @@ mod tests {
                     Matcher::new(MatchOp::Regex, "job", "a b|c%").unwrap(),
                     Matcher::new(MatchOp::Equal, "x", "").unwrap(),
                 ],
+                origin: 0,
             }],
         };
         let text = m.encode();

@@ -135,6 +135,7 @@ mod tests {
             series: 5,
             samples: 6,
             tombs_applied: 0,
+            origin: 0,
         });
         Record {
             seq: 12,

@@ -194,8 +194,18 @@ impl Inner {
             };
             let (min_t, max_t) = range.unwrap_or((p, p));
             let tombs_applied = tombs.iter().map(|t| t.seq).max().unwrap_or(0);
-            let entry =
-                FileEntry { partition: p, id, seq, size, min_t, max_t, series, samples, tombs_applied };
+            let entry = FileEntry {
+                partition: p,
+                id,
+                seq,
+                size,
+                min_t,
+                max_t,
+                series,
+                samples,
+                tombs_applied,
+                origin: 0,
+            };
             opened = Some(Arc::new(LiveFile::open(entry.clone(), file)));
             next.files.push(entry);
             self.counters.compaction_bytes.fetch_add(size, Ordering::Relaxed);
@@ -333,7 +343,7 @@ impl Inner {
         crate::query::check_selective(matchers)?;
         // Everything written before the deletion must be in files older than the tombstone.
         self.flush_locked(m)?;
-        let t = Tombstone { seq: m.next_seq, mint, maxt, matchers: matchers.to_vec() };
+        let t = Tombstone { seq: m.next_seq, mint, maxt, matchers: matchers.to_vec(), origin: 0 };
         let mut next = m.clone();
         next.next_seq += 1;
         next.tombstones.push(t.clone());

@@ -188,6 +188,7 @@ impl Inner {
                         series,
                         samples,
                         tombs_applied: 0,
+                        origin: 0,
                     });
                     bytes += size;
                 }

@@ -20,6 +20,7 @@ use crate::bucket::Bucket;
 use crate::bucket::follow::{Followed, discover};
 use crate::error::Result;
 use crate::filenames;
+use crate::manifest::Tombstone;
 use crate::snapshot::LiveFile;
 
 /// The prefixes a query node follows and the files they list.
@@ -185,8 +186,10 @@ impl Inner {
         let mut partitions: BTreeMap<i64, Vec<Arc<LiveFile>>> = BTreeMap::new();
         let mut files = HashMap::new();
         let mut tombstones = Vec::new();
-        for p in &f.prefixes {
+        for (k, p) in f.prefixes.iter().enumerate() {
             let Some(r) = &p.record else { continue };
+            // Prefixes are only ever added to the list, so a prefix keeps its number.
+            let origin = u32::try_from(k + 1).unwrap_or(u32::MAX);
             if r.manifest.partition_ms != self.shared.partition_ms {
                 tracing::error!(
                     prefix = %p.name,
@@ -196,13 +199,14 @@ impl Inner {
                 );
                 continue;
             }
-            tombstones.extend(r.manifest.tombstones.iter().cloned());
+            tombstones.extend(r.manifest.tombstones.iter().map(|t| Tombstone { origin, ..t.clone() }));
             for e in &r.manifest.files {
                 let key = (p.name.clone(), e.partition, e.id);
                 let live = match f.files.remove(&key) {
                     Some(live) => live,
                     None => {
                         let mut entry = e.clone();
+                        entry.origin = origin;
                         entry.id = f.next_id;
                         f.next_id += 1;
                         Arc::new(LiveFile::lazy(

@@ -152,6 +152,7 @@ mod tests {
             series: series.len() as u64,
             samples,
             tombs_applied: 0,
+            origin: 0,
         };
         Arc::new(LiveFile::open(entry, file))
     }
@@ -220,7 +221,7 @@ mod tests {
         let run = [a, b];
         let mut w = FileWriter::create(&dir.path().join("out.spf"), BLOCK_MAX, GRID).unwrap();
         // A tombstone over the series.
-        let t = Tombstone { seq: 3, mint: 0, maxt: 50, matchers: vec![Matcher::equal("s", "1")] };
+        let t = Tombstone { seq: 3, mint: 0, maxt: 50, matchers: vec![Matcher::equal("s", "1")], origin: 0 };
         assert_eq!(splice_series(&run, &[t], 1, &labels(1), &mut w, (BLOCK_MAX, GRID)).unwrap(), None);
         // Blocks cut on a coarser grid, or larger than this policy's blocks.
         assert_eq!(splice_series(&run, &[], 1, &labels(1), &mut w, (BLOCK_MAX, GRID / 2)).unwrap(), None);

@@ -350,3 +350,57 @@ fn uploads_that_no_manifest_lists_are_deleted_after_the_delay() {
     assert_eq!(objects(&mem).iter().filter(|k| k.ends_with(".spf")).count(), 1);
     assert_eq!(everything(&db).len(), 10 * 50);
 }
+
+/// On a query node over two writers' prefixes, a deletion on one writer hides that writer's
+/// samples only: its tombstone is ordered against its own files' seqs, which say nothing about
+/// another writer's files. The other writer's copy of the same series stays.
+#[test]
+fn a_deletion_hides_only_its_own_writers_data_on_a_query_node() {
+    let store = Arc::new(FaultyStore::new(Arc::new(InMemory::new())));
+    let at = |url: &str, dir: &std::path::Path| {
+        let mut o = opts(dir, &store, Duration::from_secs(3600));
+        if let Some(b) = o.bucket.as_mut() {
+            b.url = url.into();
+        }
+        o
+    };
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let writers: Vec<Db> = ["memory://root/a", "memory://root/b"]
+        .iter()
+        .zip(&dirs)
+        .map(|(url, d)| Db::open(at(url, d.path())).unwrap())
+        .collect();
+    for (k, w) in writers.iter().enumerate() {
+        // Writer b's seqs run ahead of a's, so that a's tombstone (made after) has a seq above
+        // some of b's files and below others.
+        for round in 0..(1 + 2 * k as i64) {
+            write_round(w, round);
+            w.flush().unwrap();
+        }
+    }
+    writers[0].delete(&[Matcher::equal("host", "h3")], i64::MIN, i64::MAX).unwrap();
+    writers[0].flush().unwrap();
+    for w in &writers {
+        assert!(w.wait_mirrored(Duration::from_secs(10)));
+    }
+    let mut q = at("memory://root", dirs[2].path());
+    q.follow = Some(Duration::from_secs(3600));
+    let q = Db::open(q).unwrap();
+    let h3 = |db: &Db| {
+        let snap = db.snapshot();
+        let series = snap.select(&[Matcher::equal("host", "h3")], i64::MIN, i64::MAX).unwrap();
+        let mut n = 0;
+        for s in &series {
+            let mut v = Vec::new();
+            snap.samples(s, i64::MIN, i64::MAX, &mut v).unwrap();
+            n += v.len();
+        }
+        n
+    };
+    assert_eq!(h3(&writers[0]), 0, "deleted on writer a");
+    assert_eq!(h3(&writers[1]), 150, "writer b's three rounds");
+    assert_eq!(h3(&q), 150, "the query node: writer b's copy, writer a's hidden");
+    for db in writers.into_iter().chain([q]) {
+        db.close().unwrap();
+    }
+}
