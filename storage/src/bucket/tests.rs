@@ -708,7 +708,7 @@ proptest::proptest! {
             (0usize..6, 0u8..3, 0u16..400),
             1..1200,
         ),
-        selections in proptest::collection::vec((0usize..7, 0usize..6, 0usize..6), 1..6),
+        selections in proptest::collection::vec((0usize..8, 0usize..6, 0usize..6), 1..6),
     ) {
         use crate::partition::{FileWriter, PartitionFile};
         use crate::{Labels, Matcher, MatchOp, Sample};
@@ -762,6 +762,8 @@ proptest::proptest! {
                 3 => vec![name(MatchOp::NotEqual, lo), Matcher::equal("i", "1")],
                 4 => vec![name(MatchOp::Regex, "a.|c.*")],
                 5 => vec![Matcher::equal("Zone", "z")],
+                // Two name matchers: the chunks loaded are fewer than the equality alone needs.
+                6 => vec![name(MatchOp::Equal, lo), name(MatchOp::Regex, &format!("{hi}.*"))],
                 _ => vec![name(MatchOp::Equal, hi), Matcher::equal("job", "j")],
             };
             part.load_for(&[&matchers]).unwrap();

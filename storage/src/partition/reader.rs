@@ -71,17 +71,43 @@ pub struct PartitionFile {
 struct InPart {
     symbols: Vec<Arc<str>>,
     chunks: Vec<Chunk>,
-    /// Per chunk: loaded. Held while loading, so two selections load a chunk once.
-    loaded: parking_lot::Mutex<Vec<bool>>,
+    /// What is loaded. Held while loading, so two selections load a chunk once.
+    loaded: parking_lot::Mutex<Loaded>,
     /// Every chunk is loaded: nothing left to look at.
     complete: std::sync::atomic::AtomicBool,
     resolve: Resolve,
 }
 
+/// The chunks of a file read in part that are loaded.
+#[derive(Default)]
+struct Loaded {
+    /// Per chunk: loaded.
+    chunks: Vec<bool>,
+    /// Metric names whose chunks are all loaded: a selection naming one (`__name__="x"`) needs
+    /// nothing more, known without testing every chunk against it, which on a query node
+    /// reaching a month of files is a few million tests per selection.
+    names: std::collections::HashSet<String>,
+}
+
 impl InPart {
-    /// Whether chunk `c` may hold a series one of `selections` selects.
-    fn wanted(&self, c: usize, selections: &[&[Matcher]]) -> bool {
-        selections.iter().any(|m| may_match(&self.chunks[c], m))
+    /// The chunks that may hold a series one of `selections` selects and are not loaded yet.
+    fn wanted(&self, loaded: &Loaded, selections: &[&[Matcher]]) -> Vec<usize> {
+        if selections.iter().all(|m| equal_name(m).is_some_and(|n| loaded.names.contains(n))) {
+            return Vec::new();
+        }
+        (0..self.chunks.len())
+            .filter(|&c| !loaded.chunks[c] && selections.iter().any(|m| may_match(&self.chunks[c], m)))
+            .collect()
+    }
+}
+
+/// The metric name `matchers` ask for by equality, if that is their only `__name__` matcher
+/// (the chunks loaded for them are then exactly those that may hold the name).
+fn equal_name(matchers: &[Matcher]) -> Option<&str> {
+    let mut names = matchers.iter().filter(|m| m.name == "__name__");
+    match (names.next(), names.next()) {
+        (Some(m), None) if m.op == crate::matcher::MatchOp::Equal => Some(m.value.as_str()),
+        _ => None,
     }
 }
 
@@ -263,7 +289,10 @@ impl PartitionFile {
             bytes.prefetch(std::slice::from_ref(&(footer.symbols_offset as usize..bytes.all().len())))?;
             let tail = Tail::read(cache_path, bytes.all(), &footer)?;
             if footer.symbols_offset as usize + tail.tables_at + 4 == footer.index_end as usize {
-                let loaded = parking_lot::Mutex::new(vec![false; tail.chunks.len()]);
+                let loaded = parking_lot::Mutex::new(Loaded {
+                    chunks: vec![false; tail.chunks.len()],
+                    ..Loaded::default()
+                });
                 return Ok(PartitionFile {
                     path: cache_path.to_path_buf(),
                     bytes,
@@ -304,14 +333,8 @@ impl PartitionFile {
         else {
             return Ok(());
         };
-        let wanted = |loaded: &[bool]| -> Vec<usize> {
-            (0..part.chunks.len()).filter(|&c| !loaded[c] && part.wanted(c, selections)).collect()
-        };
         let mut loaded = part.loaded.lock();
-        let want = wanted(&loaded);
-        if want.is_empty() {
-            return Ok(());
-        }
+        let want = part.wanted(&loaded, selections);
         let ranges: Vec<Range<usize>> = want.iter().map(|&c| part.chunks[c].range.clone()).collect();
         self.bytes.prefetch(&ranges)?;
         let mut new = Vec::new();
@@ -337,13 +360,16 @@ impl PartitionFile {
                 return Err(corrupt("series chunk longer than its series".into()));
             }
         }
-        let mut series = self.series.write();
-        series.extend(new);
-        series.sort_unstable_by_key(|(id, _)| *id);
-        for c in want {
-            loaded[c] = true;
+        if !new.is_empty() {
+            let mut series = self.series.write();
+            series.extend(new);
+            series.sort_unstable_by_key(|(id, _)| *id);
         }
-        if loaded.iter().all(|&l| l) {
+        for c in want {
+            loaded.chunks[c] = true;
+        }
+        loaded.names.extend(selections.iter().filter_map(|m| equal_name(m)).map(String::from));
+        if loaded.chunks.iter().all(|&l| l) {
             part.complete.store(true, std::sync::atomic::Ordering::Release);
         }
         Ok(())
@@ -355,8 +381,7 @@ impl PartitionFile {
             if part.complete.load(std::sync::atomic::Ordering::Acquire) {
                 return false;
             }
-            let loaded = part.loaded.lock();
-            (0..part.chunks.len()).any(|c| !loaded[c] && part.wanted(c, selections))
+            !part.wanted(&part.loaded.lock(), selections).is_empty()
         })
     }
 
