@@ -86,6 +86,28 @@ impl Writers {
 }
 
 impl Writers {
+    /// Sends the admin request `path` (a deletion, say) with the form `body` to every writer,
+    /// which applies it to its own prefix and answers once it is in the bucket. The first
+    /// writer that does not answer 204: its URL and what went wrong.
+    pub fn forward_admin(&self, path: &str, body: &[u8]) -> Result<(), String> {
+        for url in &self.urls {
+            let endpoint = format!("{}{path}", url.trim_end_matches('/'));
+            let response = self
+                .agent
+                .post(&endpoint)
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .send(body)
+                .map_err(|e| format!("writer {url}: {e}"))?;
+            let status = response.status().as_u16();
+            if status != 204 {
+                let mut answer = String::new();
+                let _ = response.into_body().into_reader().read_to_string(&mut answer);
+                return Err(format!("writer {url}: HTTP {status}: {}", answer.trim()));
+            }
+        }
+        Ok(())
+    }
+
     /// The union of what every writer's `path` (`/api/v1/labels` or a label's values) answers
     /// for `matchers` in `[mint, maxt]`: its whole data, a superset of what it has not uploaded.
     fn strings(

@@ -1,9 +1,12 @@
 //! The TSDB admin endpoints, with Prometheus' semantics and answers:
 //!
 //! * `POST|PUT /api/v1/admin/tsdb/delete_series` (`match[]` required, `start`, `end`): hides the
-//!   matching samples at once (a tombstone, [`storage::Db::delete`]); 204 No Content.
+//!   matching samples at once (a tombstone, [`storage::Db::delete`]); 204 No Content. With a
+//!   bucket, the answer waits (up to [`MIRROR_WAIT`]) until the tombstone is committed there.
+//!   On a query node (`--role query`) it is sent to every `--query.writer`, each deleting in
+//!   its own prefix, and answered once all have and the node has read their new records.
 //! * `POST|PUT /api/v1/admin/tsdb/clean_tombstones`: rewrites the files tombstones apply to,
-//!   dropping the deleted data from disk; 204.
+//!   dropping the deleted data from disk; 204. On a query node, sent to the writers too.
 //! * `POST|PUT /api/v1/admin/tsdb/snapshot` (`skip_head`): writes a consistent copy of the
 //!   database to `<data-dir>/snapshots/<name>` ([`storage::Db::backup_to`]) that
 //!   `strata --data-dir <that dir>` serves; answers `{"name":"<name>"}`.
@@ -37,6 +40,10 @@ use crate::state::AppState;
 
 /// The directory inside the data directory that snapshots are written to, as Prometheus.
 pub const SNAPSHOTS_DIR: &str = "snapshots";
+
+/// How long a deletion's answer waits for the tombstone to reach the bucket. Past it the
+/// deletion is still done here and reaches the bucket with the mirror's next success.
+pub const MIRROR_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The admin routes; POST and PUT as in Prometheus.
 pub fn routes() -> Router<Arc<AppState>> {
@@ -72,10 +79,20 @@ async fn delete_series(State(state): State<Arc<AppState>>, params: Params) -> Re
         let start = params.time_or("start", MIN_TIME_MS)?;
         let end = params.time_or("end", MAX_TIME_MS)?;
         let db = api::db(&state)?;
+        if db.reads_only() {
+            let form: Vec<(&str, &str)> = ["match[]", "start", "end"]
+                .into_iter()
+                .flat_map(|name| params.all(name).into_iter().map(move |v| (name, v)))
+                .collect();
+            return forward(&state, db, "delete", "/api/v1/admin/tsdb/delete_series", &form).await;
+        }
         blocking(move || {
             for matchers in &sets {
                 db.delete(matchers, start, end)?;
             }
+            // So that a query node that reads the bucket (and asked for this deletion) sees
+            // it as soon as this answers.
+            db.wait_mirrored(MIRROR_WAIT);
             Ok(())
         })
         .await?;
@@ -86,7 +103,38 @@ async fn delete_series(State(state): State<Arc<AppState>>, params: Params) -> Re
 
 /// `POST|PUT /api/v1/admin/tsdb/clean_tombstones`.
 async fn clean_tombstones(State(state): State<Arc<AppState>>) -> Response {
+    if let Ok(db) = api::db(&state)
+        && db.reads_only()
+        && state.admin_api_enabled()
+    {
+        return forward(&state, db, "clean tombstones", "/api/v1/admin/tsdb/clean_tombstones", &[])
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
+    }
     maintenance(&state, storage::Db::clean_tombstones).await
+}
+
+/// On a query node: sends the admin request `path` (doing `what`) with `form` to every
+/// `--query.writer`, then reads the writers' new records, so that what they did shows in the
+/// next query; 204. Without writers, the request is refused as every change on a query node is.
+async fn forward(
+    state: &AppState,
+    db: Arc<storage::Db>,
+    what: &'static str,
+    path: &'static str,
+    form: &[(&str, &str)],
+) -> Result<Response, ApiError> {
+    let Some(writers) = state.writers().cloned() else {
+        return Err(storage::Error::ReadOnly(what).into());
+    };
+    let body = serde_urlencoded::to_string(form).map_err(|e| ApiError::Internal(e.to_string()))?;
+    blocking(move || {
+        writers.forward_admin(path, body.as_bytes()).map_err(ApiError::Unavailable)?;
+        db.refresh_bucket()?;
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `POST|PUT /api/v1/admin/tsdb/compact`.

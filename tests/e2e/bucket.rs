@@ -106,10 +106,19 @@ pub(crate) fn check_query_node(root_args: impl Fn(&str) -> Vec<String>) {
         assert_eq!(write(&w, lines), 204);
         assert_eq!(w.terminate().code(), Some(0), "{}", w.log());
     }
-    let mut single = start(dirs[2].path(), &["--retention".into(), "100y".into()]);
+    let mut single =
+        start(dirs[2].path(), &["--retention", "100y", "--web.enable-admin-api"].map(String::from));
     assert_eq!(write(&single, LINES), 204);
     // Every query first tries inline and is declined (`--query.inline-max-points 1`).
-    let q_args = ["--role", "query", "--storage.bucket-refresh", "100ms", "--query.inline-max-points", "1"];
+    let q_args = [
+        "--role",
+        "query",
+        "--storage.bucket-refresh",
+        "100ms",
+        "--query.inline-max-points",
+        "1",
+        "--web.enable-admin-api",
+    ];
     let mut q = start(dirs[3].path(), &with("", &q_args));
     // The first query opens the files (ranged reads, counted in its stats, also those of its
     // declined inline attempt); the same query again reads nothing from the bucket.
@@ -155,6 +164,32 @@ pub(crate) fn check_query_node(root_args: impl Fn(&str) -> Vec<String>) {
     while query(&q) != want {
         assert!(std::time::Instant::now() < deadline, "the query node did not see the new upload");
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    // A deletion sent to a query node goes to its writers (here writer a, which holds host a):
+    // once it answers, the query node answers as the single server after the same deletion.
+    // A query node without writers refuses it.
+    let admin = ["--web.enable-admin-api"];
+    let w = start(dirs[0].path(), &with("a", &[&["--role", "write"][..], &admin[..]].concat()));
+    let w_url = w.url("");
+    let q3_args =
+        [&["--role", "query", "--query.writer", w_url.trim_end_matches('/')][..], &admin[..]].concat();
+    let q3 = start(dirs[4].path(), &with("", &q3_args));
+    let form = format!("match[]={}", urlencode(r#"cpu_usage{host="a"}"#));
+    let form_header = [("Content-Type", "application/x-www-form-urlencoded")];
+    let delete = "/api/v1/admin/tsdb/delete_series";
+    let deleted = q3.post(delete, &form_header, form.as_bytes());
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    assert_eq!(single.post(delete, &form_header, form.as_bytes()).status, 204);
+    let want = query(&single);
+    assert!(!want.contains(r#""host":"a""#), "{want}");
+    assert_eq!(query(&q3), want, "the deletion shows on the query node once it answers");
+    let refused = q.post(delete, &form_header, form.as_bytes());
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(refused.body.contains("--role query"), "{}", refused.body);
+    for s in [w, q3] {
+        let mut s = s;
+        assert_eq!(s.terminate().code(), Some(0), "{}", s.log());
     }
     assert_eq!(q.terminate().code(), Some(0), "{}", q.log());
     assert_eq!(single.terminate().code(), Some(0), "{}", single.log());
