@@ -97,3 +97,86 @@ pub fn loaded_db(specs: &[SeriesSpec]) -> (tempfile::TempDir, Db) {
     load(&db, specs);
     (dir, db)
 }
+
+/// A call a [`Watched`] store was asked to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `select`.
+    Select,
+    /// `samples`.
+    Samples,
+    /// `window_aggregates`.
+    Window,
+    /// `group_extremes`.
+    Group,
+}
+
+/// A [`storage::mem::MemStore`] that tells `watch` of each call before making it, and answers
+/// push-down's calls by decoding (as storage's oracles do), so that the engine takes those
+/// paths too. `ahead` is its [`storage::Querier::selects_ahead`].
+pub struct Watched<F> {
+    pub inner: storage::mem::MemStore,
+    pub watch: F,
+    pub ahead: bool,
+}
+
+impl<F: Fn(Call) + Send + Sync> storage::Querier for Watched<F> {
+    fn select(
+        &self,
+        m: &[storage::Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> storage::Result<Vec<storage::SeriesRef>> {
+        (self.watch)(Call::Select);
+        self.inner.select(m, mint, maxt)
+    }
+    fn selects_ahead(&self) -> bool {
+        self.ahead
+    }
+    fn samples(
+        &self,
+        r: &storage::SeriesRef,
+        mint: i64,
+        maxt: i64,
+        out: &mut Vec<Sample>,
+    ) -> storage::Result<()> {
+        (self.watch)(Call::Samples);
+        self.inner.samples(r, mint, maxt, out)
+    }
+    fn window_aggregates(
+        &self,
+        series: &storage::SeriesRef,
+        windows: &[(i64, i64)],
+        _need: storage::window_agg::Need,
+        out: &mut Vec<storage::window_agg::WindowAgg>,
+        stats: &mut storage::window_agg::ScanStats,
+    ) -> storage::Result<bool> {
+        (self.watch)(Call::Window);
+        storage::query::decode_window_aggregates(&self.inner, series, windows, out, stats)?;
+        Ok(true)
+    }
+    fn group_extremes(
+        &self,
+        group: &[storage::SeriesRef],
+        windows: &[(i64, i64)],
+        which: storage::window_agg::Extreme,
+        out: &mut Vec<Option<f64>>,
+        stats: &mut storage::window_agg::ScanStats,
+    ) -> storage::Result<bool> {
+        (self.watch)(Call::Group);
+        storage::query::decode_group_extremes(&self.inner, group, windows, which, out, stats)?;
+        Ok(true)
+    }
+    fn label_names(&self, m: &[storage::Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<String>> {
+        self.inner.label_names(m, mint, maxt)
+    }
+    fn label_values(
+        &self,
+        n: &str,
+        m: &[storage::Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> storage::Result<Vec<String>> {
+        self.inner.label_values(n, m, mint, maxt)
+    }
+}

@@ -2,92 +2,34 @@
 //! a query before the query's first read, and nothing else changes: the same answers, the same
 //! statistics, and no selection made twice.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use promql::{Engine, EngineOptions, QueryPool, QueryResult};
 use storage::mem::MemStore;
-use storage::query::{SeriesRef, decode_group_extremes, decode_window_aggregates};
-use storage::window_agg::{Extreme, Need, ScanStats, WindowAgg};
-use storage::{Labels, Matcher, Querier, Sample};
+use storage::{Labels, Sample};
 
-use super::common::bits;
+use super::common::{Call, Watched, bits};
 
 const HOUR: i64 = 3_600_000;
 
-/// A [`MemStore`] that logs its calls in order, `S` for a selection and `R` for a read, and
-/// answers push-down's calls by decoding.
-struct Logged {
-    inner: MemStore,
-    ahead: bool,
-    log: Mutex<Vec<char>>,
-}
+/// A store whose calls are logged in order, `S` for a selection and `R` for a read.
+type Logged = Watched<Box<dyn Fn(Call) + Send + Sync>>;
 
-impl Logged {
-    /// `x{i="0"}`... and `y{...}`, 4 series each, a sample a minute over three hours.
-    fn new(ahead: bool) -> Self {
-        let mut inner = MemStore::new();
-        for (k, name) in ["x", "y"].into_iter().enumerate() {
-            for i in 0..4 {
-                let samples: Vec<Sample> = (0..=180)
-                    .map(|m| Sample::new(m * 60_000, ((m * (i + 3) + k as i64) % 17) as f64))
-                    .collect();
-                inner.append(&Labels::from_pairs(&[("__name__", name), ("i", &i.to_string())]), &samples);
-            }
+/// `x{i="0"}`... and `y{...}`, 4 series each, a sample a minute over three hours; its log.
+fn logged(ahead: bool) -> (Logged, Arc<Mutex<String>>) {
+    let mut inner = MemStore::new();
+    for (k, name) in ["x", "y"].into_iter().enumerate() {
+        for i in 0..4 {
+            let samples: Vec<Sample> =
+                (0..=180).map(|m| Sample::new(m * 60_000, ((m * (i + 3) + k as i64) % 17) as f64)).collect();
+            inner.append(&Labels::from_pairs(&[("__name__", name), ("i", &i.to_string())]), &samples);
         }
-        Logged { inner, ahead, log: Mutex::new(Vec::new()) }
     }
-
-    fn note(&self, c: char) {
-        self.log.lock().unwrap().push(c);
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().iter().collect()
-    }
-}
-
-impl Querier for Logged {
-    fn select(&self, m: &[Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<SeriesRef>> {
-        self.note('S');
-        self.inner.select(m, mint, maxt)
-    }
-    fn selects_ahead(&self) -> bool {
-        self.ahead
-    }
-    fn samples(&self, r: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> storage::Result<()> {
-        self.note('R');
-        self.inner.samples(r, mint, maxt, out)
-    }
-    fn window_aggregates(
-        &self,
-        series: &SeriesRef,
-        windows: &[(i64, i64)],
-        _need: Need,
-        out: &mut Vec<WindowAgg>,
-        stats: &mut ScanStats,
-    ) -> storage::Result<bool> {
-        self.note('R');
-        decode_window_aggregates(&self.inner, series, windows, out, stats)?;
-        Ok(true)
-    }
-    fn group_extremes(
-        &self,
-        group: &[SeriesRef],
-        windows: &[(i64, i64)],
-        which: Extreme,
-        out: &mut Vec<Option<f64>>,
-        stats: &mut ScanStats,
-    ) -> storage::Result<bool> {
-        self.note('R');
-        decode_group_extremes(&self.inner, group, windows, which, out, stats)?;
-        Ok(true)
-    }
-    fn label_names(&self, m: &[Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<String>> {
-        self.inner.label_names(m, mint, maxt)
-    }
-    fn label_values(&self, n: &str, m: &[Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<String>> {
-        self.inner.label_values(n, m, mint, maxt)
-    }
+    let log = Arc::new(Mutex::new(String::new()));
+    let to = Arc::clone(&log);
+    let watch: Box<dyn Fn(Call) + Send + Sync> =
+        Box::new(move |c| to.lock().unwrap().push(if c == Call::Select { 'S' } else { 'R' }));
+    (Watched { inner, watch, ahead }, log)
 }
 
 /// Queries of several selectors of every kind the engine reaches over the query's grid.
@@ -101,15 +43,16 @@ const QUERIES: &[&str] = &[
     "max_over_time(x[30m] @ 7200) + on(i) y",
 ];
 
-fn run(engine: &Engine, ahead: bool, query: &str, instant: bool) -> (Logged, QueryResult) {
-    let store = Logged::new(ahead);
+fn run(engine: &Engine, ahead: bool, query: &str, instant: bool) -> (String, QueryResult) {
+    let (store, log) = logged(ahead);
     let r = if instant {
         engine.instant(&store, query, 2 * HOUR)
     } else {
         engine.range(&store, query, HOUR, 3 * HOUR, 60_000)
     };
     let r = r.unwrap_or_else(|e| panic!("{query}: {e}"));
-    (store, r)
+    let log = log.lock().unwrap().clone();
+    (log, r)
 }
 
 #[test]
@@ -131,7 +74,6 @@ fn selections_come_first_and_change_nothing() {
                 assert_eq!(got.warnings, want.warnings, "{what}");
                 assert_eq!(got.stats.series_selected, want.stats.series_selected, "{what}");
                 assert_eq!(got.stats.samples_read, want.stats.samples_read, "{what}");
-                let (plain, ahead) = (plain.log(), ahead.log());
                 assert_eq!(
                     plain.matches('S').count(),
                     ahead.matches('S').count(),

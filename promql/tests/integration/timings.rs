@@ -2,14 +2,15 @@
 //! storage: a store that sleeps a known time in each call gives them a floor, so the checks
 //! hold on any clock and any load (a sleep lasts at least what it was asked for).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use promql::{Engine, EngineOptions, QueryPool, QueryStats};
 use storage::mem::MemStore;
-use storage::query::{SeriesRef, decode_group_extremes, decode_window_aggregates};
-use storage::window_agg::{Extreme, Need, ScanStats, WindowAgg};
-use storage::{Labels, Matcher, Querier, Sample};
+use storage::{Labels, Sample};
+
+use super::common::{Call, Watched};
 
 /// What a [`Slow`] store sleeps in each `select`.
 const SELECT_DELAY: Duration = Duration::from_millis(2);
@@ -18,14 +19,20 @@ const READ_DELAY: Duration = Duration::from_millis(1);
 
 const HOUR: i64 = 3_600_000;
 
-/// A [`MemStore`] that sleeps in every call and counts them. It answers push-down's calls by
-/// decoding (as the storage's oracles do), so the engine takes those paths too.
-struct Slow {
-    inner: MemStore,
+/// The calls a [`Slow`] store made.
+#[derive(Default)]
+struct Counts {
     selects: AtomicU32,
     reads: AtomicU32,
     window_calls: AtomicU32,
     group_calls: AtomicU32,
+}
+
+/// A [`MemStore`] that sleeps in every call and counts them ([`Watched`]: push-down's calls
+/// answered by decoding, so the engine takes those paths too).
+struct Slow {
+    store: Watched<Box<dyn Fn(Call) + Send + Sync>>,
+    counts: Arc<Counts>,
 }
 
 impl Slow {
@@ -38,70 +45,32 @@ impl Slow {
                 inner.append(&Labels::from_pairs(&[("__name__", name), ("i", &i.to_string())]), &samples);
             }
         }
-        Slow {
-            inner,
-            selects: AtomicU32::new(0),
-            reads: AtomicU32::new(0),
-            window_calls: AtomicU32::new(0),
-            group_calls: AtomicU32::new(0),
-        }
-    }
-
-    fn read(&self) {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        std::thread::sleep(READ_DELAY);
+        let counts = Arc::new(Counts::default());
+        let c = Arc::clone(&counts);
+        let watch: Box<dyn Fn(Call) + Send + Sync> = Box::new(move |call| {
+            if call == Call::Select {
+                c.selects.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(SELECT_DELAY);
+                return;
+            }
+            match call {
+                Call::Window => c.window_calls.fetch_add(1, Ordering::Relaxed),
+                Call::Group => c.group_calls.fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            };
+            c.reads.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(READ_DELAY);
+        });
+        Slow { store: Watched { inner, watch, ahead: false }, counts }
     }
 
     /// Checks `stats` against the calls made: at least their sleeps, and some of each kind.
     fn check(&self, query: &str, stats: &QueryStats) {
-        let (selects, reads) = (self.selects.load(Ordering::Relaxed), self.reads.load(Ordering::Relaxed));
+        let c = &self.counts;
+        let (selects, reads) = (c.selects.load(Ordering::Relaxed), c.reads.load(Ordering::Relaxed));
         assert!(selects > 0 && reads > 0, "{query}: {selects} selects, {reads} reads");
         assert!(stats.select_time >= SELECT_DELAY * selects, "{query}: {selects} selects: {stats:?}");
         assert!(stats.read_time >= READ_DELAY * reads, "{query}: {reads} reads: {stats:?}");
-    }
-}
-
-impl Querier for Slow {
-    fn select(&self, m: &[Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<SeriesRef>> {
-        self.selects.fetch_add(1, Ordering::Relaxed);
-        std::thread::sleep(SELECT_DELAY);
-        self.inner.select(m, mint, maxt)
-    }
-    fn samples(&self, r: &SeriesRef, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> storage::Result<()> {
-        self.read();
-        self.inner.samples(r, mint, maxt, out)
-    }
-    fn window_aggregates(
-        &self,
-        series: &SeriesRef,
-        windows: &[(i64, i64)],
-        _need: Need,
-        out: &mut Vec<WindowAgg>,
-        stats: &mut ScanStats,
-    ) -> storage::Result<bool> {
-        self.read();
-        self.window_calls.fetch_add(1, Ordering::Relaxed);
-        decode_window_aggregates(&self.inner, series, windows, out, stats)?;
-        Ok(true)
-    }
-    fn group_extremes(
-        &self,
-        group: &[SeriesRef],
-        windows: &[(i64, i64)],
-        which: Extreme,
-        out: &mut Vec<Option<f64>>,
-        stats: &mut ScanStats,
-    ) -> storage::Result<bool> {
-        self.read();
-        self.group_calls.fetch_add(1, Ordering::Relaxed);
-        decode_group_extremes(&self.inner, group, windows, which, out, stats)?;
-        Ok(true)
-    }
-    fn label_names(&self, m: &[Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<String>> {
-        self.inner.label_names(m, mint, maxt)
-    }
-    fn label_values(&self, n: &str, m: &[Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<String>> {
-        self.inner.label_values(n, m, mint, maxt)
     }
 }
 
@@ -120,7 +89,8 @@ fn engine(threads: Option<usize>) -> Engine {
 /// series per name; the store is returned to look at its calls.
 fn run(engine: &Engine, query: &str, n: usize) -> (Slow, QueryStats) {
     let store = Slow::new(n);
-    let r = engine.range(&store, query, HOUR, 2 * HOUR, HOUR).unwrap_or_else(|e| panic!("{query}: {e}"));
+    let r =
+        engine.range(&store.store, query, HOUR, 2 * HOUR, HOUR).unwrap_or_else(|e| panic!("{query}: {e}"));
     (store, r.stats)
 }
 
@@ -138,12 +108,12 @@ fn selection_and_reads_are_timed_on_one_thread() {
 fn push_down_scans_are_read_time() {
     let (store, stats) = run(&engine(None), "max_over_time(x[1h])", 3);
     store.check("max_over_time", &stats);
-    assert_eq!(store.window_calls.load(Ordering::Relaxed), 3, "one scan per series");
+    assert_eq!(store.counts.window_calls.load(Ordering::Relaxed), 3, "one scan per series");
 
     // One group of 16 series, answered per piece of the group.
     let (store, stats) = run(&engine(None), "max(max_over_time(x[1h]))", 16);
     store.check("max(max_over_time)", &stats);
-    assert!(store.group_calls.load(Ordering::Relaxed) > 0, "{stats:?}");
+    assert!(store.counts.group_calls.load(Ordering::Relaxed) > 0, "{stats:?}");
 }
 
 #[test]

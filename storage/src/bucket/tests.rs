@@ -341,6 +341,35 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// Bucket options for `url` on `store`, with a delete delay of an hour.
+fn on(store: &Arc<FaultyStore>, url: &str) -> super::BucketOptions {
+    super::BucketOptions {
+        url: url.into(),
+        delete_delay: Duration::from_secs(3600),
+        store: Some(Arc::clone(store) as _),
+        ..super::BucketOptions::default()
+    }
+}
+
+/// A writer on `memory://root/w` of `store` that has uploaded `b` in one flush, and a query
+/// node on `memory://root`, each on a directory of its own (returned with them).
+fn uploaded(store: &Arc<FaultyStore>, b: &crate::Batch) -> (crate::Db, crate::Db, [tempfile::TempDir; 2]) {
+    use crate::{Db, Options};
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let w = Db::open(Options { bucket: Some(on(store, "memory://root/w")), ..Options::new(dirs[0].path()) })
+        .unwrap();
+    w.append(b).unwrap();
+    w.flush().unwrap();
+    assert!(w.wait_mirrored(Duration::from_secs(10)));
+    let q = Db::open(Options {
+        bucket: Some(on(store, "memory://root")),
+        follow: Some(Duration::from_secs(3600)),
+        ..Options::new(dirs[1].path())
+    })
+    .unwrap();
+    (w, q, dirs)
+}
+
 /// A query node reading many series of one file it has not read before makes two requests for
 /// it (FaultyStore counts a `get_ranges` call as one): header and tail, whose index this small
 /// file's tail holds, and then the blocks of every selected series at once (see
@@ -350,15 +379,6 @@ fn a_query_reads_a_cold_file_in_two_requests() {
     use crate::query::Querier;
     use crate::{Batch, Db, Labels, Matcher, Options, Sample};
     let faulty = faulty();
-    let store: Arc<dyn object_store::ObjectStore> = Arc::clone(&faulty) as _;
-    let bucket = |url: &str| super::BucketOptions {
-        url: url.into(),
-        delete_delay: Duration::from_secs(3600),
-        store: Some(Arc::clone(&store)),
-        ..super::BucketOptions::default()
-    };
-    let (dw, dq) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let w = Db::open(Options { bucket: Some(bucket("memory://root/w")), ..Options::new(dw.path()) }).unwrap();
     let t0 = crate::clock::now_ms() - 2 * 3_600_000;
     let mut b = Batch::new();
     let mut x = 1u64;
@@ -374,15 +394,7 @@ fn a_query_reads_a_cold_file_in_two_requests() {
             .collect();
         b.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples);
     }
-    w.append(&b).unwrap();
-    w.flush().unwrap();
-    assert!(w.wait_mirrored(Duration::from_secs(10)));
-    let q = Db::open(Options {
-        bucket: Some(bucket("memory://root")),
-        follow: Some(Duration::from_secs(3600)),
-        ..Options::new(dq.path())
-    })
-    .unwrap();
+    let (w, q, _dirs) = uploaded(&faulty, &b);
     let gets = || faulty.counts().get.load(std::sync::atomic::Ordering::Relaxed);
     let before = gets();
     let snap = q.snapshot();
@@ -403,7 +415,7 @@ fn a_query_reads_a_cold_file_in_two_requests() {
     // A query node's cache is trimmed to --storage.bucket-cache-size: the file it read goes
     // back to unopened, its cache file removed, and the next query reads it again alike.
     let dq2 = tempfile::tempdir().unwrap();
-    let mut small = bucket("memory://root");
+    let mut small = on(&faulty, "memory://root");
     small.cache_bytes_max = 64 << 10;
     let q2 = Db::open(Options {
         bucket: Some(small),
@@ -439,18 +451,9 @@ fn a_query_reads_a_cold_file_in_two_requests() {
 fn sums_over_whole_blocks_fetch_no_block() {
     use crate::query::Querier;
     use crate::window_agg::{Need, ScanStats};
-    use crate::{Batch, Db, Labels, Matcher, Options, Sample};
+    use crate::{Batch, Db, Labels, Matcher, Sample};
     const HOUR: i64 = 3_600_000;
     let faulty = faulty();
-    let store: Arc<dyn object_store::ObjectStore> = Arc::clone(&faulty) as _;
-    let bucket = |url: &str| super::BucketOptions {
-        url: url.into(),
-        delete_delay: Duration::from_secs(3600),
-        store: Some(Arc::clone(&store)),
-        ..super::BucketOptions::default()
-    };
-    let (dw, dq) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let w = Db::open(Options { bucket: Some(bucket("memory://root/w")), ..Options::new(dw.path()) }).unwrap();
     let base = (crate::clock::now_ms() / HOUR - 4) * HOUR;
     let mut b = Batch::new();
     let mut x = 1u64;
@@ -464,15 +467,7 @@ fn sums_over_whole_blocks_fetch_no_block() {
         });
         b.push(Labels::from_pairs(&[("__name__", "m"), ("s", &s.to_string())]), samples.collect());
     }
-    w.append(&b).unwrap();
-    w.flush().unwrap();
-    assert!(w.wait_mirrored(Duration::from_secs(10)));
-    let q = Db::open(Options {
-        bucket: Some(bucket("memory://root")),
-        follow: Some(Duration::from_secs(3600)),
-        ..Options::new(dq.path())
-    })
-    .unwrap();
+    let (w, q, _dirs) = uploaded(&faulty, &b);
     let hourly: Vec<(i64, i64)> = (0..2).map(|h| (base + h * HOUR + 1, base + (h + 1) * HOUR)).collect();
     let answers = |db: &Db| {
         let snap = db.snapshot();
