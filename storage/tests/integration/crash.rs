@@ -146,34 +146,65 @@ fn sigkill_at_random_moments_loses_no_acknowledged_batch() {
 /// Partition files as (partition, id).
 type FileSet = BTreeSet<(i64, u64)>;
 
-/// The newest record's number in the `file://` bucket at `bucket`, the files it lists, and the
-/// partition files the bucket holds, as (partition, id).
-fn bucket_files(bucket: &Path) -> (u64, FileSet, FileSet) {
-    let records = std::fs::read_dir(bucket.join("manifest")).unwrap();
-    let newest = records
-        .filter_map(|e| e.unwrap().file_name().to_str()?.parse::<u64>().ok())
-        .max()
-        .expect("the bucket holds records");
-    let text = std::fs::read_to_string(bucket.join(format!("manifest/{newest:020}"))).unwrap();
-    let listed = text
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.strip_prefix("file ")?.split(' ');
-            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
-        })
-        .collect();
-    let mut held = BTreeSet::new();
-    for p in std::fs::read_dir(bucket.join("partitions")).unwrap() {
-        let p = p.unwrap();
-        let partition: i64 = p.file_name().to_str().unwrap().parse().unwrap();
-        for f in std::fs::read_dir(p.path()).unwrap() {
-            let name = f.unwrap().file_name().into_string().unwrap();
-            if let Some(id) = name.strip_suffix(".spf").and_then(|n| n.parse().ok()) {
-                held.insert((partition, id));
-            }
+/// The newest record's number in the bucket at `url` (`file://DIR` or `s3://BUCKET/PREFIX`, the
+/// latter through the `AWS_*` environment), the partition files it lists and the partition
+/// files the bucket holds, as (partition, id). Two LISTs.
+fn bucket_files(url: &str) -> (u64, FileSet, FileSet) {
+    use object_store::{ObjectStore, ObjectStoreExt};
+    let (store, prefix): (Box<dyn ObjectStore>, String) = match url.strip_prefix("s3://") {
+        Some(rest) => {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let s3 = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket).build().unwrap();
+            (Box::new(s3), prefix.trim_end_matches('/').to_string())
         }
-    }
-    (newest, listed, held)
+        None => {
+            let dir = url.strip_prefix("file://").expect("a file:// or s3:// URL");
+            (Box::new(object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap()), String::new())
+        }
+    };
+    let key = |rest: &str| {
+        object_store::path::Path::from(if prefix.is_empty() {
+            rest.to_string()
+        } else {
+            format!("{prefix}/{rest}")
+        })
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        use futures::TryStreamExt;
+        let names = |under: &str| {
+            let under = key(under);
+            let store = &store;
+            async move {
+                let all: Vec<_> = store.list(Some(&under)).try_collect().await.unwrap();
+                let base = under.as_ref().len() + 1;
+                all.into_iter().map(|m| m.location.as_ref()[base..].to_string()).collect::<Vec<String>>()
+            }
+        };
+        let newest = names("manifest")
+            .await
+            .iter()
+            .filter_map(|n| n.parse::<u64>().ok())
+            .max()
+            .expect("the bucket holds records");
+        let record = store.get(&key(&format!("manifest/{newest:020}"))).await.unwrap().bytes().await.unwrap();
+        let listed = String::from_utf8_lossy(&record)
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.strip_prefix("file ")?.split(' ');
+                Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+            })
+            .collect();
+        let held = names("partitions")
+            .await
+            .iter()
+            .filter_map(|n| {
+                let (partition, file) = n.split_once('/')?;
+                Some((partition.parse().ok()?, file.strip_suffix(".spf")?.parse().ok()?))
+            })
+            .collect();
+        (newest, listed, held)
+    })
 }
 
 /// SIGKILL of a writer that mirrors to a bucket (`file://`), at random moments: among its
@@ -182,13 +213,21 @@ fn bucket_files(bucket: &Path) -> (u64, FileSet, FileSet) {
 /// uploaded what the last one left, a query node's view of the bucket holds exactly what the
 /// data directory does, and the bucket holds no partition file its newest record does not list
 /// (uploads a kill left uncommitted included). `STRATA_BUCKET_KILLS=200` for 200 kills
-/// (default 20).
+/// (default 20). `STRATA_CRASH_S3=s3://BUCKET/PREFIX` runs it against an S3 store instead (a
+/// fresh prefix below that one; endpoint and credentials from the `AWS_*` environment, e.g.
+/// the RADOS Gateway of `tests/ceph-rgw/run-rgw.sh`).
 #[test]
 fn sigkill_of_a_bucket_writer_loses_nothing_and_leaves_nothing() {
     let kills: usize = std::env::var("STRATA_BUCKET_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     let (dir, bucket, qdir) =
         (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let url = format!("file://{}", bucket.path().display());
+    let url = match std::env::var("STRATA_CRASH_S3") {
+        Ok(root) => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+            format!("{}/crash-{now}", root.trim_end_matches('/'))
+        }
+        Err(_) => format!("file://{}", bucket.path().display()),
+    };
     let series = 3;
     let mut rng = Rng(0xb0c_4e7);
     let mut acked = BTreeSet::new();
@@ -240,7 +279,7 @@ fn sigkill_of_a_bucket_writer_loses_nothing_and_leaves_nothing() {
     .unwrap();
     assert_eq!(common::batches_present(&q.snapshot(), "crash", ""), want, "the query node's view");
     q.close().unwrap();
-    let (records, listed, held) = bucket_files(bucket.path());
+    let (records, listed, held) = bucket_files(&url);
     assert_eq!(held, listed, "partition files in the bucket against those its newest record lists");
     assert!(records > 2 * kills as u64, "{records} records: too few commits to test anything");
     eprintln!(
