@@ -770,3 +770,47 @@ proptest::proptest! {
         }
     }
 }
+
+/// A file whose symbols and chunk directory outgrow the tail read at opening (long, distinct
+/// label values) opens in part with one more request, and so does an empty file.
+#[test]
+fn a_large_index_tail_and_an_empty_file_open_in_part() {
+    use crate::partition::{FileWriter, PartitionFile};
+    use crate::{Labels, Matcher, Sample};
+    use std::sync::atomic::Ordering::Relaxed;
+    let d = tempfile::tempdir().unwrap();
+    let store = faulty();
+    let b = Arc::new(bucket(&store));
+    for (n, count) in [(1u64, 3000usize), (2, 0)] {
+        let path = d.path().join(format!("{n}.spf"));
+        let mut all: Vec<Labels> = (0..count)
+            .map(|i| Labels::from_pairs(&[("__name__", "m"), ("id", &format!("{i:08}-{}", "x".repeat(100)))]))
+            .collect();
+        all.sort();
+        let mut w = FileWriter::create(&path, 1024, 0).unwrap();
+        for l in &all {
+            w.add_series(l, &[Sample::new(1, 2.0)]).unwrap();
+        }
+        let size = w.finish().unwrap();
+        let key = b.file_key(0, n);
+        b.put(&key, bytes::Bytes::from(std::fs::read(&path).unwrap())).unwrap();
+        let ids: Arc<Vec<Labels>> = Arc::new(all);
+        let resolve = {
+            let ids = Arc::clone(&ids);
+            Box::new(move |l: &Labels, _: i64| ids.iter().position(|x| x == l).unwrap() as u32)
+        };
+        let gets = store.counts().get.load(Relaxed);
+        let cache = d.path().join(format!("{n}.spf.cache"));
+        let part = PartitionFile::open_cached_in_part(Arc::clone(&b), key, &cache, size, resolve).unwrap();
+        let opening = store.counts().get.load(Relaxed) - gets;
+        part.load_for(&[&[Matcher::equal("__name__", "m")]]).unwrap();
+        assert_eq!(part.series_ids().len(), count);
+        if count > 0 {
+            // 3,000 symbols of 108 bytes: more than the 256 KiB of the tail read.
+            assert_eq!(opening, 2, "header and tail, then the rest of the symbols");
+            let mut out = Vec::new();
+            part.read(1234, i64::MIN, i64::MAX, &mut out).unwrap();
+            assert_eq!(out, vec![Sample::new(1, 2.0)]);
+        }
+    }
+}
