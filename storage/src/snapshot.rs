@@ -314,9 +314,29 @@ impl Snapshot {
         first_error.into_inner().map_or(Ok(()), Err)
     }
 
-    /// The series `matchers` select (all live series if there are none); None stands for all.
-    fn candidates(&self, matchers: &[Matcher]) -> Option<Vec<SeriesId>> {
-        (!matchers.is_empty()).then(|| self.shared.index.select(matchers))
+    /// A label-name or label-value lookup: `lookup` over the index, given the series `matchers`
+    /// select (None for all when there are none) and the test that a series has data in
+    /// `[mint, maxt]`; the files of that range opened and loaded for `matchers` first.
+    fn label_lookup(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        lookup: impl FnOnce(
+            &crate::index::Index,
+            Option<&[SeriesId]>,
+            &mut dyn FnMut(SeriesId, Option<&Labels>) -> Result<bool>,
+        ) -> Result<Vec<String>>,
+    ) -> Result<Vec<String>> {
+        self.counted(|| {
+            self.open_files_for(&[matchers], mint, maxt)?;
+            let in_range = InRange::new(self, mint, maxt);
+            if in_range.is_empty() {
+                return Ok(Vec::new());
+            }
+            let candidates = (!matchers.is_empty()).then(|| self.shared.index.select(matchers));
+            lookup(&self.shared.index, candidates.as_deref(), &mut |id, labels| in_range.has_data(id, labels))
+        })
     }
 
     /// Cardinality statistics of the live series (the `/api/v1/status/tsdb` lists), each list
@@ -472,30 +492,14 @@ impl Querier for Snapshot {
     }
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
-        self.counted(|| {
-            self.open_files_for(&[matchers], mint, maxt)?;
-            let in_range = InRange::new(self, mint, maxt);
-            if in_range.is_empty() {
-                return Ok(Vec::new());
-            }
-            let candidates = self.candidates(matchers);
-            self.shared
-                .index
-                .label_names_where(candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
+        self.label_lookup(matchers, mint, maxt, |index, candidates, keep| {
+            index.label_names_where(candidates, keep)
         })
     }
 
     fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
-        self.counted(|| {
-            self.open_files_for(&[matchers], mint, maxt)?;
-            let in_range = InRange::new(self, mint, maxt);
-            if in_range.is_empty() {
-                return Ok(Vec::new());
-            }
-            let candidates = self.candidates(matchers);
-            self.shared
-                .index
-                .label_values_where(name, candidates.as_deref(), |id, labels| in_range.has_data(id, labels))
+        self.label_lookup(matchers, mint, maxt, |index, candidates, keep| {
+            index.label_values_where(name, candidates, keep)
         })
     }
 }

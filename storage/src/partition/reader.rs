@@ -266,8 +266,19 @@ impl PartitionFile {
     ) -> Result<Self> {
         let bytes = crate::file_source::cached_partition_file(bucket, key, cache_path, size)?;
         let footer = Self::fetch_tail(cache_path, &bytes)?;
+        Self::fetch_whole_index(cache_path, bytes, &footer, resolve)
+    }
+
+    /// Opens a cached file whole once its footer is read: fetches the rest of its index, then
+    /// reads it all.
+    fn fetch_whole_index(
+        path: &Path,
+        bytes: FileBytes,
+        footer: &Footer,
+        resolve: impl FnMut(&Labels, i64) -> SeriesId,
+    ) -> Result<Self> {
         bytes.prefetch(std::slice::from_ref(&(footer.index_start() as usize..bytes.all().len())))?;
-        Self::from_bytes(cache_path, bytes, resolve)
+        Self::from_bytes(path, bytes, resolve)
     }
 
     /// [`PartitionFile::open_cached`] fetching of a version 5 file only the tail of its index
@@ -311,8 +322,7 @@ impl PartitionFile {
                 });
             }
         }
-        bytes.prefetch(std::slice::from_ref(&(footer.index_start() as usize..bytes.all().len())))?;
-        Self::from_bytes(cache_path, bytes, |l, t| resolve(l, t))
+        Self::fetch_whole_index(cache_path, bytes, &footer, |l, t| resolve(l, t))
     }
 
     /// Fetches a cached file's header and last 256 KiB (two requests at once, one for a small
