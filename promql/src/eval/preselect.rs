@@ -84,24 +84,19 @@ impl Evaluator<'_> {
             }
             Expr::Aggregate(a) => self.collect(&a.expr, g, out),
             Expr::Vector(vs) => {
-                let Ok(refs) = self.refs(vs, g) else { return };
-                let (Some(&lo), Some(&hi)) = (refs.iter().min(), refs.iter().max()) else { return };
-                let lb = self.opts.lookback_delta_ms;
-                let maxt = if vs.smoothed { hi.saturating_add(lb) } else { hi };
-                out.push((&vs.matchers, lo.saturating_sub(lb).saturating_add(1), maxt));
+                if let Some((mint, maxt)) = self.refs(vs, g).ok().and_then(|refs| self.vector_span(vs, &refs))
+                {
+                    out.push((&vs.matchers, mint, maxt));
+                }
             }
             Expr::Call(c) => {
                 for a in &c.args {
                     match a {
                         Expr::Matrix(ms) => {
-                            let (Ok(spec), Ok(refs)) = (self.window_spec(ms), self.refs(&ms.vs, g)) else {
-                                continue;
-                            };
-                            let (Some(&lo), Some(&hi)) = (refs.iter().min(), refs.iter().max()) else {
-                                continue;
-                            };
-                            let mint = lo.saturating_sub(spec.before).saturating_add(1);
-                            out.push((&ms.vs.matchers, mint, hi.saturating_add(spec.after)));
+                            if let (Ok(spec), Ok(refs)) = (self.window_spec(ms), self.refs(&ms.vs, g)) {
+                                let (mint, maxt) = spec.span(&refs);
+                                out.push((&ms.vs.matchers, mint, maxt));
+                            }
                         }
                         a => self.collect(a, g, out),
                     }

@@ -429,14 +429,8 @@ impl<'a> Evaluator<'a> {
                     )));
                 }
                 let spec = self.window_spec(ms)?;
-                let offset = self.offset_ms(&ms.vs.offset)?;
-                let at = self.at_ms(ms.vs.at);
-                let refs: Vec<i64> =
-                    g.timestamps().map(|ts| at.unwrap_or(ts).saturating_sub(offset)).collect();
-                let lo = refs.iter().min().copied().unwrap_or(0);
-                let hi = refs.iter().max().copied().unwrap_or(0);
-                let (mint, maxt) =
-                    (lo.saturating_sub(spec.before).saturating_add(1), hi.saturating_add(spec.after));
+                let refs = self.refs(&ms.vs, g)?;
+                let (mint, maxt) = spec.span(&refs);
                 let series = self.select(&ms.vs.matchers, mint, maxt)?;
                 (Source::Selector(series, mint, maxt), spec, refs, ms.vs.anchored, ms.vs.smoothed)
             }

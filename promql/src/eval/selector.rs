@@ -209,6 +209,16 @@ impl<'a> Evaluator<'a> {
     }
 
     /// The window end (`t - offset`, or `@ - offset`) for every step, in time order.
+    /// The time range an instant vector selector reads for steps at `refs` (each step's time
+    /// after `@` and `offset`): from a lookback before the first to the last, and a lookback
+    /// past it for a smoothed selector. None without steps. `preselect.rs` selects the same.
+    pub(crate) fn vector_span(&self, vs: &VectorSelector, refs: &[i64]) -> Option<(i64, i64)> {
+        let (&lo, &hi) = (refs.iter().min()?, refs.iter().max()?);
+        let lb = self.opts.lookback_delta_ms;
+        let maxt = if vs.smoothed { hi.saturating_add(lb) } else { hi };
+        Some((lo.saturating_sub(lb).saturating_add(1), maxt))
+    }
+
     pub(crate) fn refs(&self, vs: &VectorSelector, g: Grid) -> Result<Vec<i64>> {
         let offset = self.offset_ms(&vs.offset)?;
         let at = self.at_ms(vs.at);
@@ -251,12 +261,10 @@ impl<'a> Evaluator<'a> {
     ) -> Result<Val> {
         let keeps = |f: f64| keep.is_none_or(|c| c.keeps(f));
         let refs = self.refs(vs, g)?;
-        let (Some(&lo), Some(&hi)) = (refs.iter().min(), refs.iter().max()) else {
+        let Some((mint, maxt)) = self.vector_span(vs, &refs) else {
             return Ok(Val::Vector(Vec::new()));
         };
         let lb = self.opts.lookback_delta_ms;
-        let mint = lo.saturating_sub(lb).saturating_add(1);
-        let maxt = if vs.smoothed { hi.saturating_add(lb) } else { hi };
         let series = self.select(&vs.matchers, mint, maxt)?;
         let est = estimate_points(g.len(), mint, maxt);
         let stats_only = self.hist_stats.stats_only();
@@ -342,6 +350,16 @@ impl<'a> Evaluator<'a> {
             (range, 0)
         };
         Ok(WindowSpec { range, before, after })
+    }
+}
+
+impl WindowSpec {
+    /// The time range the windows ending at `refs` cover together (`(0, 0)`'s windows for no
+    /// steps). `range_call` and `preselect.rs` select it.
+    pub(crate) fn span(&self, refs: &[i64]) -> (i64, i64) {
+        let lo = refs.iter().min().copied().unwrap_or(0);
+        let hi = refs.iter().max().copied().unwrap_or(0);
+        (lo.saturating_sub(self.before).saturating_add(1), hi.saturating_add(self.after))
     }
 }
 
