@@ -31,6 +31,8 @@ import time
 import urllib.parse
 import urllib.request
 
+from bucket_flags import add_s3_args, bucket_args
+
 FIELDS = ["usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait", "usage_irq",
           "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"]
 
@@ -120,15 +122,6 @@ def drop_page_cache():
         return False
 
 
-def bucket_args(url, a):
-    args = ["--storage.bucket", url]
-    if a.s3_url:
-        args += ["--storage.bucket-endpoint", a.s3_endpoint, "--storage.bucket-region", a.s3_region,
-                 "--storage.bucket-access-key-id", a.s3_key_id,
-                 "--storage.bucket-secret-access-key-file", a.s3_secret_file]
-    return args
-
-
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -142,11 +135,7 @@ def main():
     ap.add_argument("--span", type=int, required=True)
     ap.add_argument("--hosts", type=int, required=True)
     ap.add_argument("-n", type=int, default=20)
-    ap.add_argument("--s3-url")
-    ap.add_argument("--s3-endpoint")
-    ap.add_argument("--s3-region", default="us-east-1")
-    ap.add_argument("--s3-key-id")
-    ap.add_argument("--s3-secret-file")
+    add_s3_args(ap)
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bucketq-")
     flags = ["--retention", "100y"]

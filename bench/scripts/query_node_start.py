@@ -25,6 +25,8 @@ import time
 import urllib.parse
 import urllib.request
 
+from bucket_flags import add_s3_args, bucket_args
+
 HOUR = 3600
 
 
@@ -64,25 +66,12 @@ def stop(p, log):
         sys.exit(f"strata exited with {code}")
 
 
-def bucket_args(url, a):
-    args = ["--storage.bucket", url]
-    if a.s3_url:
-        args += ["--storage.bucket-endpoint", a.s3_endpoint, "--storage.bucket-region", a.s3_region,
-                 "--storage.bucket-access-key-id", a.s3_key_id,
-                 "--storage.bucket-secret-access-key-file", a.s3_secret_file]
-    return args
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("--files", type=int, nargs="+", default=[10, 10000])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--s3-url")
-    ap.add_argument("--s3-endpoint")
-    ap.add_argument("--s3-region", default="us-east-1")
-    ap.add_argument("--s3-key-id")
-    ap.add_argument("--s3-secret-file")
+    add_s3_args(ap)
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="qnstart-")
     end = (int(time.time()) // HOUR - 2) * HOUR
