@@ -49,9 +49,9 @@ pub struct PartitionFile {
     /// The file's bytes: the index region is always present, data ranges are fetched through
     /// [`FileBytes::get`].
     bytes: FileBytes,
-    /// (runtime series id, offset of its block list), sorted by id: every series of the file,
-    /// or, for a file read in part, those of the chunks loaded so far.
-    series: parking_lot::RwLock<Vec<(SeriesId, u32)>>,
+    /// (runtime series id, offset of its block list), sorted by id, for every series of a file
+    /// read whole; empty for a file read in part, which keeps its own ([`InPart::series`]).
+    series: Vec<(SeriesId, u32)>,
     /// For a file read in part: its chunks, and which are loaded.
     part: Option<InPart>,
     /// (runtime series id, offset of its start-timestamp runs), sorted by id, for the series
@@ -76,6 +76,9 @@ struct InPart {
     /// Every chunk is loaded: nothing left to look at.
     complete: std::sync::atomic::AtomicBool,
     resolve: Resolve,
+    /// [`PartitionFile::series`] of the chunks loaded so far, growing as they load; behind a
+    /// lock that a file read whole does not pay for.
+    series: parking_lot::RwLock<Vec<(SeriesId, u32)>>,
 }
 
 /// The chunks of a file read in part that are loaded.
@@ -113,7 +116,7 @@ fn equal_name(matchers: &[Matcher]) -> Option<&str> {
 
 impl std::fmt::Debug for PartitionFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PartitionFile").field("path", &self.path).field("series", &self.series.read().len()).finish()
+        f.debug_struct("PartitionFile").field("path", &self.path).field("series", &self.series_ids().len()).finish()
     }
 }
 
@@ -307,13 +310,14 @@ impl PartitionFile {
                 return Ok(PartitionFile {
                     path: cache_path.to_path_buf(),
                     bytes,
-                    series: parking_lot::RwLock::new(Vec::new()),
+                    series: Vec::new(),
                     part: Some(InPart {
                         symbols: tail.symbols,
                         chunks: tail.chunks,
                         loaded,
                         complete: std::sync::atomic::AtomicBool::new(false),
                         resolve,
+                        series: parking_lot::RwLock::new(Vec::new()),
                     }),
                     starts: Vec::new(),
                     hists: Vec::new(),
@@ -371,7 +375,7 @@ impl PartitionFile {
             }
         }
         if !new.is_empty() {
-            let mut series = self.series.write();
+            let mut series = part.series.write();
             series.extend(new);
             series.sort_unstable_by_key(|(id, _)| *id);
         }
@@ -465,7 +469,7 @@ impl PartitionFile {
         Ok(PartitionFile {
             path: path.to_path_buf(),
             bytes,
-            series: parking_lot::RwLock::new(series),
+            series,
             part: None,
             starts,
             hists,
@@ -565,7 +569,11 @@ impl PartitionFile {
     /// Runtime ids of all series in the file (of a file read in part: of its loaded chunks),
     /// ascending.
     pub fn series_ids(&self) -> Vec<SeriesId> {
-        self.series.read().iter().map(|(id, _)| *id).collect()
+        let ids = |series: &[(SeriesId, u32)]| series.iter().map(|(id, _)| *id).collect();
+        match &self.part {
+            None => ids(&self.series),
+            Some(part) => ids(&part.series.read()),
+        }
     }
 
     /// True if the series is in this file (in a loaded chunk of a file read in part).
@@ -575,8 +583,13 @@ impl PartitionFile {
 
     /// Where the block list of series `id` is, if the file holds the series.
     fn list_at(&self, id: SeriesId) -> Option<u32> {
-        let series = self.series.read();
-        series.binary_search_by_key(&id, |(i, _)| *i).ok().map(|i| series[i].1)
+        let find = |series: &[(SeriesId, u32)]| {
+            series.binary_search_by_key(&id, |(i, _)| *i).ok().map(|i| series[i].1)
+        };
+        match &self.part {
+            None => find(&self.series),
+            Some(part) => find(&part.series.read()),
+        }
     }
 
     /// The block list of a series (empty if the series is not in this file), in time order.
