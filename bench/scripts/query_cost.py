@@ -21,6 +21,7 @@ middle, double-groupby-all the ten hourly `avg by (hostname) (avg_over_time(...[
 with `or`.
 """
 import argparse
+import gzip
 import http.client
 import json
 import os
@@ -40,6 +41,12 @@ FIELDS = ["usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowai
 def cpu_seconds(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def unpacked(response):
+    """The response's body, gunzipped if it came gzipped (the timed wall includes that)."""
+    body = response.read()
+    return gzip.decompress(body) if response.getheader("Content-Encoding") == "gzip" else body
 
 
 def free_port():
@@ -101,7 +108,7 @@ def main():
             walls, phases = [], []
             conn.request("GET", url, headers=headers)
             first = conn.getresponse()
-            body = first.read()
+            body = unpacked(first)
             if first.status != 200:
                 sys.exit(f"{name}: HTTP {first.status}: {body[:300]!r}")
             cpu0 = cpu_seconds(server.pid)
@@ -109,9 +116,9 @@ def main():
                 began = time.perf_counter()
                 conn.request("GET", url, headers=headers)
                 response = conn.getresponse()
-                raw = response.read()
+                raw = unpacked(response)
                 walls.append(time.perf_counter() - began)
-                t = {} if args.gzip else json.loads(raw)["data"]["stats"]["timings"]
+                t = json.loads(raw)["data"]["stats"]["timings"]
                 if "strataSelectTime" in t:  # builds before 2026-12-06 do not report phases
                     phases.append((t["strataSelectTime"], t["strataReadTime"],
                                    t["innerEvalTime"] - t["strataSelectTime"] - t["strataReadTime"],

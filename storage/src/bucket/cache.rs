@@ -3,10 +3,12 @@
 //! The local file has the object's size and starts as one hole. It is mapped whole, like a
 //! local partition file, so the reader borrows slices as it always does; before it reads a
 //! range it asks for it ([`CachedObject::ensure`]), and the pages of the range the file does
-//! not hold yet are fetched with one ranged request (`get_ranges`, which coalesces nearby
-//! ranges) and written into the holes. A page is written once, before it is marked present,
-//! and never again, so a mapped page never changes under a reader. A selective query thereby
-//! reads a few ranges of a file, never the whole object.
+//! not hold yet are fetched (one ranged GET per run of pages, runs less than the S3 client's
+//! coalescing gap apart fetched as one, gap included) and written into the holes, the gap's
+//! pages too: the bytes came over the wire anyway, and the next query's series often lie
+//! there. A page is written once, before it is marked present, and never again, so a mapped
+//! page never changes under a reader. A selective query thereby reads a few ranges of a file,
+//! never the whole object.
 //!
 //! The cache file is not trusted across restarts (which pages it holds is kept in memory
 //! only): opening truncates it.
@@ -59,27 +61,23 @@ pub(crate) fn thread_reads() -> (u64, u64) {
     THREAD.with(std::cell::Cell::get)
 }
 
-/// The GET requests and bytes the store makes for `ranges` (sorted, disjoint), as
-/// `object_store`'s `get_ranges` coalesces them.
-fn requests_for(ranges: &[Range<u64>]) -> (u64, u64) {
-    let (mut requests, mut bytes) = (0, 0);
-    let mut current: Option<Range<u64>> = None;
-    for r in ranges {
-        match &mut current {
-            Some(c) if r.start.saturating_sub(c.end) <= object_store::OBJECT_STORE_COALESCE_DEFAULT => {
-                c.end = c.end.max(r.end);
-            }
-            _ => {
-                if let Some(c) = current.replace(r.clone()) {
-                    (requests, bytes) = (requests + 1, bytes + (c.end - c.start));
-                }
-            }
+/// Runs of missing pages at most this many pages apart are fetched as one request, the pages
+/// between included: `object_store`'s `get_ranges` would merge them into one GET anyway
+/// (`OBJECT_STORE_COALESCE_DEFAULT`, 1 MiB), and would drop the bytes between. The fetched
+/// runs are then further apart than the client's gap, so each is exactly one GET.
+const GAP_PAGES: usize = object_store::OBJECT_STORE_COALESCE_DEFAULT as usize / PAGE;
+
+/// `pages` (sorted, distinct) as runs of pages to fetch: neighbours joined, and runs at most
+/// [`GAP_PAGES`] apart joined across the gap.
+fn fetch_runs(pages: impl IntoIterator<Item = usize>) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for page in pages {
+        match runs.last_mut() {
+            Some(last) if page - last.end <= GAP_PAGES => last.end = page + 1,
+            _ => runs.push(page..page + 1),
         }
     }
-    if let Some(c) = current {
-        (requests, bytes) = (requests + 1, bytes + (c.end - c.start));
-    }
-    (requests, bytes)
+    runs
 }
 
 /// See the module docs.
@@ -151,7 +149,8 @@ impl CachedObject {
         (range.start / PAGE..=(range.end.min(len) - 1) / PAGE).all(|p| present[p / 64] & (1 << (p % 64)) != 0)
     }
 
-    /// Makes the bytes of `ranges` present, fetching the missing pages in one request.
+    /// Makes the bytes of `ranges` present, fetching the missing pages (and the gaps between
+    /// nearby ones, see [`GAP_PAGES`]) in one call.
     pub fn ensure(&self, ranges: &[Range<usize>]) -> Result<()> {
         let len = self.map.len();
         let missing: Vec<Range<usize>> = {
@@ -166,14 +165,7 @@ impl CachedObject {
             drop(present);
             pages.sort_unstable();
             pages.dedup();
-            let mut runs: Vec<Range<usize>> = Vec::new();
-            for page in pages {
-                match runs.last_mut() {
-                    Some(last) if last.end == page => last.end = page + 1,
-                    _ => runs.push(page..page + 1),
-                }
-            }
-            runs
+            fetch_runs(pages)
         };
         let c = counters();
         if missing.is_empty() {
@@ -183,9 +175,8 @@ impl CachedObject {
         let byte_ranges: Vec<Range<u64>> =
             missing.iter().map(|p| (p.start * PAGE) as u64..((p.end * PAGE).min(len)) as u64).collect();
         let got = self.bucket.get_ranges(&self.key, &byte_ranges)?;
-        // What the store sends for them: `get_ranges` merges ranges less than
-        // OBJECT_STORE_COALESCE_DEFAULT apart into one GET (gap included).
-        let (requests, sent) = requests_for(&byte_ranges);
+        let requests = byte_ranges.len() as u64;
+        let sent: u64 = byte_ranges.iter().map(|r| r.end - r.start).sum();
         c.requests.fetch_add(requests, Ordering::Relaxed);
         c.bytes.fetch_add(sent, Ordering::Relaxed);
         THREAD.with(|t| {
@@ -204,7 +195,8 @@ impl CachedObject {
             }
             for page in pages.clone() {
                 if present[page / 64] & (1 << (page % 64)) != 0 {
-                    // Another reader fetched it meanwhile: a present page is never rewritten.
+                    // A gap's page held already, or another reader fetched it meanwhile: a
+                    // present page is never rewritten.
                     continue;
                 }
                 let at = page * PAGE - start;
@@ -222,12 +214,15 @@ impl CachedObject {
 
 #[cfg(test)]
 mod tests {
+    use super::{GAP_PAGES, PAGE, fetch_runs};
+
     #[test]
-    fn requests_are_counted_as_the_client_coalesces_them() {
-        let mib = 1u64 << 20;
-        assert_eq!(super::requests_for(&[]), (0, 0));
-        assert_eq!(super::requests_for(&[0..10, 20..30]), (1, 30), "a gap under 1 MiB is fetched along");
-        assert_eq!(super::requests_for(&[0..10, 10 + mib..20 + mib]), (1, 20 + mib));
-        assert_eq!(super::requests_for(&[0..10, 11 + mib..21 + mib]), (2, 20), "more than 1 MiB apart");
+    fn runs_join_across_gaps_the_client_would_fetch_along() {
+        assert_eq!(GAP_PAGES * PAGE, 1 << 20, "object_store's gap");
+        assert_eq!(fetch_runs(Vec::<usize>::new()), Vec::<std::ops::Range<usize>>::new());
+        assert_eq!(fetch_runs([3, 4, 5]), vec![3..6]);
+        assert_eq!(fetch_runs([0, 2]), vec![0..3], "a page's gap is fetched along");
+        assert_eq!(fetch_runs([0, 1 + GAP_PAGES]), vec![0..2 + GAP_PAGES], "a gap of exactly 1 MiB too");
+        assert_eq!(fetch_runs([0, 2 + GAP_PAGES, 3 + GAP_PAGES]), vec![0..1, 2 + GAP_PAGES..4 + GAP_PAGES]);
     }
 }

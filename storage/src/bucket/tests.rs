@@ -515,6 +515,51 @@ fn overlapping_ranges_fetch_each_page_once() {
     assert_eq!(store.counts().range_bytes.load(std::sync::atomic::Ordering::Relaxed), fetched, "all present");
 }
 
+/// The pages between two ranges less than the S3 client's coalescing gap apart come in the
+/// same request and are kept; the pages between ranges further apart are not fetched. (The
+/// store counts a `get_ranges` call as one GET.)
+#[test]
+fn pages_the_client_fetches_along_are_kept() {
+    use std::sync::atomic::Ordering::Relaxed;
+    const PAGE: usize = 65536;
+    let store = faulty();
+    let b = Arc::new(bucket(&store));
+    let key = b.file_key(0, 1);
+    b.put(&key, bytes::Bytes::from((0..40 * PAGE).map(|i| (i / PAGE) as u8).collect::<Vec<u8>>())).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let c = super::cache::CachedObject::open(
+        Arc::clone(&b),
+        key,
+        &d.path().join("1.spf.cache"),
+        40 * PAGE as u64,
+    )
+    .unwrap();
+    let gets = || store.counts().get.load(Relaxed);
+    let bytes = || store.counts().range_bytes.load(Relaxed);
+    c.ensure(&[10..20, 10 * PAGE..10 * PAGE + 5]).unwrap();
+    assert_eq!((gets(), bytes()), (1, 11 * PAGE as u64), "pages 0 to 10 in one request");
+    assert!(c.is_present(&(0..11 * PAGE)));
+    assert_eq!(c.bytes()[5 * PAGE], 5);
+    c.ensure(&[3 * PAGE..5 * PAGE, 5 * PAGE..7 * PAGE]).unwrap();
+    assert_eq!(gets(), 1, "the gap's pages were kept");
+    c.ensure(&[12 * PAGE..12 * PAGE + 1, 39 * PAGE..39 * PAGE + 1]).unwrap();
+    assert_eq!((gets(), bytes()), (2, 13 * PAGE as u64), "pages 12 and 39 only: more than 1 MiB apart");
+    assert!(!c.is_present(&(20 * PAGE..20 * PAGE + 1)));
+    assert_eq!(c.local_bytes(), 13 * PAGE as u64);
+}
+
+/// `n` samples a second apart whose values hardly compress (8 bytes or so each): test files
+/// whose data region puts their header and index tail more than the S3 client's coalescing
+/// gap apart, so that opening does not fetch the whole file.
+fn noisy(k: usize, n: usize) -> Vec<crate::Sample> {
+    (0..n as u64)
+        .map(|i| {
+            let h = (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+            crate::Sample::new(1000 * i as i64, (h.rotate_left(17) >> 11) as f64 / 7.0)
+        })
+        .collect()
+}
+
 /// A partition file read in part from the bucket (what a query node does) holds, after
 /// loading the chunks for some matchers, every series of the file those matchers select, with
 /// the blocks the whole file has; it holds fewer where the matchers name metrics; its requests
@@ -522,7 +567,7 @@ fn overlapping_ranges_fetch_each_page_once() {
 #[test]
 fn a_file_read_in_part_answers_as_the_whole_file() {
     use crate::partition::{FileWriter, PartitionFile};
-    use crate::{Labels, MatchOp, Matcher, Sample};
+    use crate::{Labels, MatchOp, Matcher};
     use std::collections::HashMap;
     use std::sync::atomic::Ordering::Relaxed;
     let d = tempfile::tempdir().unwrap();
@@ -541,7 +586,7 @@ fn a_file_read_in_part_answers_as_the_whole_file() {
     all.sort();
     let mut w = FileWriter::create(&path, 1024, 3_600_000).unwrap();
     for (k, l) in all.iter().enumerate() {
-        let samples: Vec<Sample> = (0..5).map(|i| Sample::new(1000 * i, (k as i64 * 7 + i) as f64)).collect();
+        let samples = noisy(k, 12);
         w.add_series(l, &samples).unwrap();
     }
     let size = w.finish().unwrap();
@@ -776,7 +821,7 @@ proptest::proptest! {
 #[test]
 fn a_large_index_tail_and_an_empty_file_open_in_part() {
     use crate::partition::{FileWriter, PartitionFile};
-    use crate::{Labels, Matcher, Sample};
+    use crate::{Labels, Matcher};
     use std::sync::atomic::Ordering::Relaxed;
     let d = tempfile::tempdir().unwrap();
     let store = faulty();
@@ -789,7 +834,7 @@ fn a_large_index_tail_and_an_empty_file_open_in_part() {
         all.sort();
         let mut w = FileWriter::create(&path, 1024, 0).unwrap();
         for l in &all {
-            w.add_series(l, &[Sample::new(1, 2.0)]).unwrap();
+            w.add_series(l, &noisy(1, 60)).unwrap();
         }
         let size = w.finish().unwrap();
         let key = b.file_key(0, n);
@@ -810,7 +855,7 @@ fn a_large_index_tail_and_an_empty_file_open_in_part() {
             assert_eq!(opening, 2, "header and tail, then the rest of the symbols");
             let mut out = Vec::new();
             part.read(1234, i64::MIN, i64::MAX, &mut out).unwrap();
-            assert_eq!(out, vec![Sample::new(1, 2.0)]);
+            assert_eq!(out, noisy(1, 60));
         }
     }
 }
