@@ -51,6 +51,19 @@ pub fn uvarint_len(v: u64) -> usize {
 /// On error `*pos` is left unchanged.
 #[inline]
 pub fn get_uvarint(bytes: &[u8], pos: &mut usize) -> Result<u64> {
+    // Most varints of an index (symbol refs, small lengths) are one byte.
+    if let Some(&b) = bytes.get(*pos)
+        && b < 0x80
+    {
+        *pos += 1;
+        return Ok(u64::from(b));
+    }
+    get_uvarint_long(bytes, pos)
+}
+
+/// [`get_uvarint`] past its one-byte case, out of line so that the inlined case stays small.
+#[cold]
+fn get_uvarint_long(bytes: &[u8], pos: &mut usize) -> Result<u64> {
     let mut value: u64 = 0;
     let mut at = *pos;
     for i in 0..MAX_VARINT_LEN {
