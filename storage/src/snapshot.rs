@@ -307,6 +307,7 @@ impl Snapshot {
                             first_error.lock().get_or_insert(e);
                             return;
                         }
+                        f.enter_rest_later();
                     }
                 });
             }

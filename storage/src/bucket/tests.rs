@@ -370,6 +370,44 @@ fn uploaded(store: &Arc<FaultyStore>, b: &crate::Batch) -> (crate::Db, crate::Db
     (w, q, dirs)
 }
 
+/// A query node's selection of a few series of a cold file enters those into its index, and
+/// the rest of the chunks it fetched later, off the query path; answers are the same before
+/// and after.
+#[test]
+fn a_query_node_enters_the_rest_of_what_it_fetched_later() {
+    use crate::query::Querier;
+    use crate::{Batch, Labels, Matcher, Sample};
+    let faulty = faulty();
+    let t0 = crate::clock::now_ms() - 2 * 3_600_000;
+    let mut b = Batch::new();
+    for h in 0..1000 {
+        let samples = (0..10).map(|i| Sample::new(t0 + i * 1000, f64::from(h))).collect();
+        b.push(Labels::from_pairs(&[("__name__", "m"), ("host", &format!("h{h}"))]), samples);
+    }
+    let (w, q, _dirs) = uploaded(&faulty, &b);
+    let host = |h: &str| {
+        let snap = q.snapshot();
+        let series =
+            snap.select(&[Matcher::equal("__name__", "m"), Matcher::equal("host", h)], i64::MIN, i64::MAX);
+        let series = series.unwrap();
+        assert_eq!(series.len(), 1, "{h}");
+        let mut out = Vec::new();
+        snap.samples(&series[0], i64::MIN, i64::MAX, &mut out).unwrap();
+        out.iter().map(|s| s.v).collect::<Vec<f64>>()
+    };
+    assert_eq!(host("h7"), vec![7.0; 10]);
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while q.series_count() < 1000 {
+        assert!(std::time::Instant::now() < until, "{} series entered", q.series_count());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(host("h7"), vec![7.0; 10]);
+    assert_eq!(host("h999"), vec![999.0; 10]);
+    for db in [q, w] {
+        db.close().unwrap();
+    }
+}
+
 /// A query node reading many series of one file it has not read before makes two requests for
 /// it (FaultyStore counts a `get_ranges` call as one): header and tail, whose index this small
 /// file's tail holds, and then the blocks of every selected series at once (see
@@ -606,19 +644,17 @@ fn a_file_read_in_part_answers_as_the_whole_file() {
     let bytes = std::fs::read(&path).unwrap();
     b.put(&key, bytes::Bytes::from(bytes.clone())).unwrap();
     let name = |op, v: &str| Matcher::new(op, "__name__", v).unwrap();
-    // Each case with the metrics it names (0: none, every chunk loads): at most a chunk on
-    // either side of each metric's series loads beyond them.
-    let cases: Vec<(Vec<Matcher>, usize)> = vec![
-        (vec![name(MatchOp::Equal, "a"), Matcher::equal("host", "h7")], 1),
-        (vec![name(MatchOp::Equal, "b")], 1),
-        (vec![name(MatchOp::Regex, "a|c")], 2),
-        (vec![name(MatchOp::Regex, "c.*")], 1),
-        (vec![name(MatchOp::NotRegex, "a")], 0),
-        (vec![Matcher::equal("host", "h1")], 0),
-        (vec![Matcher::equal("Zone", "x")], 0),
-        (vec![Matcher::equal("job", "nameless")], 0),
+    let cases: Vec<Vec<Matcher>> = vec![
+        vec![name(MatchOp::Equal, "a"), Matcher::equal("host", "h7")],
+        vec![name(MatchOp::Equal, "b")],
+        vec![name(MatchOp::Regex, "a|c")],
+        vec![name(MatchOp::Regex, "c.*")],
+        vec![name(MatchOp::NotRegex, "a")],
+        vec![Matcher::equal("host", "h1")],
+        vec![Matcher::equal("Zone", "x")],
+        vec![Matcher::equal("job", "nameless")],
     ];
-    for (n, (matchers, metrics)) in cases.iter().enumerate() {
+    for (n, matchers) in cases.iter().enumerate() {
         let (gets, bytes_before) =
             (store.counts().get.load(Relaxed), store.counts().range_bytes.load(Relaxed));
         let cache = d.path().join(format!("{n}.spf.cache"));
@@ -646,14 +682,8 @@ fn a_file_read_in_part_answers_as_the_whole_file() {
             whole.read(id, i64::MIN, i64::MAX, &mut b).unwrap();
             assert_eq!(a, b);
         }
-        if *metrics == 0 {
-            assert_eq!(held, all.len(), "{matchers:?}");
-        } else {
-            // (The series whose `Zone` sorts before its name widens the first chunk's range.)
-            let chunk = crate::partition::CHUNK_SERIES;
-            let most = metrics * (HOSTS + 1 + 2 * chunk) + chunk;
-            assert!(held <= most, "{matchers:?}: {held} series loaded");
-        }
+        let selected = all.iter().filter(|l| crate::matcher::matches_all(matchers, l)).count();
+        assert_eq!(held, selected, "{matchers:?}: only the series selected enter the index");
         if n == 0 {
             // One metric of six, whose series are at the file's start, far from its tail:
             // well under what opening the file whole fetches (its whole index).
@@ -683,6 +713,84 @@ fn a_file_read_in_part_answers_as_the_whole_file() {
     .unwrap();
     let err = part.load_for(&[&[Matcher::equal("host", "h1")]]).unwrap_err();
     assert!(err.to_string().contains("checksum"), "{err}");
+}
+
+/// Of a file read in part, a selection enters only the series it selects; the same selection
+/// again scans nothing; a chunk scanned for as many selections as `WHOLE_AFTER_SCANS` is
+/// entered whole at the next; a metric entered whole needs nothing more for any selection
+/// naming it; `enter_fetched` enters the rest of the chunks fetched, and only those.
+#[test]
+fn chunks_are_scanned_then_entered_whole() {
+    use crate::partition::{FileWriter, PartitionFile};
+    use crate::{Labels, MatchOp, Matcher};
+    use std::sync::atomic::Ordering::Relaxed;
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("1.spf");
+    let mut all: Vec<Labels> = ["m", "n"]
+        .iter()
+        .flat_map(|name| {
+            (0..300).map(move |i| Labels::from_pairs(&[("__name__", *name), ("host", &format!("h{i}"))]))
+        })
+        .collect();
+    all.sort();
+    let mut w = FileWriter::create(&path, 1024, 0).unwrap();
+    for (k, l) in all.iter().enumerate() {
+        w.add_series(l, &noisy(k, 300)).unwrap();
+    }
+    let size = w.finish().unwrap();
+    let store = faulty();
+    let b = Arc::new(bucket(&store));
+    let key = b.file_key(0, 1);
+    b.put(&key, bytes::Bytes::from(std::fs::read(&path).unwrap())).unwrap();
+    let all = Arc::new(all);
+    let open = |n: usize| {
+        let all = Arc::clone(&all);
+        let resolve = Box::new(move |l: &Labels, _: i64| all.iter().position(|x| x == l).unwrap() as u32);
+        PartitionFile::open_cached_in_part(
+            Arc::clone(&b),
+            key.clone(),
+            &d.path().join(format!("{n}.c")),
+            size,
+            resolve,
+        )
+        .unwrap()
+    };
+    let gets = || store.counts().get.load(Relaxed);
+    let m = |host: &str| vec![Matcher::equal("__name__", "m"), Matcher::equal("host", host)];
+    let f = open(1);
+    f.load_for(&[&m("h1")]).unwrap();
+    assert_eq!(f.series_ids().len(), 1);
+    let after_first = gets();
+    assert!(!f.needs_load_for(&[&m("h1")]), "applied");
+    f.load_for(&[&m("h1")]).unwrap();
+    for h in 2..=crate::partition::WHOLE_AFTER_SCANS as usize {
+        f.load_for(&[&m(&format!("h{h}"))]).unwrap();
+        assert_eq!(f.series_ids().len(), h, "scan {h}");
+    }
+    assert_eq!(gets(), after_first, "the chunks are fetched once");
+    f.load_for(&[&m("h100")]).unwrap();
+    // m's 300 series are two chunks of 128 and 44 of a third, which holds 84 of n's too.
+    assert_eq!(f.series_ids().len(), 384, "the next scan enters m's chunks whole");
+    assert!(!f.needs_load_for(&[&m("h77")]), "m is entered whole");
+    assert!(f.needs_load_for(&[&[Matcher::equal("__name__", "n"), Matcher::equal("host", "h1")]]));
+    // A regex on the name over both metrics: m's chunks are done, n's scanned once.
+    let both = [Matcher::new(MatchOp::Regex, "__name__", "m|n").unwrap(), Matcher::equal("host", "h9")];
+    f.load_for(&[&both]).unwrap();
+    assert_eq!(f.series_ids().len(), 385);
+    // What a selection fetched, entered later.
+    let f = open(3);
+    f.load_for(&[&m("h1")]).unwrap();
+    assert!(f.queue_entering());
+    assert!(!f.queue_entering(), "queued already");
+    f.enter_fetched().unwrap();
+    assert_eq!(f.series_ids().len(), 384, "m's chunks, not n's others");
+    assert!(!f.queue_entering(), "nothing fetched left");
+    assert!(!f.needs_load_for(&[&m("h2")]));
+    // Selecting everything enters everything, and leaves nothing to do.
+    let f = open(2);
+    f.load_for(&[&[]]).unwrap();
+    assert_eq!(f.series_ids().len(), 600);
+    assert!(!f.needs_load_for(&[&m("h1"), &[]]));
 }
 
 /// A file read in part from the bucket with one bit flipped anywhere either fails (to open, to

@@ -6,12 +6,14 @@
 
 mod block_lists;
 mod chunks;
+mod in_part;
 mod reader;
 mod writer;
 
-pub use block_lists::kept_bytes as block_list_bytes;
 #[cfg(test)]
-pub(crate) use chunks::CHUNK_SERIES;
+pub(crate) use in_part::WHOLE_AFTER_SCANS;
+
+pub use block_lists::kept_bytes as block_list_bytes;
 pub use reader::{BlockMeta, PartitionFile};
 pub use writer::{FileWriter, SeriesPart};
 

@@ -21,13 +21,10 @@ use crate::types::{HistogramSample, Label, Labels, Sample, SeriesId};
 use crate::window_agg::ScanStats;
 
 use super::block_lists::BlockLists;
-use super::chunks::{Chunk, decode_directory, may_match};
+use super::chunks::{Chunk, decode_directory};
+use super::in_part::{InPart, Resolve};
 use super::{FOOTER_LEN, FOOTER_MAGIC, HEADER_LEN, HISTS_TAG, MAGIC, STARTS_TAG, VERSION, VERSION_MIN};
 use crate::matcher::Matcher;
-
-/// Maps a series' labels (and its newest timestamp in the file) to its runtime id, for the
-/// series of a file read in part ([`PartitionFile::open_cached_in_part`]) as chunks load.
-pub(crate) type Resolve = Box<dyn Fn(&Labels, i64) -> SeriesId + Send + Sync>;
 
 /// Where one block lives and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,7 +49,7 @@ pub struct PartitionFile {
     /// (runtime series id, offset of its block list), sorted by id, for every series of a file
     /// read whole; empty for a file read in part, which keeps its own ([`InPart::series`]).
     series: Vec<(SeriesId, u32)>,
-    /// For a file read in part: its chunks, and which are loaded.
+    /// For a file read in part: its chunks, and which of their series are entered.
     part: Option<InPart>,
     /// (runtime series id, offset of its start-timestamp runs), sorted by id, for the series
     /// that have start timestamps; empty for most files.
@@ -64,54 +61,6 @@ pub struct PartitionFile {
     version: u32,
     /// Block lists decoded for queries, kept within a process-wide budget.
     block_lists: BlockLists,
-}
-
-/// A version 5 file read from a bucket in part: its series table is loaded a chunk at a time,
-/// the chunks a selection may need (see `chunks.rs`), before the selection is made.
-struct InPart {
-    symbols: Vec<Arc<str>>,
-    chunks: Vec<Chunk>,
-    /// What is loaded. Held while loading, so two selections load a chunk once.
-    loaded: parking_lot::Mutex<Loaded>,
-    /// Every chunk is loaded: nothing left to look at.
-    complete: std::sync::atomic::AtomicBool,
-    resolve: Resolve,
-    /// [`PartitionFile::series`] of the chunks loaded so far, growing as they load; behind a
-    /// lock that a file read whole does not pay for.
-    series: parking_lot::RwLock<Vec<(SeriesId, u32)>>,
-}
-
-/// The chunks of a file read in part that are loaded.
-#[derive(Default)]
-struct Loaded {
-    /// Per chunk: loaded.
-    chunks: Vec<bool>,
-    /// Metric names whose chunks are all loaded: a selection naming one (`__name__="x"`) needs
-    /// nothing more, known without testing every chunk against it, which on a query node
-    /// reaching a month of files is a few million tests per selection.
-    names: std::collections::HashSet<String>,
-}
-
-impl InPart {
-    /// The chunks that may hold a series one of `selections` selects and are not loaded yet.
-    fn wanted(&self, loaded: &Loaded, selections: &[&[Matcher]]) -> Vec<usize> {
-        if selections.iter().all(|m| equal_name(m).is_some_and(|n| loaded.names.contains(n))) {
-            return Vec::new();
-        }
-        (0..self.chunks.len())
-            .filter(|&c| !loaded.chunks[c] && selections.iter().any(|m| may_match(&self.chunks[c], m)))
-            .collect()
-    }
-}
-
-/// The metric name `matchers` ask for by equality, if that is their only `__name__` matcher
-/// (the chunks loaded for them are then exactly those that may hold the name).
-fn equal_name(matchers: &[Matcher]) -> Option<&str> {
-    let mut names = matchers.iter().filter(|m| m.name == "__name__");
-    match (names.next(), names.next()) {
-        (Some(m), None) if m.op == crate::matcher::MatchOp::Equal => Some(m.value.as_str()),
-        _ => None,
-    }
 }
 
 impl std::fmt::Debug for PartitionFile {
@@ -222,22 +171,36 @@ fn read_symbols(index: &[u8], pos: &mut usize) -> Result<Vec<Arc<str>>> {
 /// Reads the series entry at `*pos` of `entries` (which start at file offset `base`): its
 /// labels, newest timestamp and the file offset of its block list.
 fn read_entry(entries: &[u8], pos: &mut usize, base: usize, symbols: &[Arc<str>]) -> Result<(Labels, i64, u32)> {
-    let sym = |i: u64| {
-        usize::try_from(i)
-            .ok()
-            .and_then(|i| symbols.get(i))
-            .cloned()
-            .ok_or_else(|| Error::Decode("bad symbol ref".into()))
+    let mut refs = Vec::new();
+    let (max_t, list_at) = read_entry_refs(entries, pos, base, symbols.len(), &mut refs)?;
+    let label = |(n, v): (u32, u32)| Label {
+        name: Arc::clone(&symbols[n as usize]),
+        value: Arc::clone(&symbols[v as usize]),
     };
+    Ok((Labels::new(refs.into_iter().map(label).collect()), max_t, list_at))
+}
+
+/// [`read_entry`] leaving the labels as symbol refs, each checked to be below `symbols`, in
+/// `refs` (cleared first): (newest timestamp, file offset of the block list).
+pub(super) fn read_entry_refs(
+    entries: &[u8],
+    pos: &mut usize,
+    base: usize,
+    symbols: usize,
+    refs: &mut Vec<(u32, u32)>,
+) -> Result<(i64, u32)> {
+    let sym = |i: u64| u32::try_from(i).ok().filter(|&i| (i as usize) < symbols);
     let n = get_uvarint(entries, pos)?;
     if n > 1024 {
         return Err(Error::Decode("too many labels".into()));
     }
-    let mut labels = Vec::with_capacity(n as usize);
+    refs.clear();
     for _ in 0..n {
-        let name = sym(get_uvarint(entries, pos)?)?;
-        let value = sym(get_uvarint(entries, pos)?)?;
-        labels.push(Label { name, value });
+        let (name, value) = (get_uvarint(entries, pos)?, get_uvarint(entries, pos)?);
+        let (Some(name), Some(value)) = (sym(name), sym(value)) else {
+            return Err(Error::Decode("bad symbol ref".into()));
+        };
+        refs.push((name, value));
     }
     let max_t = get_varint(entries, pos)?;
     let list_len = get_uvarint(entries, pos)? as usize;
@@ -246,7 +209,7 @@ fn read_entry(entries: &[u8], pos: &mut usize, base: usize, symbols: &[Arc<str>]
         return Err(Error::Decode("block list out of range".into()));
     }
     *pos += list_len;
-    Ok((Labels::new(labels), max_t, list_at as u32))
+    Ok((max_t, list_at as u32))
 }
 
 
@@ -303,22 +266,11 @@ impl PartitionFile {
             bytes.prefetch(std::slice::from_ref(&(footer.symbols_offset as usize..bytes.all().len())))?;
             let tail = Tail::read(cache_path, bytes.all(), &footer)?;
             if footer.symbols_offset as usize + tail.tables_at + 4 == footer.index_end as usize {
-                let loaded = parking_lot::Mutex::new(Loaded {
-                    chunks: vec![false; tail.chunks.len()],
-                    ..Loaded::default()
-                });
                 return Ok(PartitionFile {
                     path: cache_path.to_path_buf(),
                     bytes,
                     series: Vec::new(),
-                    part: Some(InPart {
-                        symbols: tail.symbols,
-                        chunks: tail.chunks,
-                        loaded,
-                        complete: std::sync::atomic::AtomicBool::new(false),
-                        resolve,
-                        series: parking_lot::RwLock::new(Vec::new()),
-                    }),
+                    part: Some(InPart::new(tail.symbols, tail.chunks, resolve)),
                     starts: Vec::new(),
                     hists: Vec::new(),
                     version: footer.version,
@@ -338,67 +290,38 @@ impl PartitionFile {
         Footer::read(path, bytes.all())
     }
 
-    /// Loads, for a file read in part, the chunks of its series table that may hold a series
-    /// one of `selections` (sets of matchers) selects (all of them for an empty set), in one
-    /// request for those not loaded yet; nothing for a file read whole. A selection made after
-    /// this finds every series of this file it may select in the index.
+    /// Enters, for a file read in part, every series of the file one of `selections` (sets of
+    /// matchers; an empty set selects all) selects, fetching in one request the chunks of its
+    /// series table that may hold one and are not fetched yet (see `in_part.rs`); nothing for a
+    /// file read whole. A selection made after this finds every series of this file it may
+    /// select in the index.
     pub(crate) fn load_for(&self, selections: &[&[Matcher]]) -> Result<()> {
-        let Some(part) = self.part.as_ref().filter(|p| !p.complete.load(std::sync::atomic::Ordering::Acquire))
-        else {
-            return Ok(());
-        };
-        let mut loaded = part.loaded.lock();
-        let want = part.wanted(&loaded, selections);
-        let ranges: Vec<Range<usize>> = want.iter().map(|&c| part.chunks[c].range.clone()).collect();
-        self.bytes.prefetch(&ranges)?;
-        let mut new = Vec::new();
-        for &c in &want {
-            let chunk = &part.chunks[c];
-            let at = chunk.range.start;
-            let corrupt = |reason: String| Error::corruption(&self.path, Some(at as u64), reason);
-            let entries = self
-                .bytes
-                .all()
-                .get(chunk.range.clone())
-                .ok_or_else(|| corrupt("series chunk out of the file".into()))?;
-            if crc32fast::hash(entries) != chunk.crc {
-                return Err(corrupt("series chunk checksum mismatch".into()));
-            }
-            let mut pos = 0;
-            for _ in 0..chunk.series {
-                let (labels, max_t, list_at) =
-                    read_entry(entries, &mut pos, at, &part.symbols).map_err(|e| corrupt(e.to_string()))?;
-                new.push(((part.resolve)(&labels, max_t), list_at));
-            }
-            if pos != entries.len() {
-                return Err(corrupt("series chunk longer than its series".into()));
-            }
-        }
-        if !new.is_empty() {
-            let mut series = part.series.write();
-            series.extend(new);
-            series.sort_unstable_by_key(|(id, _)| *id);
-        }
-        for c in want {
-            loaded.chunks[c] = true;
-        }
-        loaded.names.extend(selections.iter().filter_map(|m| equal_name(m)).map(String::from));
-        if loaded.chunks.iter().all(|&l| l) {
-            part.complete.store(true, std::sync::atomic::Ordering::Release);
-        }
-        Ok(())
+        self.part.as_ref().map_or(Ok(()), |part| part.load_for(&self.path, &self.bytes, selections))
     }
 
-    /// Whether [`PartitionFile::load_for`] has chunks to load for `selections`.
+    /// Whether [`PartitionFile::load_for`] has chunks to look at for `selections`.
     pub(crate) fn needs_load_for(&self, selections: &[&[Matcher]]) -> bool {
-        self.part.as_ref().is_some_and(|part| {
-            if part.complete.load(std::sync::atomic::Ordering::Acquire) {
-                return false;
-            }
-            !part.wanted(&part.loaded.lock(), selections).is_empty()
-        })
+        self.part.as_ref().is_some_and(|part| part.needs_load_for(selections))
     }
 
+    /// For a file read in part: whether chunks [`PartitionFile::load_for`] fetched hold series
+    /// it did not enter, for [`PartitionFile::enter_fetched`], and the file is not queued for
+    /// that yet (true marks it queued).
+    pub(crate) fn queue_entering(&self) -> bool {
+        self.part.as_ref().is_some_and(InPart::queue_entering)
+    }
+
+    /// Enters every series of the chunks fetched so far (of a file read in part).
+    pub(crate) fn enter_fetched(&self) -> Result<()> {
+        self.part.as_ref().map_or(Ok(()), |part| part.enter_fetched(&self.path, &self.bytes))
+    }
+
+    /// Undoes [`PartitionFile::queue_entering`]: nothing will enter the file's fetched series.
+    pub(crate) fn unqueue(&self) {
+        if let Some(part) = &self.part {
+            part.unqueue();
+        }
+    }
 
     fn from_bytes(path: &Path, bytes: FileBytes, mut resolve: impl FnMut(&Labels, i64) -> SeriesId) -> Result<Self> {
         let mmap = bytes.all();

@@ -129,6 +129,42 @@ impl LiveFile {
         Ok(self.file.get_or_init(|| file))
     }
 
+    /// Has the series that the chunks a query fetched hold, and that its selections did not
+    /// enter, entered later by a thread of the process (one for all files, started on first
+    /// use), unless that is queued already or nothing is left: a cold query answers after
+    /// entering the series it selects, and the next query with other matchers finds the rest
+    /// in the index rather than scanning the chunks again (`partition/in_part.rs`).
+    pub(crate) fn enter_rest_later(self: &Arc<Self>) {
+        static LATER: OnceLock<std::sync::mpsc::Sender<std::sync::Weak<LiveFile>>> = OnceLock::new();
+        if !self.opened().is_some_and(PartitionFile::queue_entering) {
+            return;
+        }
+        let later = LATER.get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<std::sync::Weak<LiveFile>>();
+            let spawned = std::thread::Builder::new().name("strata-enter-series".into()).spawn(move || {
+                for file in rx {
+                    // A file gone from every state since (trimmed, compacted away) is skipped.
+                    let Some(live) = file.upgrade() else { continue };
+                    if let Some(Err(e)) = live.opened().map(PartitionFile::enter_fetched) {
+                        // The next query's selection scans again and reports it.
+                        tracing::warn!(file = %live.entry.id, error = %e, "entering a file's fetched series");
+                    }
+                }
+            });
+            if let Err(e) = spawned {
+                // Nothing is lost: queries keep scanning the chunks they need.
+                tracing::warn!(error = %e, "no thread to enter fetched series");
+            }
+            tx
+        });
+        // With no thread, the receiver is gone and the send fails: left to the scans.
+        if later.send(Arc::downgrade(self)).is_err()
+            && let Some(f) = self.opened()
+        {
+            f.unqueue();
+        }
+    }
+
     /// Whether the file holds a series, for a cheap test that must not fail: a file that cannot
     /// be opened is taken to hold it, so that the read that follows reports the error.
     pub(crate) fn may_hold(&self, test: impl FnOnce(&PartitionFile) -> bool) -> bool {
