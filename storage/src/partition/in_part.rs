@@ -60,7 +60,8 @@ const _: () = assert!(CHUNK_SERIES <= 128);
 pub(super) struct InPart {
     pub symbols: Vec<Arc<str>>,
     pub chunks: Vec<Chunk>,
-    /// What is fetched and entered. Held while loading, so two selections enter a series once.
+    /// What is fetched and entered. Held while a slice of chunks is entered (and the file's list
+    /// of series extended), so a series is entered once.
     loaded: Mutex<Loaded>,
     /// Every series is entered: nothing left to look at.
     complete: AtomicBool,
@@ -124,16 +125,23 @@ impl InPart {
         if self.complete.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut loaded = self.loaded.lock();
-        let (want, open) = self.wanted(&loaded, selections);
-        let ranges: Vec<Range<usize>> =
-            want.iter().filter(|&&c| !loaded.checked[c]).map(|&c| self.chunks[c].range.clone()).collect();
+        let (want, open, ranges) = {
+            let loaded = self.loaded.lock();
+            let (want, open) = self.wanted(&loaded, selections);
+            let ranges: Vec<Range<usize>> =
+                want.iter().filter(|&&c| !loaded.checked[c]).map(|&c| self.chunks[c].range.clone()).collect();
+            (want, open, ranges)
+        };
+        // Not under the lock: another query's scan goes on meanwhile.
         bytes.prefetch(&ranges)?;
         let mut test = EntryTest::new(&open, self.symbols.len() <= MEMO_SYMBOLS_MAX);
-        let mut refs = Vec::new();
-        let mut new = Vec::new();
+        let (mut refs, mut new) = (Vec::new(), Vec::new());
+        let mut loaded = self.loaded.lock();
         for &c in &want {
-            self.enter(c, &mut loaded, path, bytes, Some(&mut test), &mut refs, &mut new)?;
+            // (Entered whole meanwhile, by another scan or the background thread.)
+            if !loaded.done[c] {
+                self.enter(c, &mut loaded, path, bytes, Some(&mut test), &mut refs, &mut new)?;
+            }
         }
         self.add_series(new);
         self.remember(&mut loaded, &open);
@@ -156,27 +164,55 @@ impl InPart {
         left && !self.queued.swap(true, Ordering::AcqRel)
     }
 
-    /// Enters the series of fetched chunks that no selection entered, a slice of chunks at a
-    /// time, so that a query's load waits for one slice at most: the work a cold query left
-    /// for later, done off the query path (see `snapshot/state.rs`).
+    /// Enters the series of fetched chunks that no selection entered: the work a cold query
+    /// left for later, done off the query path (see `snapshot/state.rs`). The series are
+    /// entered into the index without the file's lock (entering is idempotent: a series gets
+    /// the id it has), and only then added to the file's list and marked under it, the ones a
+    /// scan entered meanwhile skipped; so queries' scans, which hold the lock, never wait for
+    /// this and it waits for a scan once.
     pub fn enter_fetched(&self, path: &Path, bytes: &FileBytes) -> Result<()> {
-        // 8 chunks of 128 series: about 2 ms under the lock.
-        const SLICE: usize = 8;
         // Whatever happens here, a later load may queue the file again.
         let _unqueue = Unqueue(&self.queued);
+        let todo: Vec<(usize, u128)> = {
+            let loaded = self.loaded.lock();
+            (0..self.chunks.len())
+                .filter(|&c| loaded.checked[c] && !loaded.done[c] && self.chunks[c].series <= CHUNK_SERIES)
+                .map(|c| (c, loaded.entered[c]))
+                .collect()
+        };
         let mut refs = Vec::new();
-        for first in (0..self.chunks.len()).step_by(SLICE) {
-            let mut new = Vec::new();
-            let mut loaded = self.loaded.lock();
-            for c in first..(first + SLICE).min(self.chunks.len()) {
-                if loaded.checked[c] && !loaded.done[c] {
-                    self.enter(c, &mut loaded, path, bytes, None, &mut refs, &mut new)?;
+        // (chunk, series bit, id, block list offset)
+        let mut found: Vec<(usize, u128, SeriesId, u32)> = Vec::new();
+        for &(c, entered) in &todo {
+            let chunk = &self.chunks[c];
+            let at = chunk.range.start;
+            let corrupt = |reason: String| Error::corruption(path, Some(at as u64), reason);
+            // Checked when first read, so present and sound.
+            let entries = bytes.all().get(chunk.range.clone()).ok_or_else(|| corrupt("series chunk out of the file".into()))?;
+            let mut pos = 0;
+            for i in 0..chunk.series {
+                let (max_t, list_at) = read_entry_refs(entries, &mut pos, at, self.symbols.len(), &mut refs)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                let bit = 1u128 << i;
+                if entered & bit == 0 {
+                    found.push((c, bit, (self.resolve)(&labels_of(&refs, &self.symbols), max_t), list_at));
                 }
             }
-            self.add_series(new);
-            if loaded.done.iter().all(|&d| d) {
-                self.complete.store(true, Ordering::Release);
+        }
+        let mut loaded = self.loaded.lock();
+        let mut new = Vec::with_capacity(found.len());
+        for (c, bit, id, list_at) in found {
+            if loaded.entered[c] & bit == 0 {
+                loaded.entered[c] |= bit;
+                new.push((id, list_at));
             }
+        }
+        for (c, _) in todo {
+            loaded.done[c] = true;
+        }
+        self.add_series(new);
+        if loaded.done.iter().all(|&d| d) {
+            self.complete.store(true, Ordering::Release);
         }
         Ok(())
     }
@@ -243,11 +279,13 @@ impl InPart {
     }
 
     /// Adds entered series to the file's list.
-    fn add_series(&self, new: Vec<(SeriesId, u32)>) {
+    fn add_series(&self, mut new: Vec<(SeriesId, u32)>) {
         if !new.is_empty() {
+            new.sort_unstable_by_key(|(id, _)| *id);
             let mut series = self.series.write();
             series.extend(new);
-            series.sort_unstable_by_key(|(id, _)| *id);
+            // Two sorted runs: the stable sort merges them in linear time.
+            series.sort_by_key(|(id, _)| *id);
         }
     }
 
