@@ -2,7 +2,7 @@
 """TSBS query types on a query node reading a bucket, beside the same data on local disk.
 
 Usage: bucket_queries.py BINARY DATA_DIR --start SECONDS --span SECONDS --hosts N
-                         [-n N] [S3 flags as query_node_start.py]
+                         [-n N] [--settle SECONDS] [S3 flags as query_node_start.py]
 
 DATA_DIR is a strata data directory holding TSBS cpu-only data from `strata-bench compare
 --keep-data` (`<out>/data/strata-remote-write/data`); it is copied, never changed. A writer
@@ -13,6 +13,10 @@ DATA_DIR is a strata data directory holding TSBS cpu-only data from `strata-benc
   the first query (cold), then N more queries (warm);
 - bucket: a query node (`--role query`) started on an empty directory for the type, its first
   query cold (files opened and blocks fetched), then N more (warm, from its local cache).
+
+With --settle, both wait that long after the cold query before the warm ones: a query node
+enters the rest of the series chunks a cold query fetched in the background, and the queries
+meanwhile scan those chunks (the default, 0, times them back to back).
 
 Each query asks for `stats=all`: the report gives, per type and system, the cold query's time
 and its ranged reads and bytes from the bucket, and the warm queries' p50 and p99. Dropping
@@ -135,6 +139,7 @@ def main():
     ap.add_argument("--span", type=int, required=True)
     ap.add_argument("--hosts", type=int, required=True)
     ap.add_argument("-n", type=int, default=20)
+    ap.add_argument("--settle", type=float, default=0.0)
     add_s3_args(ap)
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bucketq-")
@@ -166,6 +171,7 @@ def main():
                                                 bucket_args(root, a) + flags + ["--role", "query"],
                                                 os.path.join(work, f"{name}-query.log"))
                 cold, reads, nbytes, data = ask(port, *gen(rng))
+                time.sleep(a.settle)
                 warm = []
                 for _ in range(a.n):
                     ms, _, _, _ = ask(port, *gen(rng))
