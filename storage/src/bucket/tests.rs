@@ -718,7 +718,9 @@ fn a_file_read_in_part_answers_as_the_whole_file() {
 /// Of a file read in part, a selection enters only the series it selects; the same selection
 /// again scans nothing; a chunk scanned for as many selections as `WHOLE_AFTER_SCANS` is
 /// entered whole at the next; a metric entered whole needs nothing more for any selection
-/// naming it; `enter_fetched` enters the rest of the chunks fetched, and only those.
+/// naming it; a chunk failing its checksum fails the load and leaves the series entered before
+/// it in the file's list once; `enter_fetched` enters the rest of the chunks fetched, and only
+/// those.
 #[test]
 fn chunks_are_scanned_then_entered_whole() {
     use crate::partition::{FileWriter, PartitionFile};
@@ -777,6 +779,30 @@ fn chunks_are_scanned_then_entered_whole() {
     let both = [Matcher::new(MatchOp::Regex, "__name__", "m|n").unwrap(), Matcher::equal("host", "h9")];
     f.load_for(&[&both]).unwrap();
     assert_eq!(f.series_ids().len(), 385);
+    // A chunk that fails its checksum fails the load; what the chunks before it entered is
+    // in the file's list, once, and other selections go on.
+    let mut bad = std::fs::read(&path).unwrap();
+    let footer = bad.len() - crate::partition::FOOTER_LEN;
+    let symbols_offset = u64::from_le_bytes(bad[footer..footer + 8].try_into().unwrap()) as usize;
+    bad[symbols_offset - 2] ^= 0x40;
+    let bad_key = b.file_key(0, 9);
+    b.put(&bad_key, bytes::Bytes::from(bad)).unwrap();
+    let resolve = {
+        let all = Arc::clone(&all);
+        Box::new(move |l: &Labels, _: i64| all.iter().position(|x| x == l).unwrap() as u32)
+    };
+    let f =
+        PartitionFile::open_cached_in_part(Arc::clone(&b), bad_key, &d.path().join("bad.c"), size, resolve)
+            .unwrap();
+    assert!(f.load_for(&[&[]]).unwrap_err().to_string().contains("checksum"));
+    let ids = f.series_ids();
+    assert!(!ids.is_empty() && ids.len() < 600, "{}", ids.len());
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "each once");
+    f.load_for(&[&m("h1")]).unwrap();
+    assert!(f.contains(
+        all.iter().position(|l| *l == Labels::from_pairs(&[("__name__", "m"), ("host", "h1")])).unwrap()
+            as u32
+    ));
     // What a selection fetched, entered later.
     let f = open(3);
     f.load_for(&[&m("h1")]).unwrap();

@@ -137,13 +137,19 @@ impl InPart {
         let mut test = EntryTest::new(&open, self.symbols.len() <= MEMO_SYMBOLS_MAX);
         let (mut refs, mut new) = (Vec::new(), Vec::new());
         let mut loaded = self.loaded.lock();
+        // (A chunk done meanwhile was entered whole, by another scan or the background thread.)
+        let mut entered = Ok(());
         for &c in &want {
-            // (Entered whole meanwhile, by another scan or the background thread.)
             if !loaded.done[c] {
-                self.enter(c, &mut loaded, path, bytes, Some(&mut test), &mut refs, &mut new)?;
+                entered = self.enter(c, &mut loaded, path, bytes, Some(&mut test), &mut refs, &mut new);
+                if entered.is_err() {
+                    break;
+                }
             }
         }
+        // The chunks entered before an error are marked so: their series go in the list.
         self.add_series(new);
+        entered?;
         self.remember(&mut loaded, &open);
         if loaded.done.iter().all(|&d| d) {
             self.complete.store(true, Ordering::Release);
@@ -219,7 +225,8 @@ impl InPart {
 
     /// Enters the series of fetched chunk `c` that `test` selects (all, without a test or
     /// once the chunk was scanned [`WHOLE_AFTER_SCANS`] times) and are not entered yet,
-    /// appending them to `new`; checks the chunk's bytes the first time.
+    /// appending them to `new` and marking them entered, or, on an error, neither; checks the
+    /// chunk's bytes the first time.
     #[allow(clippy::too_many_arguments)]
     fn enter(
         &self,
@@ -249,9 +256,15 @@ impl InPart {
         }
         let mut entered = loaded.entered[c];
         let mut pos = 0;
+        let from = new.len();
         for i in 0..chunk.series {
-            let (max_t, list_at) = read_entry_refs(entries, &mut pos, at, self.symbols.len(), refs)
-                .map_err(|e| corrupt(e.to_string()))?;
+            let (max_t, list_at) = match read_entry_refs(entries, &mut pos, at, self.symbols.len(), refs) {
+                Ok(got) => got,
+                Err(e) => {
+                    new.truncate(from);
+                    return Err(corrupt(e.to_string()));
+                }
+            };
             let bit = if i < 128 { 1u128 << i } else { 0 };
             let selected = whole || test.as_mut().is_some_and(|t| t.selects(refs, &self.symbols));
             if entered & bit != 0 || !selected {
@@ -261,6 +274,7 @@ impl InPart {
             entered |= bit;
         }
         if pos != entries.len() {
+            new.truncate(from);
             return Err(corrupt("series chunk longer than its series".into()));
         }
         loaded.entered[c] = entered;
