@@ -170,14 +170,20 @@ fn read_symbols(index: &[u8], pos: &mut usize) -> Result<Vec<Arc<str>>> {
 
 /// Reads the series entry at `*pos` of `entries` (which start at file offset `base`): its
 /// labels, newest timestamp and the file offset of its block list.
-fn read_entry(entries: &[u8], pos: &mut usize, base: usize, symbols: &[Arc<str>]) -> Result<(Labels, i64, u32)> {
-    let mut refs = Vec::new();
-    let (max_t, list_at) = read_entry_refs(entries, pos, base, symbols.len(), &mut refs)?;
-    let label = |(n, v): (u32, u32)| Label {
+/// `refs` is scratch space, kept by the caller across entries.
+fn read_entry(
+    entries: &[u8],
+    pos: &mut usize,
+    base: usize,
+    symbols: &[Arc<str>],
+    refs: &mut Vec<(u32, u32)>,
+) -> Result<(Labels, i64, u32)> {
+    let (max_t, list_at) = read_entry_refs(entries, pos, base, symbols.len(), refs)?;
+    let label = |&(n, v): &(u32, u32)| Label {
         name: Arc::clone(&symbols[n as usize]),
         value: Arc::clone(&symbols[v as usize]),
     };
-    Ok((Labels::new(refs.into_iter().map(label).collect()), max_t, list_at))
+    Ok((Labels::new(refs.iter().map(label).collect()), max_t, list_at))
 }
 
 /// [`read_entry`] leaving the labels as symbol refs, each checked to be below `symbols`, in
@@ -336,6 +342,7 @@ impl PartitionFile {
         let (series_off, sym_off) = (footer.series_offset, footer.symbols_offset);
         let dec = |e: Error| corrupt(Some(series_off), &e.to_string());
         let mut series = Vec::new();
+        let mut refs = Vec::new();
         // Where the optional tables are: a slice of the index, its file offset, the position of
         // the first table in it; and where the data region ends.
         let (tables, tables_base, mut pos, data_end) = if footer.version >= 5 {
@@ -345,7 +352,7 @@ impl PartitionFile {
                 let mut p = 0;
                 for _ in 0..chunk.series {
                     let (labels, max_t, list_at) =
-                        read_entry(entries, &mut p, chunk.range.start, &tail.symbols).map_err(dec)?;
+                        read_entry(entries, &mut p, chunk.range.start, &tail.symbols, &mut refs).map_err(dec)?;
                     series.push((resolve(&labels, max_t), list_at));
                 }
                 if p != entries.len() {
@@ -368,7 +375,7 @@ impl PartitionFile {
             series.reserve(nseries as usize);
             for _ in 0..nseries {
                 let (labels, max_t, list_at) =
-                    read_entry(index, &mut pos, sym_off as usize, &symbols).map_err(dec)?;
+                    read_entry(index, &mut pos, sym_off as usize, &symbols, &mut refs).map_err(dec)?;
                 series.push((resolve(&labels, max_t), list_at));
             }
             (index, sym_off, pos, sym_off)
