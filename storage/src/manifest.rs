@@ -43,6 +43,23 @@ pub struct FileEntry {
     pub origin: u32,
 }
 
+impl FileEntry {
+    /// The entry of a file this process just wrote (a flush's or a compaction's): `written`
+    /// is the writer's series, samples and time range, the partition's start for a file
+    /// without samples.
+    pub(crate) fn written(
+        partition: i64,
+        id: u64,
+        seq: u64,
+        size: u64,
+        (series, samples, range): (u64, u64, Option<(i64, i64)>),
+        tombs_applied: u64,
+    ) -> FileEntry {
+        let (min_t, max_t) = range.unwrap_or((partition, partition));
+        FileEntry { partition, id, seq, size, min_t, max_t, series, samples, tombs_applied, origin: 0 }
+    }
+}
+
 /// A deletion: samples of series matching `matchers` in `[mint, maxt]`, in files with
 /// `seq < self.seq` (data written before the deletion), are hidden from reads and dropped by
 /// the next compaction of those files.

@@ -192,20 +192,8 @@ impl Inner {
                     return Err(e);
                 }
             };
-            let (min_t, max_t) = range.unwrap_or((p, p));
             let tombs_applied = tombs.iter().map(|t| t.seq).max().unwrap_or(0);
-            let entry = FileEntry {
-                partition: p,
-                id,
-                seq,
-                size,
-                min_t,
-                max_t,
-                series,
-                samples,
-                tombs_applied,
-                origin: 0,
-            };
+            let entry = FileEntry::written(p, id, seq, size, (series, samples, range), tombs_applied);
             opened = Some(Arc::new(LiveFile::open(entry.clone(), file)));
             next.files.push(entry);
             self.counters.compaction_bytes.fetch_add(size, Ordering::Relaxed);

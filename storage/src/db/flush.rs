@@ -175,21 +175,9 @@ impl Inner {
                     let (series, samples, range) = (w.series_count(), w.samples, w.time_range);
                     let size = w.finish()?;
                     crate::failpoint::hit("flush.after_file");
-                    let (min_t, max_t) = range.unwrap_or((p, p));
                     let seq = m.next_seq;
                     m.next_seq += 1;
-                    entries.push(FileEntry {
-                        partition: p,
-                        id,
-                        seq,
-                        size,
-                        min_t,
-                        max_t,
-                        series,
-                        samples,
-                        tombs_applied: 0,
-                        origin: 0,
-                    });
+                    entries.push(FileEntry::written(p, id, seq, size, (series, samples, range), 0));
                     bytes += size;
                 }
             }

@@ -139,21 +139,10 @@ mod tests {
         for (id, samples) in series {
             w.add_series(&labels(*id), samples).unwrap();
         }
-        let (samples, range) = (w.samples, w.time_range.unwrap_or((0, 0)));
+        let written = (w.series_count(), w.samples, w.time_range);
         let size = w.finish().unwrap();
         let file = PartitionFile::open(&path, |l, _| l.get("s").unwrap().parse().unwrap()).unwrap();
-        let entry = FileEntry {
-            partition: 0,
-            id: seq,
-            seq,
-            size,
-            min_t: range.0,
-            max_t: range.1,
-            series: series.len() as u64,
-            samples,
-            tombs_applied: 0,
-            origin: 0,
-        };
+        let entry = FileEntry::written(0, seq, seq, size, written, 0);
         Arc::new(LiveFile::open(entry, file))
     }
 
