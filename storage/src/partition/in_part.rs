@@ -76,14 +76,8 @@ pub(super) struct InPart {
 /// Per chunk of a file read in part, what is fetched and entered; and what needs no scan.
 #[derive(Default)]
 struct Loaded {
-    /// Which of the chunk's series are in the index: bit i for its i-th series.
-    entered: Vec<u128>,
-    /// Every series of the chunk is in the index.
-    done: Vec<bool>,
-    /// The chunk's bytes are fetched and matched the directory's checksum.
-    checked: Vec<bool>,
-    /// Scans that entered only some of the chunk's series.
-    scans: Vec<u8>,
+    /// Per chunk of the file.
+    chunks: Vec<ChunkState>,
     /// Metric names whose series are all entered: a selection naming one (`__name__="x"`)
     /// needs nothing more, known without testing every chunk against it, which on a query
     /// node reaching a month of files is a few million tests per selection.
@@ -92,16 +86,30 @@ struct Loaded {
     applied: HashSet<String>,
 }
 
+/// What is fetched and entered of one chunk.
+#[derive(Default, Clone, Copy)]
+struct ChunkState {
+    /// Which of the chunk's series are in the index: bit i for its i-th series.
+    entered: u128,
+    /// Every series of the chunk is in the index.
+    done: bool,
+    /// The chunk's bytes are fetched and matched the directory's checksum.
+    checked: bool,
+    /// Scans that entered only some of the chunk's series.
+    scans: u8,
+}
+
+impl Loaded {
+    /// Every series of every chunk is in the index.
+    fn all_done(&self) -> bool {
+        self.chunks.iter().all(|c| c.done)
+    }
+}
+
 impl InPart {
     pub fn new(symbols: Vec<Arc<str>>, chunks: Vec<Chunk>, resolve: Resolve) -> InPart {
         let n = chunks.len();
-        let loaded = Loaded {
-            entered: vec![0; n],
-            done: vec![false; n],
-            checked: vec![false; n],
-            scans: vec![0; n],
-            ..Loaded::default()
-        };
+        let loaded = Loaded { chunks: vec![ChunkState::default(); n], ..Loaded::default() };
         InPart {
             symbols,
             chunks,
@@ -129,7 +137,7 @@ impl InPart {
             let loaded = self.loaded.lock();
             let (want, open) = self.wanted(&loaded, selections);
             let ranges: Vec<Range<usize>> =
-                want.iter().filter(|&&c| !loaded.checked[c]).map(|&c| self.chunks[c].range.clone()).collect();
+                want.iter().filter(|&&c| !loaded.chunks[c].checked).map(|&c| self.chunks[c].range.clone()).collect();
             (want, open, ranges)
         };
         // Not under the lock: another query's scan goes on meanwhile.
@@ -140,7 +148,7 @@ impl InPart {
         // (A chunk done meanwhile was entered whole, by another scan or the background thread.)
         let mut entered = Ok(());
         for &c in &want {
-            if !loaded.done[c] {
+            if !loaded.chunks[c].done {
                 entered = self.enter(c, &mut loaded, path, bytes, Some(&mut test), &mut refs, &mut new);
                 if entered.is_err() {
                     break;
@@ -151,7 +159,7 @@ impl InPart {
         self.add_series(new);
         entered?;
         self.remember(&mut loaded, &open);
-        if loaded.done.iter().all(|&d| d) {
+        if loaded.all_done() {
             self.complete.store(true, Ordering::Release);
         }
         Ok(())
@@ -165,7 +173,7 @@ impl InPart {
         }
         let left = {
             let loaded = self.loaded.lock();
-            loaded.checked.iter().zip(&loaded.done).any(|(&checked, &done)| checked && !done)
+            loaded.chunks.iter().any(|c| c.checked && !c.done)
         };
         left && !self.queued.swap(true, Ordering::AcqRel)
     }
@@ -182,8 +190,8 @@ impl InPart {
         let todo: Vec<(usize, u128)> = {
             let loaded = self.loaded.lock();
             (0..self.chunks.len())
-                .filter(|&c| loaded.checked[c] && !loaded.done[c] && self.chunks[c].series <= CHUNK_SERIES)
-                .map(|c| (c, loaded.entered[c]))
+                .filter(|&c| loaded.chunks[c].checked && !loaded.chunks[c].done && self.chunks[c].series <= CHUNK_SERIES)
+                .map(|c| (c, loaded.chunks[c].entered))
                 .collect()
         };
         let mut refs = Vec::new();
@@ -208,16 +216,16 @@ impl InPart {
         let mut loaded = self.loaded.lock();
         let mut new = Vec::with_capacity(found.len());
         for (c, bit, id, list_at) in found {
-            if loaded.entered[c] & bit == 0 {
-                loaded.entered[c] |= bit;
+            if loaded.chunks[c].entered & bit == 0 {
+                loaded.chunks[c].entered |= bit;
                 new.push((id, list_at));
             }
         }
         for (c, _) in todo {
-            loaded.done[c] = true;
+            loaded.chunks[c].done = true;
         }
         self.add_series(new);
-        if loaded.done.iter().all(|&d| d) {
+        if loaded.all_done() {
             self.complete.store(true, Ordering::Release);
         }
         Ok(())
@@ -243,18 +251,18 @@ impl InPart {
         let corrupt = |reason: String| Error::corruption(path, Some(at as u64), reason);
         let entries =
             bytes.all().get(chunk.range.clone()).ok_or_else(|| corrupt("series chunk out of the file".into()))?;
-        if !loaded.checked[c] {
+        if !loaded.chunks[c].checked {
             if crc32fast::hash(entries) != chunk.crc {
                 return Err(corrupt("series chunk checksum mismatch".into()));
             }
-            loaded.checked[c] = true;
+            loaded.chunks[c].checked = true;
         }
-        let hot = loaded.scans[c] >= WHOLE_AFTER_SCANS && !self.queued.load(Ordering::Acquire);
+        let hot = loaded.chunks[c].scans >= WHOLE_AFTER_SCANS && !self.queued.load(Ordering::Acquire);
         let whole = test.is_none() || chunk.series > CHUNK_SERIES || hot;
         if let Some(t) = test.as_mut() {
             t.focus(chunk);
         }
-        let mut entered = loaded.entered[c];
+        let mut entered = loaded.chunks[c].entered;
         let mut pos = 0;
         let from = new.len();
         for i in 0..chunk.series {
@@ -277,11 +285,11 @@ impl InPart {
             new.truncate(from);
             return Err(corrupt("series chunk longer than its series".into()));
         }
-        loaded.entered[c] = entered;
+        loaded.chunks[c].entered = entered;
         if whole || entered == all_of(chunk.series) {
-            loaded.done[c] = true;
+            loaded.chunks[c].done = true;
         } else {
-            loaded.scans[c] = loaded.scans[c].saturating_add(1);
+            loaded.chunks[c].scans = loaded.chunks[c].scans.saturating_add(1);
         }
         Ok(())
     }
@@ -316,7 +324,7 @@ impl InPart {
             return (Vec::new(), open);
         }
         let chunks = (0..self.chunks.len())
-            .filter(|&c| !loaded.done[c] && open.iter().any(|m| may_match(&self.chunks[c], m)))
+            .filter(|&c| !loaded.chunks[c].done && open.iter().any(|m| may_match(&self.chunks[c], m)))
             .collect();
         (chunks, open)
     }
@@ -327,7 +335,7 @@ impl InPart {
         for m in applied {
             if let Some(n) = equal_name(m) {
                 let named = [Matcher::equal("__name__", n)];
-                let all_in = self.chunks.iter().zip(&loaded.done).all(|(c, &done)| done || !may_match(c, &named));
+                let all_in = self.chunks.iter().zip(&loaded.chunks).all(|(c, s)| s.done || !may_match(c, &named));
                 if all_in {
                     loaded.names.insert(n.to_string());
                 }
