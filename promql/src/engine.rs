@@ -127,6 +127,7 @@ impl Engine {
         let mut ev = Evaluator::new(querier, &self.opts, params, deadline);
         let grid = Grid { start: params.start, end: params.end, step: params.step.max(1) };
         ev.check_grid(grid)?;
+        ev.find_name_blind(&expr);
         ev.preselect(&expr, grid);
         ev.prefetch(&expr, grid);
         let val = ev.eval(&expr, grid)?;

@@ -42,10 +42,9 @@ struct Acc {
 
 /// Why a histogram could not join an aggregation, as a warning (Prometheus'
 /// `handleAggregationError`).
-fn incompatible_warning(l: &Labels) -> String {
+fn incompatible_warning(name: &str) -> String {
     format!(
-        "vector contains a mix of histograms with exponential and custom buckets schemas for metric name {:?}",
-        labels::metric_name(l)
+        "vector contains a mix of histograms with exponential and custom buckets schemas for metric name {name:?}"
     )
 }
 
@@ -446,7 +445,13 @@ impl<'a> Evaluator<'a> {
                         acc.hist = Some(r);
                     }
                     Err(_) => {
-                        self.annotations.warn(incompatible_warning(l), pos);
+                        // A name due to be dropped is "" here, as if it had been dropped.
+                        let name = if drop_name && !self.opts.delayed_name_removal {
+                            ""
+                        } else {
+                            labels::metric_name(l)
+                        };
+                        self.annotations.warn(incompatible_warning(name), pos);
                         acc.incompatible = true;
                     }
                 }

@@ -258,6 +258,14 @@ fn signature(l: &Labels, m: &VectorMatching) -> Labels {
     }
 }
 
+/// A hash of [`signature`]`(l, m)`, without building it.
+fn signature_hash(state: &foldhash::fast::RandomState, l: &Labels, m: &VectorMatching) -> u64 {
+    labels::hash_kept(state, l, |name| {
+        let named = m.labels.iter().any(|n| n == name);
+        if m.on { named } else { !named && name != storage::METRIC_NAME }
+    })
+}
+
 /// Labels of a result element (Prometheus' `resultMetric`).
 fn result_labels(lhs: &Labels, rhs: &Labels, op: BinOp, m: &VectorMatching) -> Labels {
     let mut l = if op.changes_metric_schema() { drop_metric_labels(lhs) } else { lhs.clone() };
@@ -395,21 +403,15 @@ impl<'a> Evaluator<'a> {
                 }
             }
         }
+        // Signatures all distinct: no operand meets another, and none holds two series with
+        // the same labels (they would have the same signature). Checked by hashes alone, so no
+        // signature is built: two equal hashes send the chain to the pairwise joins, exact
+        // whatever the reason.
         let m = joins[0].matching.clone().unwrap_or_else(VectorMatching::one_to_one);
-        let mut seen: HashSet<Labels> = HashSet::default();
-        let mut disjoint = true;
-        for v in &vals {
-            if has_duplicate_labels(v) {
-                disjoint = false;
-                break;
-            }
-            let sigs: Vec<Labels> = v.iter().map(|s| signature(&s.labels, &m)).collect();
-            if sigs.iter().any(|s| seen.contains(s)) {
-                disjoint = false;
-                break;
-            }
-            seen.extend(sigs);
-        }
+        let state = foldhash::fast::RandomState::default();
+        let mut seen: HashSet<u64> =
+            HashSet::with_capacity_and_hasher(vals.iter().map(Vec::len).sum(), Default::default());
+        let disjoint = vals.iter().flatten().all(|s| seen.insert(signature_hash(&state, &s.labels, &m)));
         if disjoint {
             let out = vals.into_iter().flatten().filter(|s| !s.points.is_empty() || !s.hpoints.is_empty());
             return Ok(Val::Vector(out.collect()));

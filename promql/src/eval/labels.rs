@@ -1,5 +1,7 @@
 //! Small label-set operations used throughout evaluation.
 
+use std::hash::{BuildHasher, Hash, Hasher};
+
 use storage::{Label, Labels};
 
 /// Maps and sets keyed by label sets and signatures. foldhash (randomly seeded per map, like
@@ -8,6 +10,14 @@ use storage::{Label, Labels};
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 /// See [`HashMap`].
 pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
+/// A hash of the labels of `l` whose names pass `keep`: of the set they would make, without
+/// making it. Hashes from one `state` are compared with each other only.
+pub(crate) fn hash_kept(state: &foldhash::fast::RandomState, l: &Labels, keep: impl Fn(&str) -> bool) -> u64 {
+    let mut h = state.build_hasher();
+    l.iter().filter(|x| keep(&x.name)).for_each(|x| x.hash(&mut h));
+    h.finish()
+}
 
 /// `l` without the labels named in `names`.
 pub(crate) fn without(l: &Labels, names: &[&str]) -> Labels {
@@ -44,10 +54,12 @@ pub(crate) fn metric_name(l: &Labels) -> &str {
     l.metric_name().unwrap_or("")
 }
 
-/// Creates labels without `__name__`, `__type__` and `__unit__` (what Prometheus drops when a
-/// function changes a metric's meaning).
+/// The labels Prometheus drops when a function changes a metric's meaning.
+pub(crate) const NAME_LABELS: [&str; 3] = [storage::METRIC_NAME, "__type__", "__unit__"];
+
+/// Creates labels without the [`NAME_LABELS`].
 pub(crate) fn drop_metric_labels(l: &Labels) -> Labels {
-    without(l, &[storage::METRIC_NAME, "__type__", "__unit__"])
+    without(l, &NAME_LABELS)
 }
 
 /// Labels identifying an input series' group.

@@ -21,6 +21,7 @@ mod histogram_sum;
 mod histogram_trim;
 mod info;
 mod labels;
+mod name_blind;
 mod notes;
 mod numeric;
 mod parallel;
@@ -131,6 +132,8 @@ pub(crate) struct Evaluator<'a> {
     prefetched: prefetch::PrefetchMap,
     /// Selections made ahead of evaluation (`preselect.rs`).
     preselected: preselect::Preselected,
+    /// Range calls whose output names nobody sees (`name_blind.rs`), by node address.
+    name_blind: labels::HashSet<usize>,
 }
 
 /// The ancestors of the node being evaluated that matter for Prometheus'
@@ -198,6 +201,7 @@ impl<'a> Evaluator<'a> {
             ticks: 0,
             inline_points: 0,
             prefetched: prefetch::PrefetchMap::new(),
+            name_blind: labels::HashSet::default(),
             preselected: preselect::Preselected::new(),
         }
     }

@@ -185,11 +185,13 @@ pub(crate) struct Plan {
     pub bounds: Vec<Bounds>,
     /// Where the call's argument starts in the query, for annotations.
     pub pos: usize,
+    /// The name stays in the output labels (the call's `names_kept`).
+    pub names_kept: bool,
 }
 
 impl Plan {
     /// The plan for `f` over steps ending at `refs` with reach `spec`.
-    pub(crate) fn new(f: Pushed, refs: &[i64], spec: WindowSpec, pos: usize) -> Plan {
+    pub(crate) fn new(f: Pushed, refs: &[i64], spec: WindowSpec, pos: usize, names_kept: bool) -> Plan {
         let windows = refs
             .iter()
             .map(|&r| (r.saturating_sub(spec.before).saturating_add(1), r.saturating_add(spec.after)))
@@ -205,7 +207,7 @@ impl Plan {
                 .collect(),
             Need::Values | Need::Sums => Vec::new(),
         };
-        Plan { f, windows, bounds, pos }
+        Plan { f, windows, bounds, pos, names_kept }
     }
 }
 
@@ -250,8 +252,7 @@ impl SeriesCtx<'_> {
         if f.counter() {
             note_possible_non_counter(self.opts, &mut self.annotations, &series.labels, plan.pos);
         }
-        let delayed = self.opts.delayed_name_removal;
-        let labels = if !f.keeps_name() && !delayed {
+        let labels = if !f.keeps_name() && !plan.names_kept {
             drop_metric_labels(&series.labels)
         } else {
             series.labels.clone()

@@ -9,7 +9,7 @@ use super::parallel::{SeriesCtx, estimate_points};
 use super::range_hist::{self, HWindow, Out};
 use super::rate::{Bounds, extended_rate, extrapolated_rate, first_index_at_or_before, instant_value};
 use super::selector::{FloatRead, WindowSpec};
-use super::series::has_duplicate_labels;
+use super::series::{has_duplicate_labels, has_duplicate_labels_without_name};
 use super::{
     Evaluator, FPoint, Grid, HPoint, Series, Val, drop_metric_labels, duplicate_labelset, labels, pushdown,
     start_timestamps,
@@ -345,7 +345,9 @@ pub(crate) struct RangeCall {
     /// Range aggregations storage may answer from block statistics (see `pushdown`).
     pushed: Option<pushdown::Plan>,
     keep_name: bool,
-    delayed: bool,
+    /// A name the call drops stays in its output labels, the series marked `drop_name`: with
+    /// delayed name removal, or where no one sees it (`name_blind.rs`).
+    names_kept: bool,
     /// Every step sees the same window (`@`, a pinned subquery): computed once.
     invariant: bool,
     check_overlap: bool,
@@ -397,8 +399,15 @@ impl<'a> Evaluator<'a> {
         if c.func.name == "absent_over_time" {
             return Ok(Val::Vector(absent_over_time(&out, g, &c.args[mi])));
         }
-        if !self.opts.delayed_name_removal && has_duplicate_labels(&out) {
-            return Err(duplicate_labelset());
+        if !self.opts.delayed_name_removal {
+            let duplicates = if self.is_name_blind(c) {
+                has_duplicate_labels_without_name(&out)
+            } else {
+                has_duplicate_labels(&out)
+            };
+            if duplicates {
+                return Err(duplicate_labelset());
+            }
         }
         Ok(Val::Vector(out))
     }
@@ -444,14 +453,14 @@ impl<'a> Evaluator<'a> {
         // where start timestamps may mark counter resets the values hide.
         let want_sts = self.opts.use_start_timestamps && uses_start_timestamps(name, anchored, smoothed);
         let pos = c.args[0].start();
+        let names_kept = self.opts.delayed_name_removal || self.is_name_blind(c);
         let pushed = match &source {
             Source::Selector(..) if self.opts.pushdown && !anchored && !smoothed && !want_sts => {
-                pushdown::Pushed::of(name).map(|f| pushdown::Plan::new(f, &refs, spec, pos))
+                pushdown::Pushed::of(name).map(|f| pushdown::Plan::new(f, &refs, spec, pos, names_kept))
             }
             _ => None,
         };
         let keep_name = name == "last_over_time" || name == "first_over_time";
-        let delayed = self.opts.delayed_name_removal;
         // With `@` (or a pinned subquery) every step sees the same window: compute it once
         // (not for predict_linear, which also depends on the evaluation time).
         let invariant = refs.len() > 1
@@ -474,7 +483,7 @@ impl<'a> Evaluator<'a> {
             pos,
             pushed,
             keep_name,
-            delayed,
+            names_kept,
             invariant,
             check_overlap,
             fold,
@@ -616,7 +625,7 @@ impl RangeCall {
             note_possible_non_counter(ctx.opts, &mut ctx.annotations, labels, self.pos);
         }
         let out_labels =
-            if !self.keep_name && !self.delayed { drop_metric_labels(labels) } else { labels.clone() };
+            if !self.keep_name && !self.names_kept { drop_metric_labels(labels) } else { labels.clone() };
         // `last_over_time` and `first_over_time` keep the name, unless the series was already
         // due to lose it (a subquery over a name-dropping function).
         Ok(Some(Series::new(out_labels, !self.keep_name || drop_name, result)))
@@ -723,7 +732,7 @@ impl RangeCall {
             note_possible_non_counter(ctx.opts, &mut ctx.annotations, labels, self.pos);
         }
         let out_labels =
-            if !self.keep_name && !self.delayed { drop_metric_labels(labels) } else { labels.clone() };
+            if !self.keep_name && !self.names_kept { drop_metric_labels(labels) } else { labels.clone() };
         Ok(Some(Series::with_histograms(out_labels, !self.keep_name || drop_name, fout, hout)))
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use storage::{FloatHistogram, Labels};
 
 use super::grid::Grid;
-use super::labels::{HashMap, HashSet, drop_metric_labels};
+use super::labels::{HashMap, HashSet, NAME_LABELS, drop_metric_labels, hash_kept};
 use crate::error::{Error, Result};
 
 /// A float point (ms, value). The layout of `storage::Sample`, so a series' samples read
@@ -230,6 +230,24 @@ pub(crate) fn has_duplicate_labels(m: &[Series]) -> bool {
     }
     let mut seen = HashSet::with_capacity_and_hasher(m.len(), Default::default());
     m.iter().any(|s| !seen.insert(&s.labels))
+}
+
+/// True if two series of `m` would share a label set once their names were dropped
+/// (`drop_metric_labels`), found without building those label sets: by a hash of each set less
+/// the dropped labels, and the sets themselves only when two hashes meet.
+pub(crate) fn has_duplicate_labels_without_name(m: &[Series]) -> bool {
+    if m.len() < 2 {
+        return false;
+    }
+    let state = foldhash::fast::RandomState::default();
+    let hash = |l: &Labels| hash_kept(&state, l, |name| !NAME_LABELS.contains(&name));
+    let mut seen = HashSet::with_capacity_and_hasher(m.len(), Default::default());
+    if m.iter().all(|s| seen.insert(hash(&s.labels))) {
+        return false;
+    }
+    let dropped: Vec<Labels> = m.iter().map(|s| drop_metric_labels(&s.labels)).collect();
+    let mut seen = HashSet::with_capacity_and_hasher(dropped.len(), Default::default());
+    dropped.iter().any(|l| !seen.insert(l))
 }
 
 /// Merges series that ended up with the same labels (after dropping names) if their points do

@@ -16,6 +16,7 @@ mod comparison_filter;
 mod differential_prometheus;
 mod engine;
 mod fuzz_corpus;
+mod name_blind;
 mod or_chain;
 mod out_of_order;
 mod parallel;
