@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// Stack size of a worker thread. Workers run per-series loops only, never the recursion over
 /// the syntax tree, so the default of a few MiB would do; this leaves headroom for storage's
@@ -79,6 +79,23 @@ impl QueryPool {
         (before < self.max_active()).then_some(entered)
     }
 
+    /// Runs `f` on every part and returns the outputs in part order: on the pool's threads
+    /// and this one at once when a parallel loop may start ([`QueryPool::enter`]), otherwise on
+    /// this thread. For work outside evaluation that splits into independent parts, such as
+    /// writing a large answer.
+    pub fn map<P: Sync, T: Send>(&self, parts: &[P], f: impl Fn(&P) -> T + Sync) -> Vec<T> {
+        let here = || parts.iter().map(&f).collect();
+        if parts.len() < 2 {
+            return here();
+        }
+        let Some(_entered) = self.enter() else { return here() };
+        let Some(pool) = self.get() else { return here() };
+        let outputs = run_chunks(pool, parts, || (), |(), p| f(p));
+        // `None` only for a part a panic left undone, and the panic unwinds out of
+        // `run_chunks`: computing it here is never reached, but needs no `expect`.
+        outputs.into_iter().zip(parts).map(|(out, p)| out.unwrap_or_else(|| f(p))).collect()
+    }
+
     /// The started pool, or `None` if its threads could not be started.
     pub(crate) fn get(&self) -> Option<&rayon::ThreadPool> {
         self.inner
@@ -93,6 +110,44 @@ impl QueryPool {
             })
             .as_ref()
     }
+}
+
+/// Runs `f` on every chunk, on `pool`'s threads and the calling thread at once, each taking
+/// the next chunk not yet taken until none is left, with its own state from `state` kept
+/// across its chunks; returns the outputs in chunk order (`None` for a chunk not computed,
+/// which only a panic, unwinding out of here, could cause).
+pub(crate) fn run_chunks<C, S, T>(
+    pool: &rayon::ThreadPool,
+    chunks: &[C],
+    state: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, &C) -> T + Sync,
+) -> Vec<Option<T>>
+where
+    C: Sync,
+    T: Send,
+{
+    let slots: Vec<Mutex<Option<T>>> = chunks.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut s = state();
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(chunk) = chunks.get(k) else { break };
+            let out = f(&mut s, chunk);
+            *slots[k].lock().unwrap_or_else(PoisonError::into_inner) = Some(out);
+        }
+    };
+    // The calling thread works too, from the start: handing the whole loop to the pool and
+    // sleeping until it is done cost two thread wake-ups per loop, which on a small loop (TSBS
+    // cpu-max-all-8: ten selectors of eight series) ate the gain of a second core. The pool's
+    // threads join as soon as they wake.
+    pool.in_place_scope(|scope| {
+        for _ in 1..pool.current_num_threads() {
+            scope.spawn(|_| work());
+        }
+        work();
+    });
+    slots.into_iter().map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner)).collect()
 }
 
 impl fmt::Debug for QueryPool {

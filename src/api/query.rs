@@ -215,6 +215,7 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
     // The answer, or `None` if the engine declined to run the query inline.
     let run = move |db: &storage::Db, mut options: EngineOptions, request: &QueryRequest| {
         options.timeout = deadline.saturating_duration_since(Instant::now());
+        let pool = options.parallel.clone();
         let (result, bucket_reads) = evaluate(db, writers.as_ref(), options, request);
         let (reads, bytes) = bucket_reads.get();
         let result = match result {
@@ -232,7 +233,8 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
         let timings = Timings { queued, total: started.elapsed(), bucket_reads };
         // The phases are logged (by the gzip layer) only when debug logging is on.
         let logged = tracing::enabled!(tracing::Level::DEBUG).then(|| result.stats.clone());
-        let answer = answer(result, request, request.stats.then_some(timings), max_response_bytes)?;
+        let answer =
+            answer(result, request, request.stats.then_some(timings), max_response_bytes, pool.as_ref())?;
         let phases = logged.map(|stats| QueryPhases {
             query: request.query.clone(),
             queued,
@@ -367,6 +369,10 @@ struct Timings {
     bucket_reads: (u64, u64),
 }
 
+/// Answers estimated at this many bytes or more are written in parts on the query pool: half
+/// a millisecond of writing on one thread, against tens of microseconds to wake the pool.
+const SPLIT_BYTES: usize = 512 * 1024;
+
 /// A query's answer, encoded.
 struct Answer {
     body: Vec<u8>,
@@ -376,12 +382,14 @@ struct Answer {
 
 /// The whole success envelope for a query result: truncated to `limit`, annotations capped as
 /// Prometheus caps them, statistics if asked for. An answer estimated (before encoding) or
-/// found (after) to be larger than `max_bytes` (0: no limit) is refused with 422 instead.
+/// found (after) to be larger than `max_bytes` (0: no limit) is refused with 422 instead. An
+/// answer of [`SPLIT_BYTES`] or more is written in parts on `pool` if one is given.
 fn answer(
     mut result: QueryResult,
     request: &QueryRequest,
     timings: Option<Timings>,
     max_bytes: usize,
+    pool: Option<&promql::QueryPool>,
 ) -> Result<Answer, ApiError> {
     let began = Instant::now();
     let mut warnings = std::mem::take(&mut result.warnings);
@@ -408,7 +416,8 @@ fn answer(
     // pages the encoder never writes cost no memory.
     let mut out = Vec::with_capacity(estimate.saturating_add(estimate / 2));
     out.extend_from_slice(b"{\"status\":\"success\",\"data\":{");
-    encode::result(&mut out, &result.value);
+    let split = pool.filter(|_| estimate >= SPLIT_BYTES).map(|pool| encode::Split { pool, estimate });
+    encode::result(&mut out, &result.value, split);
     // The statistics and the annotations after them are a few hundred bytes at most.
     let encode_time = began.elapsed();
     if let Some(timings) = timings {
@@ -436,7 +445,7 @@ fn answer(
 /// target, whose oracle checks that every answer is JSON that carries the engine's values.
 pub fn answer_body(result: QueryResult, request: &QueryRequest) -> Result<Vec<u8>, ApiError> {
     let timings = Timings { queued: Duration::ZERO, total: Duration::ZERO, bucket_reads: (0, 0) };
-    answer(result, request, request.stats.then_some(timings), 0).map(|a| a.body)
+    answer(result, request, request.stats.then_some(timings), 0, None).map(|a| a.body)
 }
 
 /// Cuts a vector or matrix to `limit` elements (series for a matrix); true if it did.

@@ -28,8 +28,6 @@
 //! timings: `read_time` adds up each chunk's time reading storage on whichever thread computed
 //! it: thread time, which with the pool may exceed the wall time the loop took.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use storage::Querier;
@@ -39,7 +37,7 @@ use super::{Evaluator, Series};
 use crate::annotations::Annotations;
 use crate::error::{Error, Result};
 use crate::options::EngineOptions;
-use crate::pool::Entered;
+use crate::pool::{Entered, run_chunks};
 
 /// Most series in one round of parallel work: bounds what is computed before being counted
 /// against the sample limit, and the chunks' result buffers.
@@ -270,45 +268,7 @@ impl<'a> Evaluator<'a> {
     }
 }
 
-/// Runs `f` on every chunk, on `pool`'s threads and the calling thread at once, each taking
-/// the next chunk not yet taken until none is left, with its own state from `state` kept
-/// across its chunks; returns the outputs in chunk order (`None` for a chunk not computed,
-/// which only a panic, unwinding out of here, could cause).
-fn run_chunks<C, S, T>(
-    pool: &rayon::ThreadPool,
-    chunks: &[C],
-    state: impl Fn() -> S + Sync,
-    f: impl Fn(&mut S, &C) -> T + Sync,
-) -> Vec<Option<T>>
-where
-    C: Sync,
-    T: Send,
-{
-    let slots: Vec<Mutex<Option<T>>> = chunks.iter().map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    let work = || {
-        let mut s = state();
-        loop {
-            let k = next.fetch_add(1, Ordering::Relaxed);
-            let Some(chunk) = chunks.get(k) else { break };
-            let out = f(&mut s, chunk);
-            *slots[k].lock().unwrap_or_else(PoisonError::into_inner) = Some(out);
-        }
-    };
-    // The calling thread works too, from the start: handing the whole loop to the pool and
-    // sleeping until it is done cost two thread wake-ups per loop, which on a small loop (TSBS
-    // cpu-max-all-8: ten selectors of eight series) ate the gain of a second core. The pool's
-    // threads join as soon as they wake.
-    pool.in_place_scope(|scope| {
-        for _ in 1..pool.current_num_threads() {
-            scope.spawn(|_| work());
-        }
-        work();
-    });
-    slots.into_iter().map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner)).collect()
-}
-
-/// Runs `f` for every item on the pool as [`run_chunks`] does (four chunks per thread) and
+/// Runs `f` for every item on the pool as `run_chunks` does (four chunks per thread) and
 /// returns the outputs in item order, or `None` if a chunk was not computed. For work whose
 /// outputs are kept apart per item (`prefetch.rs`); `map_series` runs its own chunks, which
 /// also stop at their first error.

@@ -246,7 +246,8 @@ pub fn histogram_point(out: &mut Vec<u8>, t: i64, h: &storage::FloatHistogram) {
 
 /// Appends `"resultType":"...","result":...` for a query's value: float samples as
 /// `"value"`/`"values"`, histogram samples as `"histogram"`/`"histograms"`.
-pub fn result(out: &mut Vec<u8>, value: &promql::Value) {
+/// With `split`, a vector or matrix is written in parts on its pool (see [`elements`]).
+pub fn result(out: &mut Vec<u8>, value: &promql::Value, split: Option<Split<'_>>) {
     use promql::Value;
     match value {
         // Prometheus marshals scalars and strings with Go's `json.Marshal` rather than its
@@ -268,60 +269,101 @@ pub fn result(out: &mut Vec<u8>, value: &promql::Value) {
         }
         Value::Vector(samples) => {
             out.extend_from_slice(b"\"resultType\":\"vector\",\"result\":[");
-            for (i, s) in samples.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(b"{\"metric\":");
-                labels(out, &s.labels);
-                match &s.h {
-                    None => {
-                        out.extend_from_slice(b",\"value\":");
-                        point(out, s.t, s.v);
-                    }
-                    Some(h) => {
-                        out.extend_from_slice(b",\"histogram\":");
-                        histogram_point(out, s.t, h);
-                    }
-                }
-                out.push(b'}');
-            }
+            elements(out, samples, split, vector_sample);
             out.push(b']');
         }
         Value::Matrix(series) => {
             out.extend_from_slice(b"\"resultType\":\"matrix\",\"result\":[");
-            for (i, s) in series.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(b"{\"metric\":");
-                labels(out, &s.labels);
-                // Each key only when it has points, as Prometheus' `marshalSeriesJSON`.
-                if !s.points.is_empty() {
-                    out.extend_from_slice(b",\"values\":[");
-                    for (j, p) in s.points.iter().enumerate() {
-                        if j > 0 {
-                            out.push(b',');
-                        }
-                        point(out, p.t, p.v);
-                    }
-                    out.push(b']');
-                }
-                if !s.histograms.is_empty() {
-                    out.extend_from_slice(b",\"histograms\":[");
-                    for (j, p) in s.histograms.iter().enumerate() {
-                        if j > 0 {
-                            out.push(b',');
-                        }
-                        histogram_point(out, p.t, &p.h);
-                    }
-                    out.push(b']');
-                }
-                out.push(b'}');
-            }
+            elements(out, series, split, matrix_series);
             out.push(b']');
         }
     }
+}
+
+/// How a large answer is written in parts: the pool whose threads write them, and the
+/// answer's estimated size in bytes (for the parts' buffers).
+#[derive(Clone, Copy)]
+pub struct Split<'a> {
+    pub pool: &'a promql::QueryPool,
+    pub estimate: usize,
+}
+
+/// Appends `items` separated by commas, each written by `write`. With a [`Split`], in four
+/// parts per pool thread, each written into a buffer of its own on the pool and then appended
+/// in order: the same bytes. Writing an answer of 100,000 series took a third of such a
+/// query's time on one thread, with the second core idle.
+fn elements<T: Sync>(out: &mut Vec<u8>, items: &[T], split: Option<Split<'_>>, write: fn(&mut Vec<u8>, &T)) {
+    let write_all = |out: &mut Vec<u8>, items: &[T]| {
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write(out, item);
+        }
+    };
+    let Some(Split { pool, estimate }) = split.filter(|_| items.len() > 1) else {
+        write_all(out, items);
+        return;
+    };
+    let parts: Vec<&[T]> = items.chunks(items.len().div_ceil(pool.threads() * 4)).collect();
+    // Half as much again, as the whole answer's buffer: long float values take more.
+    let capacity = (estimate + estimate / 2) / parts.len();
+    let written = pool.map(&parts, |part| {
+        let mut buf = Vec::with_capacity(capacity);
+        write_all(&mut buf, part);
+        buf
+    });
+    for (i, buf) in written.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(buf);
+    }
+}
+
+/// One sample of an instant vector.
+fn vector_sample(out: &mut Vec<u8>, s: &promql::Sample) {
+    out.extend_from_slice(b"{\"metric\":");
+    labels(out, &s.labels);
+    match &s.h {
+        None => {
+            out.extend_from_slice(b",\"value\":");
+            point(out, s.t, s.v);
+        }
+        Some(h) => {
+            out.extend_from_slice(b",\"histogram\":");
+            histogram_point(out, s.t, h);
+        }
+    }
+    out.push(b'}');
+}
+
+/// One series of a range vector.
+fn matrix_series(out: &mut Vec<u8>, s: &promql::Series) {
+    out.extend_from_slice(b"{\"metric\":");
+    labels(out, &s.labels);
+    // Each key only when it has points, as Prometheus' `marshalSeriesJSON`.
+    if !s.points.is_empty() {
+        out.extend_from_slice(b",\"values\":[");
+        for (j, p) in s.points.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            point(out, p.t, p.v);
+        }
+        out.push(b']');
+    }
+    if !s.histograms.is_empty() {
+        out.extend_from_slice(b",\"histograms\":[");
+        for (j, p) in s.histograms.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            histogram_point(out, p.t, &p.h);
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
 }
 
 /// Appends a JSON array of strings.
@@ -589,7 +631,7 @@ mod tests {
 
     fn encoded(value: &promql::Value) -> String {
         let mut out = Vec::new();
-        result(&mut out, value);
+        result(&mut out, value, None);
         String::from_utf8(out).unwrap()
     }
 

@@ -333,7 +333,7 @@ fn stats_carry_the_engine_s_phases_and_the_encoder_s() {
         stats: promql::QueryStats::default(),
     };
     let timings = super::Timings { queued: Duration::ZERO, total: Duration::ZERO, bucket_reads: (0, 0) };
-    let answer = super::answer(result, &request, Some(timings), 0).unwrap();
+    let answer = super::answer(result, &request, Some(timings), 0, None).unwrap();
     let body: Value = serde_json::from_slice(&answer.body).unwrap();
     let encode = body["data"]["stats"]["timings"]["strataEncodeTime"].as_f64();
     assert_eq!(encode, Some(answer.encode_time.as_secs_f64()), "{body}");
@@ -586,7 +586,7 @@ fn encode_matrix(series: usize, points: usize) -> (Duration, usize) {
     let started = std::time::Instant::now();
     let mut out = Vec::with_capacity(super::estimated_size(&value));
     out.push(b'{');
-    encode::result(&mut out, &value);
+    encode::result(&mut out, &value, None);
     out.push(b'}');
     let took = started.elapsed();
     let parsed: Value = serde_json::from_slice(&out).unwrap();
@@ -656,4 +656,42 @@ async fn one_inline_slot_per_spare_runtime_thread() {
 #[tokio::test]
 async fn a_single_runtime_thread_never_evaluates_inline() {
     assert!(QueryService::new(&QueryConfig::default()).try_inline().is_none());
+}
+
+#[test]
+fn an_answer_written_in_parts_is_the_same_bytes() {
+    let pool = promql::QueryPool::new(2);
+    let histogram = storage::FloatHistogram { count: 3.0, sum: 1.5, ..storage::FloatHistogram::default() };
+    let labels = |i: usize| Labels::from_pairs(&[("__name__", "m"), ("i", &i.to_string()), ("q", "\"<x>\"")]);
+    for n in [0, 1, 2, 3, 7, 8, 9, 100, 1001] {
+        let matrix = promql::Value::Matrix(
+            (0..n)
+                .map(|i| promql::Series {
+                    labels: labels(i),
+                    points: (0..i % 4)
+                        .map(|j| promql::Point { t: j as i64 * 1_500, v: (i * j) as f64 / 3.0 })
+                        .collect(),
+                    histograms: (0..i % 3)
+                        .map(|j| promql::HistogramPoint { t: 10_000 + j as i64, h: histogram.clone() })
+                        .collect(),
+                })
+                .collect(),
+        );
+        let vector = promql::Value::Vector(
+            (0..n)
+                .map(|i| promql::Sample {
+                    labels: labels(i),
+                    t: 1_234,
+                    v: i as f64 * 0.1,
+                    h: (i % 5 == 0).then(|| histogram.clone()),
+                })
+                .collect(),
+        );
+        for value in [matrix, vector] {
+            let (mut whole, mut parts) = (Vec::new(), Vec::new());
+            encode::result(&mut whole, &value, None);
+            encode::result(&mut parts, &value, Some(encode::Split { pool: &pool, estimate: 64 }));
+            assert_eq!(String::from_utf8_lossy(&parts), String::from_utf8_lossy(&whole), "{n} elements");
+        }
+    }
 }
