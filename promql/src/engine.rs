@@ -219,7 +219,11 @@ fn finalize(val: Val, g: Grid, is_range: bool, delayed: bool, distinct: bool) ->
                 .filter(|s| !s.points.is_empty() || !s.hpoints.is_empty())
                 .map(to_public)
                 .collect();
-            out.sort_by(|a, b| a.labels.cmp(&b.labels));
+            // By a copy of each label set (a pointer) beside its index: the pairs sort unstably
+            // in the order a stable sort would give, and each series moves once, where a stable
+            // sort of the series moved them whole at every level (a tenth of the time of an
+            // answer of 100,000 series).
+            out.sort_by_cached_key(|s| s.labels.clone());
             Value::Matrix(out)
         }
     })

@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use storage::Labels;
+use storage::{Label, Labels};
 
 use super::numeric::{go_max, go_min};
 use super::selector::Pick;
@@ -429,15 +429,29 @@ impl<'a> Evaluator<'a> {
         let mut m = self.eval_vector(&c.args[0], g)?;
         let re = storage::matcher::wrapped_regex(&re_src).map_err(|_| invalid_regex())?;
         let mut caps = re.create_captures();
+        let mut out = String::new();
+        // The label last set, whose strings the next series setting the same value shares
+        // (a constant replacement sets one value on every series).
+        let mut last: Option<Label> = None;
         for s in &mut m {
-            let value = s.labels.get(&src).unwrap_or("").to_string();
-            re.captures(value.as_str(), &mut caps);
+            let value = s.labels.get(&src).unwrap_or("");
+            re.captures(value, &mut caps);
             if caps.is_match() {
-                let mut out = String::new();
+                out.clear();
                 // Go's and the regex crate's replacement syntax agree: `$1`, `${name}`, `$$`, and a
                 // bare name takes the longest run of name characters.
-                caps.interpolate_string_into(&value, &repl, &mut out);
-                s.labels = labels::set(&s.labels, &dst, &out);
+                caps.interpolate_string_into(value, &repl, &mut out);
+                s.labels = if out.is_empty() {
+                    labels::set(&s.labels, &dst, "")
+                } else {
+                    let label = match last.take() {
+                        Some(l) if *l.value == *out => l,
+                        _ => Label::new(dst.as_str(), out.as_str()),
+                    };
+                    let set = labels::set_label(&s.labels, &label);
+                    last = Some(label);
+                    set
+                };
                 if dst == storage::METRIC_NAME {
                     s.drop_name = false;
                 }

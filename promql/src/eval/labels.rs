@@ -42,11 +42,30 @@ pub(crate) fn keep(l: &Labels, names: &[String]) -> Labels {
 
 /// `l` with label `name` set to `value` (removed if `value` is empty).
 pub(crate) fn set(l: &Labels, name: &str, value: &str) -> Labels {
-    let mut v: Vec<Label> = l.iter().filter(|x| x.name.as_ref() != name).cloned().collect();
-    if !value.is_empty() {
-        v.push(Label::new(name, value));
+    if value.is_empty() {
+        return without(l, &[name]);
     }
-    Labels::new(v)
+    set_label(l, &Label::new(name, value))
+}
+
+/// `l` with `label` (whose value is not empty) in place of any label of its name: put in its
+/// place by name, so the set needs no sorting, and its strings shared, not copied.
+pub(crate) fn set_label(l: &Labels, label: &Label) -> Labels {
+    let mut v: Vec<Label> = Vec::with_capacity(l.len() + 1);
+    let mut placed = false;
+    for x in l.iter() {
+        if !placed && x.name >= label.name {
+            v.push(label.clone());
+            placed = true;
+        }
+        if x.name != label.name {
+            v.push(x.clone());
+        }
+    }
+    if !placed {
+        v.push(label.clone());
+    }
+    Labels::from_sorted(v)
 }
 
 /// The metric name or "".
@@ -171,5 +190,21 @@ mod tests {
         assert_eq!(xxh64(b"a"), 0xD24E_C4F1_A98C_6E5B);
         assert_eq!(xxh64(b"abc"), 0x44BC_2CF5_AD77_0999);
         assert_eq!(xxh64(b"Nobody inspects the spammish repetition"), 0xFBCE_A83C_8A37_8BF1);
+    }
+
+    proptest::proptest! {
+        /// Setting a label in place gives the set built anew without the old label of that name
+        /// and with the new one (none if its value is empty).
+        #[test]
+        fn set_equals_building_the_set_anew(
+            pairs in proptest::collection::vec(("[a-e]{1,2}", "[xy]{0,2}"), 0..8),
+            name in "[a-e]{1,2}",
+            value in "[xy]{0,2}",
+        ) {
+            let l = Labels::new(pairs.iter().map(|(n, v)| Label::new(n.as_str(), v.as_str())).collect());
+            let mut all: Vec<Label> = l.iter().filter(|x| *x.name != *name).cloned().collect();
+            all.push(Label::new(name.as_str(), value.as_str()));
+            proptest::prop_assert_eq!(set(&l, &name, &value), Labels::new(all));
+        }
     }
 }
