@@ -270,7 +270,7 @@ impl<'a> Evaluator<'a> {
 
 /// Runs `f` for every item on the pool as `run_chunks` does (four chunks per thread) and
 /// returns the outputs in item order, or `None` if a chunk was not computed. For work whose
-/// outputs are kept apart per item (`prefetch.rs`); `map_series` runs its own chunks, which
+/// outputs are kept apart per item (`group_extreme.rs`); `map_series` runs its own chunks, which
 /// also stop at their first error.
 pub(crate) fn run_items<I, S, T>(
     pool: &rayon::ThreadPool,
@@ -282,11 +282,28 @@ where
     I: Sync,
     T: Send,
 {
+    let outputs = run_item_chunks(pool, items, state, |s, chunk| {
+        chunk.iter().map(|item| f(s, item)).collect::<Vec<T>>()
+    });
+    outputs.map(|v| v.into_iter().flatten().collect())
+}
+
+/// Runs `f` on chunks of `items` on the pool as `run_chunks` does (four chunks per thread) and
+/// returns each chunk's output in order, or `None` if a chunk was not computed: for work that
+/// sums up a chunk's items (`prefetch.rs`).
+pub(crate) fn run_item_chunks<I, S, T>(
+    pool: &rayon::ThreadPool,
+    items: &[I],
+    state: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, &[I]) -> T + Sync,
+) -> Option<Vec<T>>
+where
+    I: Sync,
+    T: Send,
+{
     let chunk = items.len().div_ceil(pool.current_num_threads() * CHUNKS_PER_THREAD).max(1);
     let chunks: Vec<&[I]> = items.chunks(chunk).collect();
-    let outputs =
-        run_chunks(pool, &chunks, state, |s, chunk| chunk.iter().map(|item| f(s, item)).collect::<Vec<T>>());
-    outputs.into_iter().collect::<Option<Vec<Vec<T>>>>().map(|v| v.into_iter().flatten().collect())
+    run_chunks(pool, &chunks, state, |s, chunk| f(s, chunk)).into_iter().collect()
 }
 
 /// Points per series to expect from reading `[mint, maxt]` and evaluating `steps` steps: the
