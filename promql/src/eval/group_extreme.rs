@@ -27,6 +27,7 @@ use super::labels::group_labels;
 use super::parallel::{SeriesCtx, estimate_points, run_items};
 use super::range_fn::Source;
 use super::series::OutputBuilder;
+use super::series::labels_collide_without_name;
 use super::{Evaluator, Grid, HashMap, Val};
 use crate::error::Result;
 use crate::options::EngineOptions;
@@ -91,6 +92,12 @@ impl<'a> Evaluator<'a> {
             self.series_selected = selected_before;
             return Ok(None);
         };
+        // Series that differ only in their names may be the duplicate-labelset error once the
+        // call drops the names, if both have points: the per-series path finds out.
+        if !self.opts.delayed_name_removal && labels_collide_without_name(series.iter().map(|s| &s.labels)) {
+            self.series_selected = selected_before;
+            return Ok(None);
+        }
         let mut grouping = a.grouping.clone();
         grouping.sort();
         let mut index: HashMap<storage::Labels, usize> = HashMap::default();

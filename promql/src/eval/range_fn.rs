@@ -357,6 +357,12 @@ pub(crate) struct RangeCall {
     stats_only: bool,
 }
 
+/// Whether range function `name` keeps its input's metric name (`last_over_time` and
+/// `first_over_time`; every other one drops it).
+fn keeps_name(name: &str) -> bool {
+    name == "last_over_time" || name == "first_over_time"
+}
+
 impl<'a> Evaluator<'a> {
     /// Evaluates a call whose argument `mi` is a range vector.
     pub(crate) fn eval_range_call(&mut self, c: &Call, g: Grid, mi: usize) -> Result<Val> {
@@ -400,7 +406,8 @@ impl<'a> Evaluator<'a> {
             return Ok(Val::Vector(absent_over_time(&out, g, &c.args[mi])));
         }
         if !self.opts.delayed_name_removal {
-            let duplicates = if self.is_name_blind(c) {
+            // A call that keeps names has its input's distinct label sets, blind or not.
+            let duplicates = if self.is_name_blind(c) && !keeps_name(c.func.name) {
                 has_duplicate_labels_without_name(&out)
             } else {
                 has_duplicate_labels(&out)
@@ -460,7 +467,7 @@ impl<'a> Evaluator<'a> {
             }
             _ => None,
         };
-        let keep_name = name == "last_over_time" || name == "first_over_time";
+        let keep_name = keeps_name(name);
         // With `@` (or a pinned subquery) every step sees the same window: compute it once
         // (not for predict_linear, which also depends on the evaluation time).
         let invariant = refs.len() > 1

@@ -236,16 +236,23 @@ pub(crate) fn has_duplicate_labels(m: &[Series]) -> bool {
 /// (`drop_metric_labels`), found without building those label sets: by a hash of each set less
 /// the dropped labels, and the sets themselves only when two hashes meet.
 pub(crate) fn has_duplicate_labels_without_name(m: &[Series]) -> bool {
-    if m.len() < 2 {
+    labels_collide_without_name(m.iter().map(|s| &s.labels))
+}
+
+/// [`has_duplicate_labels_without_name`] for label sets.
+pub(crate) fn labels_collide_without_name<'l>(
+    sets: impl ExactSizeIterator<Item = &'l Labels> + Clone,
+) -> bool {
+    if sets.len() < 2 {
         return false;
     }
     let state = foldhash::fast::RandomState::default();
     let hash = |l: &Labels| hash_kept(&state, l, |name| !NAME_LABELS.contains(&name));
-    let mut seen = HashSet::with_capacity_and_hasher(m.len(), Default::default());
-    if m.iter().all(|s| seen.insert(hash(&s.labels))) {
+    let mut seen = HashSet::with_capacity_and_hasher(sets.len(), Default::default());
+    if sets.clone().all(|l| seen.insert(hash(l))) {
         return false;
     }
-    let dropped: Vec<Labels> = m.iter().map(|s| drop_metric_labels(&s.labels)).collect();
+    let dropped: Vec<Labels> = sets.map(drop_metric_labels).collect();
     let mut seen = HashSet::with_capacity_and_hasher(dropped.len(), Default::default());
     dropped.iter().any(|l| !seen.insert(l))
 }
