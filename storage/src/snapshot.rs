@@ -341,10 +341,15 @@ impl Snapshot {
     }
 
     /// Cardinality statistics of the live series (the `/api/v1/status/tsdb` lists), each list
-    /// the `limit` largest entries. Computed from the index alone, whatever the time range of
-    /// the series' data.
-    pub fn index_stats(&self, limit: usize) -> IndexStats {
-        self.shared.index.stats(limit)
+    /// the `limit` largest entries. Computed from the index, whatever the time range of the
+    /// series' data; on a query node, whose index holds only what queries selected, after
+    /// every file's series have entered it (fetching the series tables not fetched yet, once:
+    /// the next call finds them entered).
+    pub fn index_stats(&self, limit: usize) -> Result<IndexStats> {
+        self.counted(|| {
+            self.open_files_for(&[&[]], i64::MIN, i64::MAX)?;
+            Ok(self.shared.index.stats(limit))
+        })
     }
 
     /// Chunks held in memory by the active and frozen heads.

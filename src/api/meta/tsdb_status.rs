@@ -46,7 +46,7 @@ pub async fn tsdb_status(State(state): State<Arc<AppState>>, params: Params) -> 
     let db = db(&state)?;
     let data = blocking(move || {
         let snapshot = db.snapshot();
-        let s = snapshot.index_stats(limit);
+        let s = snapshot.index_stats(limit)?;
         // Prometheus' values for an empty head.
         let (min_t, max_t) = snapshot.time_bounds().unwrap_or((i64::MAX, i64::MIN));
         let c = db.cardinality_stats(limit);

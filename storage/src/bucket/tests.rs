@@ -408,6 +408,36 @@ fn a_query_node_enters_the_rest_of_what_it_fetched_later() {
     }
 }
 
+/// A query node's cardinality statistics (`/api/v1/status/tsdb`) cover every series of the
+/// bucket's files, not only those queries have selected: asking enters the rest first.
+#[test]
+fn a_query_node_counts_every_series_of_the_bucket() {
+    use crate::{Batch, Labels, Sample};
+    let faulty = faulty();
+    let t0 = crate::clock::now_ms() - 2 * 3_600_000;
+    let mut b = Batch::new();
+    for (metric, hosts) in [("m", 300), ("n", 200)] {
+        for h in 0..hosts {
+            let samples = (0..3).map(|i| Sample::new(t0 + i * 1000, 1.0)).collect();
+            b.push(Labels::from_pairs(&[("__name__", metric), ("host", &format!("h{h}"))]), samples);
+        }
+    }
+    let (w, q, _dirs) = uploaded(&faulty, &b);
+    assert_eq!(q.series_count(), 0, "nothing entered before a query");
+    let stats = q.snapshot().index_stats(10).unwrap();
+    assert_eq!(stats.series, 500);
+    let by_metric: Vec<(String, u64)> =
+        stats.series_by_metric_name.iter().map(|s| (s.name.clone(), s.value)).collect();
+    assert_eq!(by_metric, vec![("m".to_string(), 300), ("n".to_string(), 200)]);
+    let gets = || faulty.counts().get.load(std::sync::atomic::Ordering::Relaxed);
+    let before = gets();
+    assert_eq!(q.snapshot().index_stats(10).unwrap().series, 500);
+    assert_eq!(gets(), before, "the second call reads nothing");
+    for db in [q, w] {
+        db.close().unwrap();
+    }
+}
+
 /// A query node reading many series of one file it has not read before makes two requests for
 /// it (FaultyStore counts a `get_ranges` call as one): header and tail, whose index this small
 /// file's tail holds, and then the blocks of every selected series at once (see
