@@ -51,17 +51,24 @@ pub fn uvarint_len(v: u64) -> usize {
 /// On error `*pos` is left unchanged.
 #[inline]
 pub fn get_uvarint(bytes: &[u8], pos: &mut usize) -> Result<u64> {
-    // Most varints of an index (symbol refs, small lengths) are one byte.
-    if let Some(&b) = bytes.get(*pos)
-        && b < 0x80
-    {
-        *pos += 1;
-        return Ok(u64::from(b));
+    // Most varints of an index are one byte (small lengths, the symbol refs of a small file)
+    // or two (the symbol refs of a file of 100,000 series, whose symbols number tens of
+    // thousands: the long path for those was a tenth of a query node's scan of such a file).
+    match bytes.get(*pos..) {
+        Some(&[b, ..]) if b < 0x80 => {
+            *pos += 1;
+            Ok(u64::from(b))
+        }
+        Some(&[low, high, ..]) if high < 0x80 => {
+            *pos += 2;
+            Ok(u64::from(low & 0x7f) | u64::from(high) << 7)
+        }
+        _ => get_uvarint_long(bytes, pos),
     }
-    get_uvarint_long(bytes, pos)
 }
 
-/// [`get_uvarint`] past its one-byte case, out of line so that the inlined case stays small.
+/// [`get_uvarint`] past its one- and two-byte cases, out of line so that the inlined cases
+/// stay small.
 #[cold]
 fn get_uvarint_long(bytes: &[u8], pos: &mut usize) -> Result<u64> {
     let mut value: u64 = 0;
