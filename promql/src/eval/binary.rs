@@ -247,23 +247,24 @@ fn disjoint(lsig: &[usize], rsig: &[usize], nsigs: usize) -> bool {
     !rsig.iter().any(|&i| left[i])
 }
 
+/// Whether label `name` is one two series are matched on: named by `on`, or not named by
+/// `ignoring` and not the metric name.
+fn matched_on(m: &VectorMatching, name: &str) -> bool {
+    let named = m.labels.iter().any(|n| n == name);
+    if m.on { named } else { !named && name != storage::METRIC_NAME }
+}
+
 /// The labels two series are matched on.
 fn signature(l: &Labels, m: &VectorMatching) -> Labels {
-    if m.on {
-        labels::keep(l, &m.labels)
-    } else {
-        let mut names: Vec<&str> = m.labels.iter().map(String::as_str).collect();
-        names.push(storage::METRIC_NAME);
-        labels::without(l, &names)
+    if l.iter().all(|x| matched_on(m, &x.name)) {
+        return l.clone();
     }
+    Labels::from_sorted(l.iter().filter(|x| matched_on(m, &x.name)).cloned().collect())
 }
 
 /// A hash of [`signature`]`(l, m)`, without building it.
 fn signature_hash(state: &foldhash::fast::RandomState, l: &Labels, m: &VectorMatching) -> u64 {
-    labels::hash_kept(state, l, |name| {
-        let named = m.labels.iter().any(|n| n == name);
-        if m.on { named } else { !named && name != storage::METRIC_NAME }
-    })
+    labels::hash_kept(state, l, |name| matched_on(m, name))
 }
 
 /// Labels of a result element (Prometheus' `resultMetric`).
