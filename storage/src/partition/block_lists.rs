@@ -52,8 +52,16 @@ pub(super) struct BlockLists {
 
 impl BlockLists {
     /// The kept list of series `id`, if any.
+    #[cfg(test)]
     pub(super) fn get(&self, id: SeriesId) -> Option<Arc<[BlockMeta]>> {
         self.shard(id).lock().get(&id).cloned()
+    }
+
+    /// `f` of the kept list of series `id`, if any, under its shard's lock. A query over many
+    /// series meets each list cold; cloning the `Arc` would touch its counts, a cache line
+    /// away from the blocks a recent range reads at the list's end.
+    pub(super) fn with<T>(&self, id: SeriesId, f: impl FnOnce(&[BlockMeta]) -> T) -> Option<T> {
+        self.shard(id).lock().get(&id).map(|list| f(list))
     }
 
     /// Whether a list of `blocks` entries would fit the budget now (a hint: [`Self::keep`]

@@ -536,10 +536,10 @@ impl PartitionFile {
     /// starts after `maxt`, as it is stored as a chain read from its start. A read of all time
     /// (compaction's, which then drops the file) uses a kept list but does not keep one.
     pub fn blocks_in(&self, id: SeriesId, mint: i64, maxt: i64) -> Result<Vec<BlockMeta>> {
-        let Some(at) = self.list_at(id) else { return Ok(Vec::new()) };
-        if let Some(list) = self.block_lists.get(id) {
-            return Ok(overlapping(&list, mint, maxt));
+        if let Some(out) = self.block_lists.with(id, |list| overlapping(list, mint, maxt)) {
+            return Ok(out);
         }
+        let Some(at) = self.list_at(id) else { return Ok(Vec::new()) };
         let whole = (mint, maxt) == (i64::MIN, i64::MAX);
         if !whole
             && BlockLists::has_room(self.list_len(at))
@@ -773,9 +773,33 @@ impl PartitionFile {
 fn overlapping(list: &[BlockMeta], mint: i64, maxt: i64) -> Vec<BlockMeta> {
     // A series' blocks in a file are in time order and do not overlap, so both ends ascend and
     // the blocks overlapping the range are one run: copied at once, into an exact allocation.
-    let from = list.partition_point(|b| b.stats.max_t < mint);
-    let to = from + list[from..].partition_point(|b| b.stats.min_t <= maxt);
+    let from = partition_point_from_end(list, |b| b.stats.max_t < mint);
+    let to = from + partition_point_from_end(&list[from..], |b| b.stats.min_t <= maxt);
     list[from..to].to_vec()
+}
+
+/// [`slice::partition_point`] (the first index at which `pred`, true on a prefix of `list`, is
+/// false), found by galloping back from the end: probes at 1, 3, 7, 15, ... from the end, then a
+/// binary search between the last two.
+///
+/// Most queries read recent data, so the run they want ends a block or two from the end of a
+/// series' list. A list is tens of blocks of 88 bytes, and a query over many series meets each
+/// list cold: a binary search from the middle costs a cache miss per halving (a third of
+/// lastpoint's CPU at 10,000 series), the end costs one or two. A range far back costs at most
+/// about twice a binary search's probes, and its blocks are then copied anyway.
+fn partition_point_from_end<T>(list: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    // `pred` is false on all of `list[hi..]`.
+    let mut hi = list.len();
+    let mut step = 1;
+    while step <= hi {
+        let i = hi - step;
+        if pred(&list[i]) {
+            return i + 1 + list[i + 1..hi].partition_point(&pred);
+        }
+        hi = i;
+        step *= 2;
+    }
+    list[..hi].partition_point(&pred)
 }
 
 /// Reads the start-timestamp table at `pos` of the index (which starts at file offset `base`):
@@ -856,4 +880,19 @@ fn read_series_table<T>(
 
 fn read4(buf: &[u8], at: usize) -> Option<[u8; 4]> {
     buf.get(at..at.checked_add(4)?).and_then(|b| b.try_into().ok())
+}
+
+#[cfg(test)]
+mod search_tests {
+    /// Galloping from the end finds what `partition_point` finds, for every split of every
+    /// length up to 100 (past several gallops), at both ends too.
+    #[test]
+    fn from_the_end_agrees_with_partition_point() {
+        for len in 0..100 {
+            for split in 0..=len {
+                let list: Vec<bool> = (0..len).map(|i| i < split).collect();
+                assert_eq!(super::partition_point_from_end(&list, |&b| b), split, "{len} {split}");
+            }
+        }
+    }
 }

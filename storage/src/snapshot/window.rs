@@ -75,8 +75,24 @@ pub(super) struct Block<'a> {
     /// windows' exact sums are unknown).
     integral: bool,
     /// Tombstones (closed ranges) that apply to the block's file and this series.
-    tombstones: Arc<Vec<(i64, i64)>>,
+    tombstones: Tombstones,
     pub(super) use_: Use,
+}
+
+/// Closed time ranges deleted from a series in one file, shared by the file's blocks of the
+/// series. Nearly always none, which then costs no allocation per series and file.
+#[derive(Clone, Default)]
+struct Tombstones(Option<Arc<[(i64, i64)]>>);
+
+impl Tombstones {
+    fn of(ranges: impl Iterator<Item = (i64, i64)>) -> Self {
+        let ranges: Vec<(i64, i64)> = ranges.collect();
+        Tombstones((!ranges.is_empty()).then(|| ranges.into()))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(i64, i64)> {
+        self.0.iter().flat_map(|r| r.iter())
+    }
 }
 
 impl Block<'_> {
@@ -221,21 +237,24 @@ pub(super) fn file_blocks<'a>(
     for (partition, files) in snap.partitions_in(mint, maxt).enumerate() {
         for f in files {
             let e = &f.entry;
-            if e.max_t < mint || e.min_t > maxt || !f.file()?.contains(series.id) {
+            if e.max_t < mint || e.min_t > maxt {
                 continue;
             }
-            let tombstones: Arc<Vec<(i64, i64)>> = Arc::new(
+            // Empty if the file does not hold the series.
+            let metas = f.file()?.blocks_in(series.id, mint, maxt)?;
+            if metas.is_empty() {
+                continue;
+            }
+            let tombstones = Tombstones::of(
                 snap.state
                     .tombstones
                     .iter()
                     .filter(|t| t.applies_to(e) && matches_all(&t.matchers, &series.labels))
-                    .map(|t| (t.mint, t.maxt))
-                    .collect(),
+                    .map(|t| (t.mint, t.maxt)),
             );
-            let metas = f.file()?.blocks_in(series.id, mint, maxt)?;
             out.reserve(metas.len());
             for meta in metas {
-                let tombstones = Arc::clone(&tombstones);
+                let tombstones = tombstones.clone();
                 out.push(Block { partition, file: f, meta, integral: false, tombstones, use_: Use::Decode });
             }
         }
@@ -380,7 +399,7 @@ pub(super) fn decode(
         let partition = blocks[i].partition;
         let mut file_runs: Vec<Vec<Sample>> = Vec::new();
         while i < blocks.len() && blocks[i].partition == partition {
-            let (file, tombstones) = (blocks[i].file, Arc::clone(&blocks[i].tombstones));
+            let (file, tombstones) = (blocks[i].file, blocks[i].tombstones.clone());
             let mut run = Vec::new();
             while i < blocks.len() && std::ptr::eq(blocks[i].file, file) {
                 let b = &blocks[i];
