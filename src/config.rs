@@ -25,6 +25,8 @@ pub enum Role {
     Write,
     /// Queries over every writer's prefix in the bucket; no ingest.
     Query,
+    /// Writes only, forwarded to the ingest log (--log.url); no database, no queries.
+    Distributor,
 }
 
 /// strata: a Prometheus-compatible remote storage with its own PromQL engine.
@@ -282,6 +284,38 @@ pub struct Cli {
     #[arg(long, value_enum, default_value = "all")]
     pub role: Role,
 
+    /// The ingest log, NATS JetStream (`nats://host:port`, comma-separated for a cluster):
+    /// writes are published to it, split by series into --log.partitions partitions, and
+    /// acknowledged once it holds every part; with --role all or write this process also
+    /// consumes the partitions of --log.consume into its database. Required by --role
+    /// distributor
+    #[arg(long = "log.url", value_name = "URL")]
+    pub log_url: Option<String>,
+
+    /// Names the ingest log's streams (`<NAME>-p<k>`) and subjects (`<NAME>.p<k>`)
+    #[arg(long = "log.name", value_name = "NAME", default_value = "strata")]
+    pub log_name: String,
+
+    /// Partitions of the ingest log. Fixed for the life of a log: a series' partition is its
+    /// labels' hash modulo this number (docs/operations.md, "Replicated ingest")
+    #[arg(long = "log.partitions", value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub log_partitions: u32,
+
+    /// Replicas of each partition's stream: a write is acknowledged once a majority of them
+    /// hold it. 3 needs a JetStream cluster of at least 3 servers; 1 suits a single server
+    #[arg(long = "log.replicas", value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=5))]
+    pub log_replicas: u64,
+
+    /// How long the ingest log keeps a record: longer than an ingester may take to store and
+    /// upload what it consumed
+    #[arg(long = "log.retention", value_name = "DURATION", default_value = "24h")]
+    pub log_retention: PromDuration,
+
+    /// The partitions of the ingest log this process consumes (with --role all or write), as
+    /// a list of numbers and ranges: `0-3,8`. Default: all of them
+    #[arg(long = "log.consume", value_name = "LIST")]
+    pub log_consume: Option<String>,
+
     /// On a query node (--role query): a writer (`http://host:port`) to read the data it has not
     /// uploaded yet from, by remote read, so that queries see every acknowledged sample. Repeat
     /// for each writer. Without any, a query node sees what writers have uploaded.
@@ -436,16 +470,69 @@ impl Cli {
 
     /// Refuses flag combinations that cannot work: a writer or query node without a bucket.
     pub fn check_role(&self) -> Result<(), String> {
+        match (self.role, &self.log_url) {
+            (Role::Distributor, None) => return Err("--role distributor needs --log.url".into()),
+            (Role::Query, Some(_)) => {
+                return Err("--log.url is for distributors and writers, not query nodes".into());
+            }
+            _ => {}
+        }
+        if self.log_consume.is_some()
+            && !matches!((self.role, &self.log_url), (Role::All | Role::Write, Some(_)))
+        {
+            return Err("--log.consume is for --role all or write with --log.url".into());
+        }
+        self.log_consume_partitions()?;
         match (self.role, &self.storage_bucket) {
             (Role::Write | Role::Query, None) => {
                 let name = clap::ValueEnum::to_possible_value(&self.role).map(|v| v.get_name().to_string());
                 Err(format!("--role {} needs --storage.bucket", name.unwrap_or_default()))
             }
-            (Role::All | Role::Write, _) if !self.query_writer.is_empty() => {
+            (Role::All | Role::Write | Role::Distributor, _) if !self.query_writer.is_empty() => {
                 Err("--query.writer is for query nodes (--role query)".into())
             }
             _ => Ok(()),
         }
+    }
+
+    /// The partitions `--log.consume` names (all of them by default), sorted, each once.
+    pub fn log_consume_partitions(&self) -> Result<Vec<u32>, String> {
+        let n = self.log_partitions;
+        let Some(list) = &self.log_consume else { return Ok((0..n).collect()) };
+        let bad = |why: &str| format!("--log.consume {list:?}: {why}");
+        let mut out = Vec::new();
+        for item in list.split(',').map(str::trim) {
+            let (lo, hi) = item.split_once('-').unwrap_or((item, item));
+            let (lo, hi): (u32, u32) = match (lo.trim().parse(), hi.trim().parse()) {
+                (Ok(lo), Ok(hi)) if lo <= hi => (lo, hi),
+                _ => return Err(bad(&format!("{item:?} is not a partition or a range lo-hi"))),
+            };
+            if hi >= n {
+                return Err(bad(&format!("partition {hi} does not exist (--log.partitions {n})")));
+            }
+            out.extend(lo..=hi);
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The ingest log's settings, with `--log.url`.
+    pub fn log_settings(&self) -> Option<crate::log::LogSettings> {
+        let url = self.log_url.clone()?;
+        Some(crate::log::LogSettings {
+            jetstream: crate::log::jetstream::JetStreamConfig {
+                url,
+                prefix: self.log_name.clone(),
+                partitions: self.log_partitions,
+                replicas: usize::try_from(self.log_replicas).unwrap_or(1),
+                retention: self.log_retention.as_std(),
+            },
+            consume: match self.role {
+                Role::All | Role::Write => self.log_consume_partitions().ok(),
+                Role::Query | Role::Distributor => None,
+            },
+        })
     }
 
     /// Reads the secret named by `--storage.bucket-secret-access-key-file` into `opts`.
@@ -493,6 +580,7 @@ impl Cli {
                 self.write_max_queue_duration.as_std(),
             ),
             read_timeout: self.web_read_timeout.as_std(),
+            log: self.log_settings(),
             writers: match self.role {
                 Role::Query if !self.query_writer.is_empty() => Some(crate::query_node::Writers::new(
                     self.query_writer.clone(),

@@ -19,6 +19,8 @@ pub enum Readiness {
     Ready,
     /// `Db::open` is still running (replaying the WAL).
     Opening,
+    /// `--log.url` is set and the ingest log is not connected yet.
+    ConnectingLog,
     /// Storage cannot make writes durable right now (e.g. after an fsync failure).
     Unwritable(String),
     /// SIGTERM or SIGINT arrived; in-flight requests are finishing.
@@ -31,6 +33,12 @@ impl Readiness {
     pub fn of(state: &AppState) -> Readiness {
         if state.is_stopping() {
             return Readiness::Stopping;
+        }
+        if state.log_mode() && state.distributor().is_none() {
+            return Readiness::ConnectingLog;
+        }
+        if state.is_distributor_only() {
+            return Readiness::Ready;
         }
         let Some(db) = state.db() else {
             return Readiness::Opening;
@@ -57,6 +65,7 @@ pub async fn ready(State(state): State<Arc<AppState>>) -> (StatusCode, String) {
     match Readiness::of(&state) {
         Readiness::Ready => (StatusCode::OK, "strata is Ready.\n".into()),
         Readiness::Opening => unavailable("the database is opening (replaying the WAL)".into()),
+        Readiness::ConnectingLog => unavailable("connecting to the ingest log (--log.url)".into()),
         Readiness::Unwritable(reason) => unavailable(format!("storage cannot take writes: {reason}")),
         Readiness::Stopping => unavailable("shutting down".into()),
     }

@@ -17,6 +17,7 @@ pub mod error;
 pub mod health;
 pub mod influx;
 pub mod ingest;
+pub mod log;
 pub mod metadata;
 pub mod metrics;
 pub mod query_node;

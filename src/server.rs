@@ -30,6 +30,10 @@ use crate::api::read::{RemoteReadConfig, RemoteReadService};
 use crate::api::status::{StatusConfig, StatusInfo};
 use crate::auth::{AuthSettings, Authenticator};
 use crate::ingest::{line_protocol, remote_write};
+use crate::log::Log;
+use crate::log::distributor::Distributor;
+use crate::log::ingester::Ingester;
+use crate::log::jetstream::{JetStreamConfig, JetStreamLog};
 use crate::shutdown::Signals;
 use crate::state::AppState;
 use crate::tls::TlsSettings;
@@ -63,6 +67,8 @@ pub struct ServerConfig {
     pub tls: Option<TlsSettings>,
     /// On a query node, the writers to read recent data from (`--query.writer`).
     pub writers: Option<crate::query_node::Writers>,
+    /// The ingest log writes go through (`--log.url`), if any.
+    pub log: Option<crate::log::LogSettings>,
 }
 
 /// Why the process could not start or stop cleanly. `main` logs it and exits non-zero.
@@ -105,6 +111,9 @@ pub enum RunError {
     /// A background task panicked (a bug).
     #[error("a background task failed: {0}")]
     Task(#[from] JoinError),
+    /// The ingest log's offsets file cannot be read or written.
+    #[error("the ingest log's offsets file: {0}")]
+    LogOffsets(#[source] io::Error),
     /// A second signal arrived before a graceful shutdown finished.
     #[error("{0} received again; exiting without waiting for shutdown to finish")]
     Interrupted(&'static str),
@@ -181,6 +190,7 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
     // Tests and scripts read the port from this line; keep its wording.
     info!(tls = config.tls.is_some(), "strata listening on {addr}");
 
+    let distributor_only = config.log.as_ref().is_some_and(|l| l.consume.is_none());
     let state = Arc::new(
         AppState::with_limits(config.limits.clone())
             .with_query(QueryService::new(&config.query))
@@ -189,7 +199,9 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
             .with_admin_api(config.admin_api)
             .with_write_admission(config.write_admission.clone())
             .with_wal_replay(Arc::clone(&config.storage.wal_replay_progress))
-            .with_writers(config.writers.take()),
+            .with_writers(config.writers.take())
+            .with_log_mode(config.log.is_some())
+            .with_distributor_only(distributor_only),
     );
     // The body read is bounded here; the header read and idle time by the accept loop.
     let app = secured_router(Arc::clone(&state), auth)
@@ -198,6 +210,11 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
         Bound::Plain(tcp) => spawn_server(tcp, app, config.read_timeout),
         Bound::Tls(tls) => spawn_server(tls, app, config.read_timeout),
     };
+
+    if distributor_only {
+        let settings = config.log.take().map(|l| l.jetstream);
+        return run_distributor(state, settings, signals, stop_serving, server).await;
+    }
 
     let dir = config.storage.data_dir.clone();
     info!(data_dir = %dir.display(), "opening the database");
@@ -210,6 +227,23 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
             None
         }
         signal = signals.recv() => Some(signal),
+    };
+    let mut ingester = None;
+    let early_signal = match (early_signal, config.log.take(), state.db()) {
+        (None, Some(settings), Some(db)) => match connect_log(settings.jetstream.clone(), &mut signals).await
+        {
+            Ok(log) => {
+                state.set_distributor(Arc::new(Distributor::new(Arc::clone(&log))));
+                let partitions = settings.consume.unwrap_or_default();
+                ingester = Some(
+                    Ingester::start(log, Arc::clone(db), &partitions, &dir, &settings.jetstream.prefix)
+                        .map_err(RunError::LogOffsets)?,
+                );
+                None
+            }
+            Err(signal) => Some(signal),
+        },
+        (early, _, _) => early,
     };
     let signal = match early_signal {
         Some(signal) => signal,
@@ -224,6 +258,9 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
     // Fails only if the server task has already ended, and then there is nothing to stop.
     let _ = stop_serving.send(());
     until_signal(&mut signals, server).await??.map_err(RunError::Serve)?;
+    if let Some(ingester) = ingester {
+        until_signal(&mut signals, ingester.stop()).await?.map_err(RunError::LogOffsets)?;
+    }
 
     let db = match state.db() {
         Some(db) => Arc::clone(db),
@@ -239,6 +276,55 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
     until_signal(&mut signals, closing).await??.map_err(RunError::Close)?;
     info!("strata stopped");
     Ok(())
+}
+
+/// `--role distributor`: serves writes into the log until SIGTERM/SIGINT; no database.
+async fn run_distributor(
+    state: Arc<AppState>,
+    settings: Option<JetStreamConfig>,
+    mut signals: Signals,
+    stop_serving: oneshot::Sender<()>,
+    server: JoinHandle<io::Result<()>>,
+) -> Result<(), RunError> {
+    let early_signal = match settings {
+        Some(settings) => match connect_log(settings, &mut signals).await {
+            Ok(log) => {
+                state.set_distributor(Arc::new(Distributor::new(log)));
+                info!("strata is ready");
+                None
+            }
+            Err(signal) => Some(signal),
+        },
+        None => None,
+    };
+    let signal = match early_signal {
+        Some(signal) => signal,
+        None => signals.recv().await,
+    };
+    info!(signal, "shutting down: no new connections, finishing in-flight requests");
+    state.begin_stopping();
+    let _ = stop_serving.send(());
+    until_signal(&mut signals, server).await??.map_err(RunError::Serve)?;
+    info!("strata stopped");
+    Ok(())
+}
+
+/// Connects to the ingest log, retrying every second while it cannot be reached (writes are
+/// answered 503 meanwhile); `Err` with the signal that arrived first.
+async fn connect_log(settings: JetStreamConfig, signals: &mut Signals) -> Result<Arc<dyn Log>, &'static str> {
+    loop {
+        tokio::select! {
+            opened = JetStreamLog::open(settings.clone()) => match opened {
+                Ok(log) => return Ok(Arc::new(log)),
+                Err(e) => warn!("{e}; retrying in 1 s"),
+            },
+            signal = signals.recv() => return Err(signal),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            signal = signals.recv() => return Err(signal),
+        }
+    }
 }
 
 /// The bound socket, serving plain HTTP or HTTPS.

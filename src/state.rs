@@ -16,6 +16,7 @@ use crate::api::read::RemoteReadService;
 use crate::api::status::StatusInfo;
 use crate::influx::Databases;
 use crate::ingest::admission::WriteAdmission;
+use crate::log::distributor::Distributor;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
 
@@ -36,6 +37,13 @@ pub struct AppState {
     wal_replay: Arc<ReplayProgress>,
     /// On a query node, the writers it reads recent data from (`--query.writer`).
     writers: Option<Arc<crate::query_node::Writers>>,
+    /// With `--log.url`, the log writes are published to, once connected.
+    distributor: OnceLock<Arc<Distributor>>,
+    /// `--role distributor`: no database is opened here; writes only go to the log.
+    distributor_only: bool,
+    /// `--log.url` is set: writes go to the log (and wait for it to connect), never straight
+    /// to a database.
+    log_mode: bool,
 }
 
 impl AppState {
@@ -52,6 +60,37 @@ impl AppState {
     /// The same state reading recent data from `writers` (a query node's `--query.writer`).
     pub fn with_writers(self, writers: Option<crate::query_node::Writers>) -> Self {
         AppState { writers: writers.map(Arc::new), ..self }
+    }
+
+    /// The same state for a distributor (`--role distributor`, with `true`), which opens no
+    /// database.
+    pub fn with_distributor_only(self, distributor_only: bool) -> Self {
+        AppState { distributor_only, log_mode: self.log_mode || distributor_only, ..self }
+    }
+
+    /// The same state with writes going through the ingest log (`--log.url`).
+    pub fn with_log_mode(self, log_mode: bool) -> Self {
+        AppState { log_mode: log_mode || self.distributor_only, ..self }
+    }
+
+    /// Whether writes go through the ingest log.
+    pub fn log_mode(&self) -> bool {
+        self.log_mode
+    }
+
+    /// Whether this process is a distributor, with no database of its own.
+    pub fn is_distributor_only(&self) -> bool {
+        self.distributor_only
+    }
+
+    /// Sends writes to the log from now on. Called once, when the log is connected.
+    pub fn set_distributor(&self, distributor: Arc<Distributor>) {
+        let _ = self.distributor.set(distributor);
+    }
+
+    /// Where writes go instead of the database, when `--log.url` is set and the log connected.
+    pub fn distributor(&self) -> Option<&Arc<Distributor>> {
+        self.distributor.get()
     }
 
     /// The writers a query node reads recent data from, if any.

@@ -49,6 +49,13 @@ pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
 
 /// The open database, or 503 `unavailable` while it is still opening (the WAL replays).
 pub fn db(state: &AppState) -> Result<Arc<Db>, ApiError> {
+    if state.is_distributor_only() {
+        return Err(ApiError::Unavailable(
+            "this process is a distributor (--role distributor): it only forwards writes to the ingest log; \
+             ask a query node or an ingester"
+                .into(),
+        ));
+    }
     state
         .db()
         .cloned()

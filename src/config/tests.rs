@@ -307,3 +307,32 @@ fn roles_that_need_a_bucket_say_so() {
     assert!(err.contains("--role query"), "{err}");
     assert!(parse(&[]).unwrap().check_role().is_ok());
 }
+
+#[test]
+fn log_flags_name_the_roles_and_partitions_they_need() {
+    let err = parse(&["--role", "distributor"]).unwrap().check_role().unwrap_err();
+    assert!(err.contains("--log.url"), "{err}");
+    let url = ["--log.url", "nats://127.0.0.1:4222"];
+    let with = |extra: &[&str]| {
+        let mut args = url.to_vec();
+        args.extend_from_slice(extra);
+        parse(&args).unwrap()
+    };
+    assert!(with(&["--role", "distributor"]).check_role().is_ok());
+    let err = with(&["--role", "query", "--storage.bucket", "file:///b"]).check_role().unwrap_err();
+    assert!(err.contains("query nodes"), "{err}");
+    // A distributor consumes nothing; an ingester every partition unless told otherwise.
+    assert_eq!(with(&["--role", "distributor"]).log_settings().unwrap().consume, None);
+    assert_eq!(with(&["--log.partitions", "4"]).log_settings().unwrap().consume, Some(vec![0, 1, 2, 3]));
+    let some = with(&["--log.partitions", "10", "--log.consume", "8, 0-2,1"]);
+    assert_eq!(some.log_consume_partitions().unwrap(), vec![0, 1, 2, 8]);
+    for bad in ["10", "3-1", "x", "1-", ""] {
+        let cli = with(&["--log.partitions", "10", "--log.consume", bad]);
+        assert!(cli.check_role().unwrap_err().contains("--log.consume"), "{bad}");
+    }
+    let err = with(&["--role", "distributor", "--log.consume", "0"]).check_role().unwrap_err();
+    assert!(err.contains("--log.consume is for"), "{err}");
+    assert!(parse(&["--log.replicas", "0"]).is_err());
+    assert!(parse(&["--log.partitions", "0"]).is_err());
+    assert!(parse(&[]).unwrap().log_settings().is_none());
+}

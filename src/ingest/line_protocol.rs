@@ -142,10 +142,10 @@ async fn accept(
             return Err(ApiError::BadData(describe_line_errors(&parsed.errors, parsed.bad_lines)));
         }
         let batch = guard_decoder(|| Ok(parsed.batch()))?;
-        let pending = store_deferred(&state, &batch)?;
+        let pending = store_deferred(&state, &batch, &body, &[])?;
         let refused_line = pending
-            .as_ref()
-            .and_then(|p| p.outcome().first_rejected_series.as_ref())
+            .outcome()
+            .and_then(|o| o.first_rejected_series.as_ref())
             .and_then(|r| line_of_series(&text, &r.labels, precision, now_ns, &limits));
         // The request's memory goes before the wait for the fsync, the batch first (it borrows
         // the others).

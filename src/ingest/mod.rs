@@ -28,8 +28,12 @@ use std::fmt::Write as _;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
 use axum::http::HeaderMap;
+use std::sync::Arc;
 use storage::cardinality::SeriesLimit;
+
 use storage::{AppendOutcome, BatchRef, PendingAppend};
+
+use crate::log::distributor::{Distributor, Prepared};
 
 use crate::error::ApiError;
 use crate::metrics::{Protocol, RequestRejection};
@@ -117,31 +121,81 @@ fn guard_decoder<T>(decode: impl FnOnce() -> Result<T, ApiError>) -> Result<T, A
     }
 }
 
-/// Writes `batch` to the WAL (on the calling blocking thread) without waiting for its fsync, or
-/// returns the error to answer with: 503 while the database opens or when storage cannot write
-/// right now, 400 for input storage never accepts, 500 otherwise. The caller frees the request
-/// (body, decoded batch) and its decode slot, then calls [`finish_store`], so that requests
-/// waiting for a shared fsync hold no more than what storage keeps of them. An empty batch is
-/// not sent to storage at all (`None`: a metadata-only remote-write request must not fail
+/// Where a decoded request is being stored: written and waiting for its fsync, or split for
+/// the ingest log and waiting to be published.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per request, on its blocking thread's stack; boxing would allocate per request"
+)]
+pub(crate) enum Deferred<'s> {
+    /// Nothing to store (a request with metadata only).
+    Nothing,
+    /// In this process's database.
+    Db(PendingAppend<'s>),
+    /// Through the ingest log (`--log.url`).
+    Log(Arc<Distributor>, Prepared),
+}
+
+impl Deferred<'_> {
+    /// What storage did with the batch, as far as known before the wait: only a database
+    /// append knows (the log's consumers decide later).
+    fn outcome(&self) -> Option<&AppendOutcome> {
+        match self {
+            Deferred::Db(p) => Some(p.outcome()),
+            Deferred::Nothing | Deferred::Log(..) => None,
+        }
+    }
+}
+
+/// Writes `batch` (decoded from `body`) to the WAL (on the calling blocking thread) without
+/// waiting for its fsync, or, with `--log.url`, splits and encodes it for the log; or returns
+/// the error to answer with: 503 while the database opens, the log is not connected or storage
+/// cannot write right now, 400 for input storage never accepts, 500 otherwise. The caller frees
+/// the request (body, decoded batch) and its decode slot, then calls [`finish_store`], so that
+/// requests waiting for a shared fsync hold no more than what storage keeps of them. An empty
+/// batch is not sent to storage at all (a metadata-only remote-write request must not fail
 /// because of storage).
 fn store_deferred<'s>(
     state: &'s AppState,
     batch: &BatchRef<'_>,
-) -> Result<Option<PendingAppend<'s>>, ApiError> {
+    body: &[u8],
+    metadata: &[remote::metadata::MetricMetadata],
+) -> Result<Deferred<'s>, ApiError> {
     if batch.sample_count() == 0 {
-        return Ok(None);
+        return Ok(Deferred::Nothing);
+    }
+    if state.log_mode() {
+        let Some(distributor) = state.distributor() else {
+            return Err(ApiError::Unavailable(
+                "the ingest log (--log.url) is not connected yet; retry later".into(),
+            ));
+        };
+        let prepared = distributor.prepare(batch, body, metadata).map_err(ApiError::from)?;
+        return Ok(Deferred::Log(Arc::clone(distributor), prepared));
     }
     let Some(db) = state.db() else {
         return Err(ApiError::Unavailable(
             "the database is still opening (replaying the WAL); retry later".into(),
         ));
     };
-    db.append_ref_deferred(batch).map(Some).map_err(ApiError::from)
+    db.append_ref_deferred(batch).map(Deferred::Db).map_err(ApiError::from)
 }
 
-/// Waits until what [`store_deferred`] wrote is durable and stored, and returns what storage did.
-fn finish_store(pending: Option<PendingAppend<'_>>) -> Result<AppendOutcome, ApiError> {
-    pending.map_or_else(|| Ok(AppendOutcome::default()), |p| p.finish().map_err(ApiError::from))
+/// Waits until what [`store_deferred`] wrote is durable and stored (or published to the log,
+/// on this blocking thread), and returns what storage did (for the log: every sample, which
+/// the log's consumers store).
+fn finish_store(pending: Deferred<'_>) -> Result<AppendOutcome, ApiError> {
+    match pending {
+        Deferred::Nothing => Ok(AppendOutcome::default()),
+        Deferred::Db(p) => p.finish().map_err(ApiError::from),
+        Deferred::Log(distributor, prepared) => {
+            let (appended, histograms_appended) = (prepared.samples, prepared.histograms);
+            tokio::runtime::Handle::current()
+                .block_on(distributor.publish(prepared))
+                .map_err(|e| ApiError::Unavailable(format!("{e}; retry later")))?;
+            Ok(AppendOutcome { appended, histograms_appended, ..AppendOutcome::default() })
+        }
+    }
 }
 
 /// The explanation of samples storage refused, for the 400 that reports them, or `None` if
@@ -323,11 +377,23 @@ mod tests {
         let state = AppState::new();
         let mut batch = BatchRef::new();
         batch.push([("__name__", "up")], [Sample::new(1, 1.0)]);
-        let err = store_deferred(&state, &batch).err().unwrap();
+        let err = store_deferred(&state, &batch, b"", &[]).err().unwrap();
         assert_eq!(err.status().as_u16(), 503);
         // An empty batch never needs storage.
-        let empty = store_deferred(&state, &BatchRef::new()).unwrap();
-        assert!(empty.is_none());
+        let empty = store_deferred(&state, &BatchRef::new(), b"", &[]).unwrap();
+        assert!(matches!(empty, Deferred::Nothing));
         assert_eq!(finish_store(empty).unwrap(), AppendOutcome::default());
+    }
+
+    /// With `--log.url`, a write before the log is connected is a 503 (retried), never a
+    /// write to the database beside the log.
+    #[test]
+    fn writes_before_the_log_connects_are_503() {
+        let state = AppState::new().with_log_mode(true);
+        let mut batch = BatchRef::new();
+        batch.push([("__name__", "up")], [Sample::new(1, 1.0)]);
+        let err = store_deferred(&state, &batch, b"", &[]).err().unwrap();
+        assert_eq!(err.status().as_u16(), 503);
+        assert!(err.to_string().contains("--log.url"), "{err}");
     }
 }

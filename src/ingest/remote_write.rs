@@ -116,12 +116,13 @@ async fn accept(
         metrics.count_exemplars_dropped(decoded.exemplars);
         // Metadata is kept only once storage has taken the batch: storage may still refuse the
         // whole request (a new series whose labels are not UTF-8), and then nothing is kept.
-        let pending = store_deferred(&state, &decoded.batch)?;
+        let pending = store_deferred(&state, &decoded.batch, &body, &decoded.metadata)?;
         let (metadata, stale_histograms) = (std::mem::take(&mut decoded.metadata), decoded.stale_histograms);
         // The request's memory goes before the wait for the fsync, the batch first (it borrows
         // the buffer).
         drop(decoded);
         drop(buf);
+        drop(body);
         drop(slot);
         let outcome = finish_store(pending)?;
         state.metadata().update(metadata);

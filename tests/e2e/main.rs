@@ -19,6 +19,7 @@ mod grafana_api;
 mod histogram_api;
 mod influx_differential;
 mod ingest;
+mod ingest_log;
 mod metrics;
 mod prometheus;
 mod promtool_query;
