@@ -1023,3 +1023,34 @@ fn a_large_index_tail_and_an_empty_file_open_in_part() {
         }
     }
 }
+
+/// A writer prefix that never uploaded a file (its only record is its claim, with no partition
+/// width) neither sets the query node's width nor hides the prefixes that have files.
+#[test]
+fn an_empty_writer_prefix_hides_no_other() {
+    use crate::query::Querier;
+    use crate::{Batch, Db, Labels, Matcher, Options, Sample};
+    let store = faulty();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    // "a" sorts first, so a query node meets the empty prefix first.
+    let empty =
+        Db::open(Options { bucket: Some(on(&store, "memory://root/a")), ..Options::new(dirs[0].path()) })
+            .unwrap();
+    empty.close().unwrap();
+    let w = Db::open(Options { bucket: Some(on(&store, "memory://root/b")), ..Options::new(dirs[1].path()) })
+        .unwrap();
+    let mut b = Batch::new();
+    b.push(Labels::from_pairs(&[("__name__", "m")]), vec![Sample::new(crate::clock::now_ms() - 60_000, 1.0)]);
+    w.append(&b).unwrap();
+    w.flush().unwrap();
+    assert!(w.wait_mirrored(Duration::from_secs(10)));
+    let q = Db::open(Options {
+        bucket: Some(on(&store, "memory://root")),
+        follow: Some(Duration::from_secs(3600)),
+        ..Options::new(dirs[2].path())
+    })
+    .unwrap();
+    let snap = q.snapshot();
+    let series = snap.select(&[Matcher::equal("__name__", "m")], i64::MIN, i64::MAX).unwrap();
+    assert_eq!(series.len(), 1, "the prefix with files is served");
+}

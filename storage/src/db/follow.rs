@@ -74,9 +74,15 @@ impl Follow {
         }
     }
 
-    /// The partition width of the first prefix with a record, once [`Follow::poll`] read it.
+    /// The partition width of the first prefix with a record that sets one, once
+    /// [`Follow::poll`] read it. A writer's first record, made when it claims a new prefix,
+    /// lists no file and has no width yet (0).
     pub(crate) fn partition_width(&self) -> Option<i64> {
-        self.prefixes.iter().find_map(|p| p.record.as_ref()).map(|r| r.manifest.partition_ms)
+        self.prefixes
+            .iter()
+            .filter_map(|p| p.record.as_ref())
+            .map(|r| r.manifest.partition_ms)
+            .find(|&ms| ms > 0)
     }
 
     /// (writer nonce, record number) of the newest record read of each prefix.
@@ -190,7 +196,8 @@ impl Inner {
             let Some(r) = &p.record else { continue };
             // Prefixes are only ever added to the list, so a prefix keeps its number.
             let origin = u32::try_from(k + 1).unwrap_or(u32::MAX);
-            if r.manifest.partition_ms != self.shared.partition_ms {
+            // A record without a width (a new prefix's first) lists no file to leave out.
+            if r.manifest.partition_ms != 0 && r.manifest.partition_ms != self.shared.partition_ms {
                 tracing::error!(
                     prefix = %p.name,
                     its_ms = r.manifest.partition_ms,
