@@ -6,6 +6,7 @@
 //! interrupted operation and is removed at startup. A small line-oriented text format with a
 //! trailing CRC, so an operator can read it; layout in `docs/format/manifest.md`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -106,6 +107,10 @@ pub struct Manifest {
     pub files: Vec<FileEntry>,
     /// Live tombstones.
     pub tombstones: Vec<Tombstone>,
+    /// How far outside sources had been appended when the data these files hold was: per
+    /// source (an opaque name, such as a partition of the ingest log), a position every
+    /// record up to which is in the listed files ([`crate::Db::note_position`]).
+    pub positions: BTreeMap<String, u64>,
 }
 
 impl Manifest {
@@ -136,6 +141,9 @@ impl Manifest {
                 let _ = write!(s, " {} {} {}", escape(&m.name), op, escape(&m.value));
             }
             s.push('\n');
+        }
+        for (source, position) in &self.positions {
+            let _ = writeln!(s, "position {} {position}", escape(source));
         }
         let crc = crc32fast::hash(s.as_bytes());
         let _ = writeln!(s, "crc {crc:08x}");
@@ -203,6 +211,11 @@ impl Manifest {
                         matchers.push(Matcher::new(op, name, value).map_err(|e| bad(n, &e.to_string()))?);
                     }
                     m.tombstones.push(Tombstone { seq, mint, maxt, matchers, origin: 0 });
+                }
+                "position" => {
+                    let source = w.next().and_then(unescape).ok_or_else(|| bad(n, "bad position source"))?;
+                    let position = w.next().and_then(|x| x.parse::<u64>().ok()).ok_or_else(|| bad(n, "bad position"))?;
+                    m.positions.insert(source, position);
                 }
                 "" => {}
                 other => return Err(bad(n, &format!("unknown entry {other:?}"))),
@@ -305,14 +318,20 @@ mod tests {
                 ],
                 origin: 0,
             }],
+            positions: [("log:strata/3".to_string(), 1204), ("a b".to_string(), 0)].into(),
         };
         let text = m.encode();
+        assert!(text.contains("\nposition a%20b 0\nposition log:strata%2F3 1204\ncrc "), "{text}");
         let p = Path::new("MANIFEST");
         let d = Manifest::decode(&text, p).unwrap();
         assert_eq!(d.files, m.files);
         assert_eq!(d.tombstones[0].matchers[0].value, "a b|c%");
         assert_eq!(d.tombstones[0].matchers[1].value, "");
         assert_eq!(d.encode(), text);
+        assert_eq!(d.positions, m.positions);
+        // Without positions the text is what it was before they existed.
+        let plain = Manifest { positions: BTreeMap::new(), ..m.clone() };
+        assert!(!plain.encode().contains("position"));
         let flipped = text.replacen("seq 12", "seq 13", 1);
         assert!(Manifest::decode(&flipped, p).is_err());
     }

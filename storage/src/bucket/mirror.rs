@@ -8,7 +8,7 @@
 //! the local directory holds everything meanwhile. A commit that meets a newer epoch fences
 //! the writer ([`MirrorStatus::fenced`]): its appends are refused from then on.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,6 +56,9 @@ struct Shared {
     /// The files of the newest records committed, by record number, oldest first: the last
     /// entry's are those the bucket holds for sure.
     committed: Mutex<std::collections::VecDeque<(u64, FileSet)>>,
+    /// The positions of outside sources in the newest committed record (see
+    /// [`crate::Db::note_position`]).
+    committed_positions: Mutex<BTreeMap<String, u64>>,
     /// The newest manifest not yet committed to the bucket, if any.
     offered: Mutex<Option<Manifest>>,
     wake: Condvar,
@@ -82,6 +85,7 @@ impl Mirror {
         status.committed_seq.store(record.seq, Ordering::Relaxed);
         let shared = Arc::new(Shared {
             committed: Mutex::new([(record.seq, Arc::new(files_of(&record.manifest)))].into()),
+            committed_positions: Mutex::new(record.manifest.positions.clone()),
             offered: Mutex::new(None),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -108,6 +112,11 @@ impl Mirror {
         *self.shared.offered.lock() = Some(m.clone());
         self.shared.status.behind.store(true, Ordering::Relaxed);
         self.shared.wake.notify_all();
+    }
+
+    /// The positions of outside sources in the newest committed record.
+    pub fn committed_positions(&self) -> BTreeMap<String, u64> {
+        self.shared.committed_positions.lock().clone()
     }
 
     /// The files the bucket holds for sure (listed by the newest committed record).
@@ -420,6 +429,7 @@ impl Worker {
                 {
                     let mut committed = self.shared.committed.lock();
                     committed.push_back((record.seq, Arc::new(files_of(&record.manifest))));
+                    self.shared.committed_positions.lock().clone_from(&record.manifest.positions);
                     if committed.len() > HISTORY {
                         committed.pop_front();
                     }

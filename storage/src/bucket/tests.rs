@@ -1024,6 +1024,39 @@ fn a_large_index_tail_and_an_empty_file_open_in_part() {
     }
 }
 
+/// Positions noted before a flush reach the local manifest and the bucket's record with the
+/// files that hold their data; one noted after it waits for the next flush; a writer that
+/// restores the prefix onto an empty directory reads them back from the bucket.
+#[test]
+fn positions_travel_with_the_files_that_hold_their_data() {
+    use crate::{Batch, Db, Labels, Options, Sample};
+    let store = faulty();
+    let dir = tempfile::tempdir().unwrap();
+    let open = |dir: &std::path::Path| {
+        Db::open(Options { bucket: Some(on(&store, "memory://root/w")), ..Options::new(dir) }).unwrap()
+    };
+    let w = open(dir.path());
+    let mut b = Batch::new();
+    b.push(Labels::from_pairs(&[("__name__", "m")]), vec![Sample::new(1_000, 1.0)]);
+    w.append(&b).unwrap();
+    w.note_position("log:x/0", 7);
+    w.note_position("log:x/0", 5); // lower: ignored
+    w.note_position("log:x/1", 3);
+    assert!(w.positions_stored().is_empty(), "nothing flushed yet");
+    w.flush().unwrap();
+    assert!(w.wait_mirrored(Duration::from_secs(10)));
+    let want: std::collections::BTreeMap<String, u64> = [("log:x/0".into(), 7), ("log:x/1".into(), 3)].into();
+    assert_eq!(w.positions_stored(), want);
+    w.note_position("log:x/1", 9);
+    assert_eq!(w.positions_stored(), want, "noted after the flush: not in files yet");
+    w.close().unwrap();
+    // Closing flushed nothing new (an empty head), so the last record's positions stand.
+    let restored = tempfile::tempdir().unwrap();
+    let again = open(restored.path());
+    assert_eq!(again.positions_stored(), want);
+    again.close().unwrap();
+}
+
 /// A writer prefix that never uploaded a file (its only record is its claim, with no partition
 /// width) neither sets the query node's width nor hides the prefixes that have files.
 #[test]

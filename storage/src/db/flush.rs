@@ -60,7 +60,8 @@ impl Inner {
     /// that its records end before WAL segment `wal_end_segment`. The caller holds the
     /// `appending` write lock, so no append is half-way into `head`.
     pub(crate) fn freeze_active(&self, head: &Arc<Head>, wal_end_segment: u64) {
-        let frozen = Arc::new(Frozen { head: head.clone(), wal_end_segment });
+        let positions = self.positions.lock().noted.clone();
+        let frozen = Arc::new(Frozen { head: head.clone(), wal_end_segment, positions });
         self.update_state(|s| {
             let mut n = s.clone_shallow();
             n.head = Arc::new(Head::new());
@@ -91,7 +92,12 @@ impl Inner {
         let mut next = m.clone();
         next.files.extend(entries);
         next.wal_first_segment = frozen.wal_end_segment;
+        for (source, &position) in &frozen.positions {
+            let at = next.positions.entry(source.clone()).or_default();
+            *at = (*at).max(position);
+        }
         let opened = self.store_manifest(&next, &created, opened)?;
+        self.positions.lock().flushed.clone_from(&next.positions);
         *m = next;
         {
             let mut writes = self.partition_writes.lock();

@@ -270,6 +270,16 @@ impl Default for Counters {
     }
 }
 
+/// How far outside sources (partitions of an ingest log) had been appended: as noted by the
+/// appender, and as of the data in the committed manifest's files.
+#[derive(Debug, Default)]
+pub(crate) struct Positions {
+    /// The newest position noted per source, after its records were appended.
+    pub noted: BTreeMap<String, u64>,
+    /// The positions of the local manifest last committed by a flush.
+    pub flushed: BTreeMap<String, u64>,
+}
+
 pub(crate) struct Inner {
     pub opts: Options,
     pub dir: PathBuf,
@@ -302,6 +312,8 @@ pub(crate) struct Inner {
     pub partition_writes: Mutex<BTreeMap<i64, Instant>>,
     /// With a bucket: the thread that uploads files and commits manifests to it.
     pub mirror: Option<crate::bucket::mirror::Mirror>,
+    /// Outside sources' positions ([`Db::note_position`]).
+    pub positions: Mutex<Positions>,
     /// On a query node: the prefixes followed (see `follow.rs`).
     pub follow: Option<Mutex<follow::Follow>>,
     _lock: File,
@@ -573,6 +585,7 @@ impl Db {
             (Some(b), Some(c)) => Some(crate::bucket::mirror::Mirror::start(b, dir.clone(), c)),
             _ => None,
         };
+        let positions = Positions { noted: manifest.positions.clone(), flushed: manifest.positions.clone() };
         let inner = Arc::new(Inner {
             cardinality: Cardinality::new(opts.series_limits),
             shared: Arc::new(ReadState {
@@ -594,6 +607,7 @@ impl Db {
             sweep_pending: AtomicBool::new(false),
             newest: AtomicI64::new(newest.unwrap_or(i64::MIN)),
             partition_writes: Mutex::new(BTreeMap::new()),
+            positions: Mutex::new(positions),
             mirror,
             follow: follow.map(Mutex::new),
             _lock: lock,
@@ -625,6 +639,28 @@ impl Db {
             "database opened"
         );
         Ok((Db { inner, worker: Mutex::new(Some(worker)) }, stats))
+    }
+
+    /// Notes that everything of the outside source `source` (a partition of an ingest log,
+    /// say) up to `position` has been appended, as an appender that reads such a source calls
+    /// once its append returned. The next flush records the positions noted before it in its
+    /// manifest (`position` lines, docs/format/manifest.md), which a bucket's records carry:
+    /// [`Db::positions_stored`] then says how far each source's data is in files. Positions only
+    /// grow; a lower one is ignored.
+    pub fn note_position(&self, source: &str, position: u64) {
+        let mut p = self.inner.positions.lock();
+        let at = p.noted.entry(source.to_string()).or_default();
+        *at = (*at).max(position);
+    }
+
+    /// How far each source's data is in files: with a bucket, in the files of the newest
+    /// record this writer committed to it (what another writer taking the source over may
+    /// skip); without, in the local manifest's files.
+    pub fn positions_stored(&self) -> BTreeMap<String, u64> {
+        match &self.inner.mirror {
+            Some(mirror) => mirror.committed_positions(),
+            None => self.inner.positions.lock().flushed.clone(),
+        }
     }
 
     /// Appends a batch. Returns once the batch is durable (per the WAL sync mode) and visible

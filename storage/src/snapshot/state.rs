@@ -176,6 +176,9 @@ impl LiveFile {
 pub(crate) struct Frozen {
     pub head: Arc<Head>,
     pub wal_end_segment: u64,
+    /// The positions noted when it was frozen ([`crate::Db::note_position`]): every record up
+    /// to them is in it or in files already written.
+    pub positions: std::collections::BTreeMap<String, u64>,
 }
 
 /// The immutable view readers snapshot.
