@@ -29,6 +29,13 @@ pub enum Role {
     Distributor,
 }
 
+/// A writer's default name among lease holders: the host name and the process id.
+fn default_member() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim();
+    format!("{}-{}", if host.is_empty() { "strata" } else { host }, std::process::id())
+}
+
 /// strata: a Prometheus-compatible remote storage with its own PromQL engine.
 ///
 /// Durations are written as in Prometheus (15d, 12h, 90m, 1h30m, 100ms; units y w d h m s ms),
@@ -316,6 +323,22 @@ pub struct Cli {
     #[arg(long = "log.consume", value_name = "LIST")]
     pub log_consume: Option<String>,
 
+    /// etcd endpoints (`http://host:port`, comma-separated) where writers with --log.url claim
+    /// the log's partitions with leases: each takes its share, and a dead writer's partitions
+    /// are taken over once its lease expires. Without it, --log.consume says what to consume
+    #[arg(long = "leases.url", value_name = "URLS")]
+    pub leases_url: Option<String>,
+
+    /// How long a writer's lease lasts without renewal: the longest a dead writer's partitions
+    /// wait for another
+    #[arg(long = "leases.ttl", value_name = "DURATION", default_value = "10s")]
+    pub leases_ttl: PromDuration,
+
+    /// This writer's name among the lease holders (unique among live writers). Default: the
+    /// host name and the process id
+    #[arg(long = "leases.member", value_name = "NAME")]
+    pub leases_member: Option<String>,
+
     /// On a query node (--role query): a writer (`http://host:port`) to read the data it has not
     /// uploaded yet from, by remote read, so that queries see every acknowledged sample. Repeat
     /// for each writer. Without any, a query node sees what writers have uploaded.
@@ -477,10 +500,21 @@ impl Cli {
             }
             _ => {}
         }
-        if self.log_consume.is_some()
-            && !matches!((self.role, &self.log_url), (Role::All | Role::Write, Some(_)))
-        {
+        let consumes = matches!((self.role, &self.log_url), (Role::All | Role::Write, Some(_)));
+        if self.log_consume.is_some() && !consumes {
             return Err("--log.consume is for --role all or write with --log.url".into());
+        }
+        if self.leases_url.is_some() && !consumes {
+            return Err("--leases.url is for --role all or write with --log.url".into());
+        }
+        if self.leases_url.is_some() && self.log_consume.is_some() {
+            return Err(
+                "--log.consume and --leases.url exclude each other: with leases, writers claim partitions"
+                    .into(),
+            );
+        }
+        if self.leases_ttl.as_std() < std::time::Duration::from_secs(2) {
+            return Err("--leases.ttl must be at least 2s".into());
         }
         self.log_consume_partitions()?;
         match (self.role, &self.storage_bucket) {
@@ -528,9 +562,22 @@ impl Cli {
                 replicas: usize::try_from(self.log_replicas).unwrap_or(1),
                 retention: self.log_retention.as_std(),
             },
-            consume: match self.role {
-                Role::All | Role::Write => self.log_consume_partitions().ok(),
-                Role::Query | Role::Distributor => None,
+            consume: match (self.role, &self.leases_url) {
+                (Role::All | Role::Write, Some(urls)) => {
+                    Some(crate::log::ingester::Ownership::Leased(crate::log::leases::LeaseConfig {
+                        endpoints: urls
+                            .split(',')
+                            .map(|u| u.trim().to_string())
+                            .filter(|u| !u.is_empty())
+                            .collect(),
+                        ttl: self.leases_ttl.as_std(),
+                        member: self.leases_member.clone().unwrap_or_else(default_member),
+                    }))
+                }
+                (Role::All | Role::Write, None) => {
+                    self.log_consume_partitions().ok().map(crate::log::ingester::Ownership::Fixed)
+                }
+                (Role::Query | Role::Distributor, _) => None,
             },
         })
     }

@@ -8,7 +8,8 @@
 //!   and the split of a batch into per-partition messages;
 //! - [`jetstream`]: the log on NATS JetStream, one stream per partition;
 //! - [`distributor`]: the write path of `--role distributor`;
-//! - [`ingester`]: the consuming loop of a writer in log mode, and its offsets file.
+//! - [`ingester`]: the consuming loop of a writer in log mode, and its offsets file;
+//! - [`leases`]: which ingester consumes which partition, by etcd leases.
 //!
 //! The log is behind [`Log`] so that another engine (Kafka) can follow; see
 //! `docs/operations.md`, "Replicated ingest".
@@ -16,6 +17,7 @@
 pub mod distributor;
 pub mod ingester;
 pub mod jetstream;
+pub mod leases;
 pub mod partition;
 
 use std::pin::Pin;
@@ -30,7 +32,7 @@ pub struct LogSettings {
     pub jetstream: jetstream::JetStreamConfig,
     /// The partitions this process consumes into its database; `None` for a distributor,
     /// which has none.
-    pub consume: Option<Vec<u32>>,
+    pub consume: Option<ingester::Ownership>,
 }
 
 /// Why the log refused or failed an operation. Every one is worth retrying later: a write

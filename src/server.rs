@@ -32,7 +32,7 @@ use crate::auth::{AuthSettings, Authenticator};
 use crate::ingest::{line_protocol, remote_write};
 use crate::log::Log;
 use crate::log::distributor::Distributor;
-use crate::log::ingester::Ingester;
+use crate::log::ingester::{Ingester, Ownership};
 use crate::log::jetstream::{JetStreamConfig, JetStreamLog};
 use crate::shutdown::Signals;
 use crate::state::AppState;
@@ -234,9 +234,9 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
         {
             Ok(log) => {
                 state.set_distributor(Arc::new(Distributor::new(Arc::clone(&log))));
-                let partitions = settings.consume.unwrap_or_default();
+                let ownership = settings.consume.unwrap_or(Ownership::Fixed(Vec::new()));
                 ingester = Some(
-                    Ingester::start(log, Arc::clone(db), &partitions, &dir, &settings.jetstream.prefix)
+                    Ingester::start(log, Arc::clone(db), ownership, &dir, &settings.jetstream.prefix)
                         .map_err(RunError::LogOffsets)?,
                 );
                 None

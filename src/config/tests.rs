@@ -322,8 +322,23 @@ fn log_flags_name_the_roles_and_partitions_they_need() {
     let err = with(&["--role", "query", "--storage.bucket", "file:///b"]).check_role().unwrap_err();
     assert!(err.contains("query nodes"), "{err}");
     // A distributor consumes nothing; an ingester every partition unless told otherwise.
-    assert_eq!(with(&["--role", "distributor"]).log_settings().unwrap().consume, None);
-    assert_eq!(with(&["--log.partitions", "4"]).log_settings().unwrap().consume, Some(vec![0, 1, 2, 3]));
+    assert!(with(&["--role", "distributor"]).log_settings().unwrap().consume.is_none());
+    let fixed = |cli: Cli| match cli.log_settings().unwrap().consume {
+        Some(crate::log::ingester::Ownership::Fixed(p)) => p,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(fixed(with(&["--log.partitions", "4"])), vec![0, 1, 2, 3]);
+    let leased = with(&["--leases.url", "http://a:2379, http://b:2379", "--leases.member", "w1"]);
+    assert!(leased.check_role().is_ok());
+    match leased.log_settings().unwrap().consume {
+        Some(crate::log::ingester::Ownership::Leased(c)) => {
+            assert_eq!(c.endpoints, ["http://a:2379", "http://b:2379"]);
+            assert_eq!((c.member.as_str(), c.ttl.as_secs()), ("w1", 10));
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = with(&["--leases.url", "http://a:2379", "--log.consume", "0"]).check_role().unwrap_err();
+    assert!(err.contains("exclude each other"), "{err}");
     let some = with(&["--log.partitions", "10", "--log.consume", "8, 0-2,1"]);
     assert_eq!(some.log_consume_partitions().unwrap(), vec![0, 1, 2, 8]);
     for bad in ["10", "3-1", "x", "1-", ""] {

