@@ -9,7 +9,8 @@
 //! - [`jetstream`]: the log on NATS JetStream, one stream per partition;
 //! - [`distributor`]: the write path of `--role distributor`;
 //! - [`ingester`]: the consuming loop of a writer in log mode, and its offsets file;
-//! - [`leases`]: which ingester consumes which partition, by etcd leases.
+//! - [`leases`]: which ingester consumes which partition, by etcd leases;
+//! - [`metrics`]: the `strata_log_*` families of `/metrics`.
 //!
 //! The log is behind [`Log`] so that another engine (Kafka) can follow; see
 //! `docs/operations.md`, "Replicated ingest".
@@ -18,6 +19,7 @@ pub mod distributor;
 pub mod ingester;
 pub mod jetstream;
 pub mod leases;
+pub mod metrics;
 pub mod partition;
 
 use std::pin::Pin;

@@ -17,7 +17,7 @@
 //! route's counters); histograms have fixed buckets ([`storage::buckets::BucketHistogram`]).
 
 mod database;
-mod exposition;
+pub(crate) mod exposition;
 mod http;
 mod process;
 #[cfg(test)]
@@ -259,6 +259,9 @@ fn render(state: &AppState) -> String {
             "Parsed queries held in the parse cache.",
             entries as u64,
         );
+    }
+    if state.log_mode() {
+        crate::log::metrics::LOG_METRICS.write_to(&mut out);
     }
     if let Some(db) = state.db() {
         database::write_to(db, load(&metrics.histograms_rejected), &mut out);

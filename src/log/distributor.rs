@@ -17,6 +17,7 @@ use remote::prw::{self, Version};
 use sha2::{Digest, Sha256};
 use storage::BatchRef;
 
+use super::metrics::LOG_METRICS;
 use super::partition::split;
 use super::{Log, LogError};
 use remote::metadata::MetricMetadata;
@@ -78,8 +79,15 @@ impl Distributor {
     /// with the first failure (parts already stored stay: the sender's retry stores the rest,
     /// and the log drops the repeats by their ids).
     pub async fn publish(&self, prepared: Prepared) -> Result<(), LogError> {
-        try_join_all(prepared.parts.into_iter().map(|p| self.log.publish(p.partition, p.id, p.payload)))
-            .await?;
+        let publish = |p: Part| async move {
+            let done = self.log.publish(p.partition, p.id, p.payload).await;
+            match &done {
+                Ok(()) => LOG_METRICS.published(),
+                Err(_) => LOG_METRICS.publish_failed(),
+            }
+            done
+        };
+        try_join_all(prepared.parts.into_iter().map(publish)).await?;
         Ok(())
     }
 }

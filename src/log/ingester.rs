@@ -27,6 +27,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tracing::{error, info, warn};
 
 use super::leases::{LeaseConfig, Membership};
+use super::metrics::LOG_METRICS;
 use super::{Log, LogError, Record};
 
 /// Records taken into one append at most: one WAL record and fsync for up to this many
@@ -78,6 +79,7 @@ impl Ingester {
             Ownership::Fixed(partitions) => {
                 info!(?partitions, "consuming the ingest log");
                 for p in partitions {
+                    LOG_METRICS.held(p, true);
                     let (log, db, offsets) = (Arc::clone(&log), Arc::clone(&db), Arc::clone(&offsets));
                     tasks.spawn(consume(log, db, p, offsets));
                 }
@@ -177,6 +179,10 @@ impl Coordinator {
             // Fenced: what we held may be another's already. Stop, and join again once a
             // lease's time has passed, when our old claims have expired everywhere.
             held.consumers.abort_all();
+            LOG_METRICS.lease_lost();
+            for &p in held.partitions.keys() {
+                LOG_METRICS.held(p, false);
+            }
             warn!(partitions = ?held.partitions.keys().collect::<Vec<_>>(), "lease lost: stopped consuming");
             drop(membership);
             tokio::select! {
@@ -198,6 +204,7 @@ impl Coordinator {
             let ours = owners.get(p).is_some_and(|o| o == me);
             if !ours {
                 consumer.abort();
+                LOG_METRICS.held(*p, false);
                 warn!(partition = p, "partition claimed by another member: stopped consuming it");
             }
             ours
@@ -205,6 +212,7 @@ impl Coordinator {
         while held.partitions.len() > share {
             let Some((p, consumer)) = held.partitions.pop_last() else { break };
             consumer.abort();
+            LOG_METRICS.held(p, false);
             membership.release(p).await?;
             info!(partition = p, members, "released partition to another member");
         }
@@ -221,6 +229,7 @@ impl Coordinator {
             let (log, db, offsets) = (Arc::clone(&self.log), Arc::clone(&self.db), Arc::clone(&self.offsets));
             let consumer = held.consumers.spawn(consume(log, db, p, offsets));
             held.partitions.insert(p, consumer);
+            LOG_METRICS.held(p, true);
             // Tests and operators read takeovers from this line; keep its wording.
             info!(partition = p, after = from, stored, "claimed partition");
         }
@@ -277,7 +286,9 @@ async fn consume(log: Arc<dyn Log>, db: Arc<Db>, p: u32, offsets: Arc<Offsets>) 
                 }
             }
             if let Some(last) = good.last().map(|r| r.offset) {
+                let records = good.len() as u64;
                 append_records(&db, p, good).await;
+                LOG_METRICS.consumed(p, records, last);
                 offsets.set(p, last);
                 db.note_position(&offsets.source(p), last);
             }
@@ -316,6 +327,7 @@ fn decode(p: u32, record: &Record) -> Option<Batch> {
     match prw::decode(Version::V2, &record.payload, &limits) {
         Ok(decoded) => Some(decoded.batch),
         Err(e) => {
+            LOG_METRICS.skipped();
             error!(partition = p, offset = record.offset, "skipping a log record that does not decode: {e}");
             None
         }
@@ -334,6 +346,7 @@ async fn append(db: &Arc<Db>, p: u32, batch: Batch) {
         match tokio::task::spawn_blocking(move || db.append(&b)).await {
             Ok(Ok(_)) => return,
             Ok(Err(e @ storage::Error::InvalidLabels { .. })) => {
+                LOG_METRICS.skipped();
                 error!(partition = p, "skipping log records storage refuses: {e}");
                 return;
             }

@@ -114,6 +114,15 @@ fn wait_for_counts(strata: &Strata, at: f64, want: f64) {
     }
 }
 
+/// The sum of the samples of the `/metrics` family `name` (over its labels).
+fn metric_sum(strata: &Strata, name: &str) -> f64 {
+    let text = strata.get("/metrics").body;
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// The log offsets the ingester saved, summed over partitions, once they stop moving.
 fn saved_offsets(data_dir: &Path) -> u64 {
     let read = || -> u64 {
@@ -182,11 +191,19 @@ fn acknowledged_writes_survive_an_ingester_kill_and_a_log_outage() {
             strata::log::partition::partition_of(&labels, PARTITIONS)
         })
         .collect();
-    assert_eq!(saved_offsets(&ingester_dir), 40 * used.len() as u64);
+    let records = saved_offsets(&ingester_dir);
+    assert_eq!(records, 40 * used.len() as u64);
+    // What /metrics says of it: every part published once (the retry's parts too, which the
+    // log acknowledged without storing), every record consumed by the restarted ingester.
+    assert_eq!(metric_sum(&distributor, "strata_log_records_published_total"), (41 * used.len()) as f64);
+    assert_eq!(metric_sum(&distributor, "strata_log_publish_failures_total"), 0.0);
+    assert_eq!(metric_sum(&ingester, "strata_log_partition_held"), f64::from(PARTITIONS));
+    assert_eq!(metric_sum(&ingester, "strata_log_consumed_offset"), records as f64);
 
     // The log goes down: writes are refused with 503, which senders retry, and nothing is lost.
     nats.terminate();
     assert_eq!(post(40), 503, "a write while the log is down");
+    assert!(metric_sum(&distributor, "strata_log_publish_failures_total") > 0.0);
     let _nats = start_nats(&nats_bin, dir.path(), port);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -355,6 +372,7 @@ fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
         assert!(Instant::now() < deadline, "b holds {:?}", counts(&b, at));
         std::thread::sleep(Duration::from_millis(200));
     }
+    assert_eq!(metric_sum(&b, "strata_log_partition_held"), f64::from(PARTITIONS));
     let mut b = b;
     assert_eq!(b.terminate().code(), Some(0), "{}", b.log());
     let query_args = ["--role", "query", "--storage.bucket", &bucket].map(String::from);
