@@ -1,7 +1,8 @@
 //! `--role distributor`: a write is decoded as on any other role, then split by series into
-//! the log's partitions ([`super::partition`]), each part encoded as a remote write 2.0 message
-//! (snappy-compressed protobuf, the request format ingesters already decode) and published; the
-//! client is answered once the log has acknowledged every part.
+//! the log's partitions ([`super::partition`]), each part encoded as a remote write message
+//! (snappy-compressed protobuf, the request format ingesters already decode; 1.0 for float
+//! series, 2.0 where histograms, start timestamps or metadata need it, docs/format/log.md) and
+//! published; the client is answered once the log has acknowledged every part.
 //!
 //! A retried request must not be stored twice: each part's message id is a digest of the
 //! request's body and the partition, so the log drops a retry's parts that it already holds
@@ -18,7 +19,7 @@ use sha2::{Digest, Sha256};
 use storage::BatchRef;
 
 use super::metrics::LOG_METRICS;
-use super::partition::split;
+use super::partition::{partition_of_raw, split};
 use super::{Log, LogError};
 use remote::metadata::MetricMetadata;
 
@@ -53,25 +54,63 @@ impl Distributor {
     /// (CPU work, for a blocking thread). `metadata` travels with the parts whose series it
     /// describes. Fails with `storage::Error::InvalidLabels` if a label is not UTF-8, as
     /// appending it would.
+    ///
+    /// Float series are written straight from the decoded request as remote write 1.0
+    /// ([`prw::V1Writer`]); a request with native histograms, start timestamps or metadata goes
+    /// through remote write 2.0's messages, which carry them all.
     pub fn prepare(
         &self,
         batch: &BatchRef<'_>,
         body: &[u8],
         metadata: &[MetricMetadata],
     ) -> Result<Prepared, storage::Error> {
-        let batch = batch.to_batch()?;
-        let histograms = batch.histograms.iter().map(|(_, h)| h.len() as u64).sum();
-        let samples = batch.sample_count() as u64;
+        let partitions = self.log.partitions();
         let digest = Sha256::digest(body);
         let request: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        let parts = split(batch, self.log.partitions())
-            .into_iter()
-            .map(|(partition, part)| Part {
+        let (samples, histograms) = (batch.sample_count() as u64, batch.histogram_count() as u64);
+        let raw: Vec<(u32, Version, Vec<u8>)> =
+            if batch.has_histograms() || batch.has_starts() || !metadata.is_empty() {
+                split(batch.to_batch()?, partitions)
+                    .into_iter()
+                    .map(|(p, part)| (p, Version::V2, prw::encode_uncompressed(Version::V2, &part, metadata)))
+                    .collect()
+            } else {
+                // Room for each part's share of the request, so writing seldom moves a part.
+                let share = body.len().saturating_mul(4) / partitions as usize;
+                let mut writers: Vec<prw::V1Writer> =
+                    (0..partitions).map(|_| prw::V1Writer::with_capacity(share)).collect();
+                for (labels, samples) in batch.iter() {
+                    // Storage checks the labels of new series only; the log's consumers must
+                    // not meet a label that refuses its record there.
+                    if !labels
+                        .iter()
+                        .all(|(n, v)| std::str::from_utf8(n).is_ok() && std::str::from_utf8(v).is_ok())
+                    {
+                        // The error storage gives, naming the series.
+                        labels.to_str_pairs()?;
+                    }
+                    writers[partition_of_raw(labels, partitions) as usize].series(labels, samples);
+                }
+                writers
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, w)| !w.is_empty())
+                    .map(|(p, w)| (p as u32, Version::V1, w.finish()))
+                    .collect()
+            };
+        let mut parts = Vec::with_capacity(raw.len());
+        for (partition, version, bytes) in raw {
+            let compressed =
+                prw::compress(&bytes).map_err(|e| storage::Error::InvalidInput(e.to_string()))?;
+            let mut payload = Vec::with_capacity(compressed.len() + 1);
+            payload.push(version_byte(version));
+            payload.extend_from_slice(&compressed);
+            parts.push(Part {
                 partition,
                 id: format!("{request}-{partition}"),
-                payload: Bytes::from(prw::encode(Version::V2, &part, metadata)),
-            })
-            .collect();
+                payload: Bytes::from(payload),
+            });
+        }
         Ok(Prepared { parts, samples, histograms })
     }
 
@@ -89,5 +128,23 @@ impl Distributor {
         };
         try_join_all(prepared.parts.into_iter().map(publish)).await?;
         Ok(())
+    }
+}
+
+/// The first byte of a record: the remote write version of the snappy block that follows
+/// (docs/format/log.md).
+fn version_byte(version: Version) -> u8 {
+    match version {
+        Version::V1 => 1,
+        Version::V2 => 2,
+    }
+}
+
+/// The version a record's first byte names, and the snappy block after it.
+pub fn payload_version(payload: &[u8]) -> Option<(Version, &[u8])> {
+    match payload.split_first()? {
+        (1, rest) => Some((Version::V1, rest)),
+        (2, rest) => Some((Version::V2, rest)),
+        _ => None,
     }
 }

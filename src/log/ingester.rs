@@ -20,12 +20,13 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use remote::prw::{self, Version};
-use storage::{Batch, Db};
+use remote::prw;
+use storage::{BatchRef, Db};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 use tracing::{error, info, warn};
 
+use super::distributor::payload_version;
 use super::leases::{LeaseConfig, Membership};
 use super::metrics::LOG_METRICS;
 use super::{Log, LogError, Record};
@@ -301,59 +302,75 @@ async fn consume(log: Arc<dyn Log>, db: Arc<Db>, p: u32, offsets: Arc<Offsets>) 
     }
 }
 
-/// Appends `records` of partition `p` to `db`: as one batch while they hold only floats (a
-/// histogram at the same timestamp as a float of the same series wins only within its own
-/// batch, so records with histograms go alone, in order).
+/// Appends `records` of partition `p` to `db` as one batch (one WAL record, one fsync), on
+/// a blocking thread; retried while storage cannot write.
 async fn append_records(db: &Arc<Db>, p: u32, records: Vec<Record>) {
-    let mut batch = Batch::new();
-    for record in records {
-        let Some(decoded) = decode(p, &record) else { continue };
-        if decoded.histograms.is_empty() {
-            batch.series.extend(decoded.series);
-            continue;
-        }
-        append(db, p, std::mem::take(&mut batch)).await;
-        append(db, p, decoded).await;
-    }
-    append(db, p, batch).await;
-}
-
-/// The batch a record carries, or `None` (logged) if it does not decode.
-fn decode(p: u32, record: &Record) -> Option<Batch> {
-    // Distributors encode what they decoded within the request limits, and a request may be
-    // split into fewer, larger parts than any sender's; the log's own message limit bounds it.
-    let limits =
-        remote::Limits { body_bytes_max: usize::MAX, decoded_bytes_max: usize::MAX, ..Default::default() };
-    match prw::decode(Version::V2, &record.payload, &limits) {
-        Ok(decoded) => Some(decoded.batch),
-        Err(e) => {
-            LOG_METRICS.skipped();
-            error!(partition = p, offset = record.offset, "skipping a log record that does not decode: {e}");
-            None
-        }
-    }
-}
-
-/// Appends `batch` on a blocking thread, retrying while storage cannot write; a batch storage
-/// refuses whole is skipped (logged).
-async fn append(db: &Arc<Db>, p: u32, batch: Batch) {
-    if batch.series.is_empty() && batch.histograms.is_empty() {
-        return;
-    }
-    let batch = Arc::new(batch);
+    let records = Arc::new(records);
     loop {
-        let (db, b) = (Arc::clone(db), Arc::clone(&batch));
-        match tokio::task::spawn_blocking(move || db.append(&b)).await {
-            Ok(Ok(_)) => return,
-            Ok(Err(e @ storage::Error::InvalidLabels { .. })) => {
-                LOG_METRICS.skipped();
-                error!(partition = p, "skipping log records storage refuses: {e}");
-                return;
-            }
+        let (db, records) = (Arc::clone(db), Arc::clone(&records));
+        match tokio::task::spawn_blocking(move || append_blocking(&db, p, &records)).await {
+            Ok(Ok(())) => return,
             Ok(Err(e)) => warn!(partition = p, "cannot append log records yet: {e}; retrying"),
             Err(e) => error!(partition = p, "appending log records failed: {e}; retrying"),
         }
         tokio::time::sleep(PAUSE).await;
+    }
+}
+
+/// Decodes `records` in place (label strings borrowed from the decompressed records, as the
+/// HTTP write path does) into one batch and appends it. A record that does not decode is
+/// skipped (logged and counted); so is one that storage refuses whole, appended alone to find
+/// it if the batch is refused.
+fn append_blocking(db: &Db, p: u32, records: &[Record]) -> storage::Result<()> {
+    // Distributors encode what they decoded within the request limits, and a request may be
+    // split into fewer, larger parts than any sender's; the log's own message limit bounds it.
+    let limits =
+        remote::Limits { body_bytes_max: usize::MAX, decoded_bytes_max: usize::MAX, ..Default::default() };
+    let skip = |offset: u64, why: String| {
+        LOG_METRICS.skipped();
+        error!(partition = p, offset, "skipping a log record that does not decode: {why}");
+    };
+    let mut raw = Vec::with_capacity(records.len());
+    for record in records {
+        let Some((version, block)) = payload_version(&record.payload) else {
+            skip(record.offset, "unknown version byte".into());
+            continue;
+        };
+        match prw::decompress(block, &limits) {
+            Ok(bytes) => raw.push((record.offset, version, bytes)),
+            Err(e) => skip(record.offset, e.to_string()),
+        }
+    }
+    let mut decoded = Vec::with_capacity(raw.len());
+    for (offset, version, bytes) in &raw {
+        match prw::decode_ref(*version, bytes, &limits) {
+            Ok(d) => decoded.push((*offset, d.batch)),
+            Err(e) => skip(*offset, e.to_string()),
+        }
+    }
+    let mut batch = BatchRef::new();
+    for (_, d) in &decoded {
+        batch.extend_from(d);
+    }
+    if batch.is_empty() {
+        return Ok(());
+    }
+    match db.append_ref(&batch) {
+        Err(storage::Error::InvalidLabels { .. }) => {
+            for (offset, d) in &decoded {
+                match db.append_ref(d) {
+                    Err(e @ storage::Error::InvalidLabels { .. }) => {
+                        LOG_METRICS.skipped();
+                        error!(partition = p, offset, "skipping a log record storage refuses: {e}");
+                    }
+                    other => {
+                        other?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        other => other.map(|_| ()),
     }
 }
 

@@ -2,31 +2,40 @@
 //!
 //! The rule is part of the deployment's data layout (ingesters own partitions, and a series must
 //! land in the same one whatever the protocol, the distributor or the release), so it is fixed
-//! and documented rather than left to a hasher that may change: FNV-1a (64 bits) over the
+//! and documented rather than left to a hasher that may change: XXH3 (64 bits, seed 0) of the
 //! series' labels sorted by name, each written as its name, a 0xFF byte, its value and a 0xFF
 //! byte (0xFF never occurs in UTF-8), taken modulo the number of partitions.
 
-use storage::{Batch, Labels};
+use std::cell::RefCell;
 
-/// FNV-1a's 64-bit offset basis and prime.
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+use storage::{Batch, Labels, RawLabels};
 
 /// The partition of the series `labels` among `partitions` (at least 1).
 pub fn partition_of(labels: &Labels, partitions: u32) -> u32 {
-    let mut h = FNV_OFFSET;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(FNV_PRIME);
-        }
-    };
-    for l in labels.iter() {
-        eat(l.name.as_bytes());
-        eat(&[0xFF]);
-        eat(l.value.as_bytes());
-        eat(&[0xFF]);
+    of_pairs(labels.iter().map(|l| (l.name.as_bytes(), l.value.as_bytes())), partitions)
+}
+
+/// [`partition_of`] for the borrowed labels of a decoded request (sorted by name, as a
+/// `Labels` is).
+pub fn partition_of_raw(labels: RawLabels<'_>, partitions: u32) -> u32 {
+    of_pairs(labels.iter(), partitions)
+}
+
+fn of_pairs<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>, partitions: u32) -> u32 {
+    thread_local! {
+        /// The bytes hashed, kept per thread: a request hashes thousands of label sets.
+        static BYTES: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
+    let h = BYTES.with_borrow_mut(|bytes| {
+        bytes.clear();
+        for (name, value) in pairs {
+            bytes.extend_from_slice(name);
+            bytes.push(0xFF);
+            bytes.extend_from_slice(value);
+            bytes.push(0xFF);
+        }
+        xxhash_rust::xxh3::xxh3_64(bytes)
+    });
     // The remainder is below `partitions`, a u32.
     (h % u64::from(partitions.max(1))) as u32
 }
@@ -66,14 +75,12 @@ mod tests {
     #[test]
     fn partitions_are_fixed_by_the_documented_hash() {
         let up = labels(&[("__name__", "up"), ("job", "node"), ("instance", "a:9100")]);
-        // FNV-1a 64 of "__name__\xffup\xffinstance\xffa:9100\xffjob\xffnode\xff", computed
-        // independently of this code.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in b"__name__\xffup\xffinstance\xffa:9100\xffjob\xffnode\xff" {
-            h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
-        for n in [1, 2, 7, 16, 1000] {
+        // XXH3-64 of "__name__\xffup\xffinstance\xffa:9100\xffjob\xffnode\xff", computed
+        // with Python's xxhash package (xxh3_64_intdigest), not with this code.
+        let h: u64 = 11_119_733_136_783_753_215;
+        for (n, want) in [(1, 0), (2, 1), (7, 6), (16, 15), (1000, 215)] {
             assert_eq!(u64::from(partition_of(&up, n)), h % u64::from(n));
+            assert_eq!(partition_of(&up, n), want);
         }
         assert_eq!(partition_of(&up, 1), 0);
     }
@@ -84,6 +91,13 @@ mod tests {
         let a = labels(&[("a", "1"), ("__name__", "m"), ("b", "2")]);
         let b = labels(&[("b", "2"), ("a", "1"), ("__name__", "m")]);
         assert_eq!(partition_of(&a, 16), partition_of(&b, 16));
+        // A decoded request's borrowed labels land where the owned set does.
+        let mut batch = storage::BatchRef::new();
+        batch.push([("__name__", "m"), ("a", "1"), ("b", "2")], [Sample::new(1, 1.0)]);
+        let (raw, _) = batch.iter().next().unwrap();
+        for n in [1, 3, 16, 1000] {
+            assert_eq!(partition_of_raw(raw, n), partition_of(&a, n));
+        }
     }
 
     /// Every series goes to exactly one part, the one its partition names, in arrival order;

@@ -99,6 +99,21 @@ impl<'a> BatchRef<'a> {
         series.finish();
     }
 
+    /// Appends every series of `other` after this batch's, as pushing them one by one would:
+    /// how a consumer of the ingest log makes one append (one WAL record) of several records.
+    pub fn extend_from(&mut self, other: &BatchRef<'a>) {
+        let (labels, samples, series) = (self.labels.len(), self.samples.len(), self.ends.len());
+        let (starts, hists) = (self.starts.len(), self.hists.len());
+        self.labels.extend_from_slice(&other.labels);
+        self.samples.extend_from_slice(&other.samples);
+        self.ends.extend(other.ends.iter().map(|&(l, s)| (l + labels, s + samples)));
+        // Entries of `starts` and `hists` index samples within their series: unchanged.
+        self.starts.extend_from_slice(&other.starts);
+        self.start_ends.extend(other.start_ends.iter().map(|&(e, at)| (e + series, at + starts)));
+        self.hists.extend(other.hists.iter().cloned());
+        self.hist_ends.extend(other.hist_ends.iter().map(|&(e, at)| (e + series, at + hists)));
+    }
+
     /// Number of series entries.
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -358,6 +373,41 @@ mod tests {
                 ("y{b=\"2\"}".to_string(), vec![Sample::new(3, 3.0)]),
             ]
         );
+    }
+
+    /// Extending by another batch gives the batch that pushing its series would: floats,
+    /// start timestamps and histograms of each series where they were.
+    #[test]
+    fn extending_is_pushing_the_other_batch_series() {
+        let h = FloatHistogram { count: 2.0, sum: 3.0, ..FloatHistogram::default() };
+        let build = |b: &mut BatchRef<'static>, with_extras: bool| {
+            let mut s = b.series();
+            s.label("__name__", "a");
+            s.sample(Sample::new(1, 1.0));
+            if with_extras {
+                s.sample_with_start(Sample::new(2, 2.0), 1);
+                s.histogram(3, h.clone());
+            }
+            s.finish();
+            b.push([("__name__", "b")], [Sample::new(4, 4.0)]);
+        };
+        let (mut first, mut second, mut all) = (BatchRef::new(), BatchRef::new(), BatchRef::new());
+        build(&mut first, true);
+        build(&mut second, true);
+        build(&mut all, true);
+        build(&mut all, true);
+        first.extend_from(&second);
+        let view = |b: &BatchRef<'_>| format!("{:?}", b.to_batch().unwrap());
+        assert_eq!(view(&first), view(&all));
+        let starts = |b: &BatchRef<'_>| -> Vec<Vec<(u32, i64)>> {
+            b.iter_with_starts().map(|(_, _, starts)| starts.to_vec()).collect()
+        };
+        assert_eq!(starts(&first), starts(&all));
+        assert_eq!(first.histogram_count(), 2);
+        let mut plain = BatchRef::new();
+        build(&mut plain, false);
+        plain.extend_from(&all);
+        assert_eq!((plain.len(), plain.sample_count(), plain.histogram_count()), (6, 2 + 8, 2));
     }
 
     #[test]

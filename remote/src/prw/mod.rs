@@ -21,8 +21,10 @@ pub mod proto_v2;
 mod v1;
 mod v2;
 mod wire;
+mod writer;
 
 pub use encode::{encode, encode_uncompressed, histogram_message, is_integer};
+pub use writer::V1Writer;
 
 /// The inverse of [`histogram_message`]: a decoded `Histogram` message's timestamp and
 /// histogram (`None`: a stale marker), checked as a written one is. `at` names it in an error
@@ -199,6 +201,12 @@ pub struct Decoded {
 pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Decoded> {
     let raw = decompress(body, limits)?;
     decode_ref(version, &raw, limits).and_then(DecodedRef::into_owned)
+}
+
+/// Compresses a request's protobuf bytes as a body: a snappy block. Fails only past snappy's
+/// block limit (4 GiB - 1).
+pub fn compress(raw: &[u8]) -> Result<Vec<u8>> {
+    snap::raw::Encoder::new().compress_vec(raw).map_err(|e| Error::Snappy(e.to_string()))
 }
 
 /// Decompresses a snappy (block format) request body, within [`Limits::body_bytes_max`] and
