@@ -10,11 +10,13 @@
 //! - [`distributor`]: the write path of `--role distributor`;
 //! - [`ingester`]: the consuming loop of a writer in log mode, and its offsets file;
 //! - [`leases`]: which ingester consumes which partition, by etcd leases;
-//! - [`metrics`]: the `strata_log_*` families of `/metrics`.
+//! - [`metrics`]: the `strata_log_*` families of `/metrics`;
+//! - [`consistency`]: strong reads (`X-Read-Consistency: strong`).
 //!
 //! The log is behind [`Log`] so that another engine (Kafka) can follow; see
 //! `docs/operations.md`, "Replicated ingest".
 
+pub mod consistency;
 pub mod distributor;
 pub mod ingester;
 pub mod jetstream;
@@ -78,4 +80,8 @@ pub trait Log: Send + Sync {
 
     /// The records of `partition` after `after` (0: from the first), without end.
     fn read_after(&self, partition: u32, after: u64) -> LogFuture<'_, Records>;
+
+    /// The offset of the last record of `partition` (0: none yet): every write acknowledged
+    /// before the call is at or below it.
+    fn last_offset(&self, partition: u32) -> LogFuture<'_, u64>;
 }

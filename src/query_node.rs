@@ -43,6 +43,26 @@ impl Writers {
         Writers { urls, agent }
     }
 
+    /// Sends each writer a request carrying `header: value` (a strong read's header), which
+    /// the writer answers once it has caught up with the ingest log.
+    pub fn catch_up(&self, header: &str, value: &str) -> Result<(), String> {
+        for url in &self.urls {
+            let endpoint = format!("{}/api/v1/status/buildinfo", url.trim_end_matches('/'));
+            let response = self
+                .agent
+                .get(&endpoint)
+                .header(header, value)
+                .call()
+                .map_err(|e| format!("writer {url}: {e}"))?;
+            let status = response.status().as_u16();
+            if status != 200 {
+                let text = response.into_body().read_to_string().unwrap_or_default();
+                return Err(format!("writer {url}: HTTP {status}: {}", text.trim()));
+            }
+        }
+        Ok(())
+    }
+
     /// The series every writer holds of `matchers` in `[mint, maxt]` that the bucket records
     /// `records` (the header's value) do not list.
     fn read(

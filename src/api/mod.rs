@@ -32,7 +32,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Every `/api/v1` route except writes, gzip-compressed when the client accepts it.
-pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
+pub fn routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
     let reads = Router::new()
         .merge(query::routes())
         .merge(meta::routes())
@@ -44,7 +44,11 @@ pub fn routes(state: &AppState) -> Router<Arc<AppState>> {
     let remote_read = read::routes().layer(DefaultBodyLimit::max(state.limits().body_bytes_max));
     // Remote read answers are snappy-compressed already; gzip on top would only cost CPU, and
     // Prometheus' remote-read client does not ask for it.
-    reads.layer(axum::middleware::from_fn(gzip::layer)).merge(remote_read)
+    // Strong reads (X-Read-Consistency: strong) wait before the handler, whatever it reads.
+    reads
+        .layer(axum::middleware::from_fn(gzip::layer))
+        .merge(remote_read)
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(state), crate::log::consistency::strong_reads))
 }
 
 /// The open database, or 503 `unavailable` while it is still opening (the WAL replays).

@@ -50,6 +50,11 @@ impl Distributor {
         Distributor { log }
     }
 
+    /// The log it publishes to.
+    pub fn log(&self) -> &Arc<dyn Log> {
+        &self.log
+    }
+
     /// Splits `batch` (decoded from `body`) into the log's partitions and encodes each part
     /// (CPU work, for a blocking thread). `metadata` travels with the parts whose series it
     /// describes. Fails with `storage::Error::InvalidLabels` if a label is not UTF-8, as

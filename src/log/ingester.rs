@@ -81,6 +81,7 @@ impl Ingester {
                 info!(?partitions, "consuming the ingest log");
                 for p in partitions {
                     LOG_METRICS.held(p, true);
+                    LOG_METRICS.consumed(p, 0, offsets.get(p));
                     let (log, db, offsets) = (Arc::clone(&log), Arc::clone(&db), Arc::clone(&offsets));
                     tasks.spawn(consume(log, db, p, offsets));
                 }
@@ -227,6 +228,7 @@ impl Coordinator {
             let stored = membership.stored(p).await?;
             self.offsets.set(p, stored);
             let from = self.offsets.get(p);
+            LOG_METRICS.consumed(p, 0, from);
             let (log, db, offsets) = (Arc::clone(&self.log), Arc::clone(&self.db), Arc::clone(&self.offsets));
             let consumer = held.consumers.spawn(consume(log, db, p, offsets));
             held.partitions.insert(p, consumer);

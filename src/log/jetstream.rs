@@ -104,6 +104,20 @@ impl Log for JetStreamLog {
         })
     }
 
+    fn last_offset(&self, partition: u32) -> LogFuture<'_, u64> {
+        Box::pin(async move {
+            let name = stream_name(&self.config.prefix, partition);
+            let mut stream = self
+                .js
+                .get_stream(&name)
+                .await
+                .map_err(|e| LogError::Unavailable(format!("stream {name}: {e}")))?;
+            let info =
+                stream.info().await.map_err(|e| LogError::Unavailable(format!("stream {name}: {e}")))?;
+            Ok(info.state.last_sequence)
+        })
+    }
+
     fn read_after(&self, partition: u32, after: u64) -> LogFuture<'_, Records> {
         Box::pin(async move {
             let name = stream_name(&self.config.prefix, partition);

@@ -73,6 +73,12 @@ impl LogMetrics {
         self.with(p, |c| c.held = held);
     }
 
+    /// The partitions consumed here now, each with the offset of its last record appended.
+    pub fn held_offsets(&self) -> BTreeMap<u32, u64> {
+        let partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        partitions.iter().filter(|(_, c)| c.held).map(|(&p, c)| (p, c.offset)).collect()
+    }
+
     fn with(&self, p: u32, f: impl FnOnce(&mut Partition)) {
         let mut partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         f(partitions.entry(p).or_default());

@@ -83,7 +83,13 @@ fn request(t0: i64, i: i64) -> Vec<u8> {
 
 /// Each series' sample count over the hour before `at` (seconds), by `id`.
 fn counts(strata: &Strata, at: f64) -> Vec<(String, f64)> {
-    let reply = strata.get(&format!("/api/v1/query?query={}&time={at}", urlencode("count_over_time(m[1h])")));
+    counts_with(strata, at, &[])
+}
+
+/// [`counts`], asked with `headers`.
+fn counts_with(strata: &Strata, at: f64, headers: &[(&str, &str)]) -> Vec<(String, f64)> {
+    let path = format!("/api/v1/query?query={}&time={at}", urlencode("count_over_time(m[1h])"));
+    let reply = strata.get_with(&path, headers);
     assert_eq!(reply.status, 200, "{}", reply.body);
     let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
     let mut out: Vec<(String, f64)> = body["data"]["result"]
@@ -181,6 +187,9 @@ fn acknowledged_writes_survive_an_ingester_kill_and_a_log_outage() {
         assert_eq!(post(i), 204, "request {i} while the ingester is down");
     }
     let ingester = start(&ingester_dir, &log_args(&url));
+    // A strong read sees every acknowledged write at once: it waits for the ingester to catch up.
+    let strong = counts_with(&ingester, at, &[("X-Read-Consistency", "strong")]);
+    assert!(strong.len() == SERIES && strong.iter().all(|(_, c)| *c == 40.0), "{strong:?}");
     wait_for_counts(&ingester, at, 40.0);
 
     // Each partition that holds one of the series got one record per distinct request: the
