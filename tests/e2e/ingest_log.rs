@@ -382,9 +382,23 @@ fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(metric_sum(&b, "strata_log_partition_held"), f64::from(PARTITIONS));
+    // A strong read on a query node that reads b's recent data sees writes acknowledged just
+    // before it: the node has b catch up with the log first. (b usually consumes them before
+    // the node's read reaches it anyway: this checks the path, the writer-side test above
+    // checks the wait.)
+    let writer_url = b.url("");
+    let node_args =
+        ["--role", "query", "--storage.bucket", &bucket, "--query.writer", &writer_url].map(String::from);
+    let node = start(&dir.path().join("node"), &node_args);
+    for i in 60..65 {
+        assert_eq!(post(i), 204, "request {i}");
+    }
+    let strong = counts_with(&node, at, &[("X-Read-Consistency", "strong")]);
+    assert!(strong.len() == SERIES && strong.iter().all(|(_, c)| *c == 65.0), "{strong:?}");
+    drop(node);
     let mut b = b;
     assert_eq!(b.terminate().code(), Some(0), "{}", b.log());
     let query_args = ["--role", "query", "--storage.bucket", &bucket].map(String::from);
     let q = start(&dir.path().join("query"), &query_args);
-    wait_for_counts(&q, at, 60.0);
+    wait_for_counts(&q, at, 65.0);
 }
