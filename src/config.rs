@@ -339,6 +339,31 @@ pub struct Cli {
     #[arg(long = "leases.member", value_name = "NAME")]
     pub leases_member: Option<String>,
 
+    /// Keep one replica of each Prometheus HA pair: of the writes whose series carry the
+    /// --ha-tracker.cluster-label and --ha-tracker.replica-label labels, only the elected
+    /// replica's are kept (without the replica label); another replica of the cluster takes
+    /// over once the elected one has been silent for --ha-tracker.failover-timeout. The election
+    /// is in etcd (--leases.url), shared by all distributors. Needs --log.url
+    #[arg(long = "ha-tracker")]
+    pub ha_tracker: bool,
+
+    /// The label naming an HA pair's cluster (a Prometheus external label)
+    #[arg(long = "ha-tracker.cluster-label", value_name = "NAME", default_value = "cluster")]
+    pub ha_tracker_cluster_label: String,
+
+    /// The label naming the replica within its cluster, removed from what is kept
+    #[arg(long = "ha-tracker.replica-label", value_name = "NAME", default_value = "__replica__")]
+    pub ha_tracker_replica_label: String,
+
+    /// How often the elected replica's last-seen time is written to etcd while it sends
+    #[arg(long = "ha-tracker.update-timeout", value_name = "DURATION", default_value = "15s")]
+    pub ha_tracker_update_timeout: PromDuration,
+
+    /// How long the elected replica may be silent before another replica of its cluster is
+    /// elected (longer than --ha-tracker.update-timeout)
+    #[arg(long = "ha-tracker.failover-timeout", value_name = "DURATION", default_value = "30s")]
+    pub ha_tracker_failover_timeout: PromDuration,
+
     /// On a query node (--role query): a writer (`http://host:port`) to read the data it has not
     /// uploaded yet from, by remote read, so that queries see every acknowledged sample. Repeat
     /// for each writer. Without any, a query node sees what writers have uploaded.
@@ -504,13 +529,23 @@ impl Cli {
         if self.log_consume.is_some() && !consumes {
             return Err("--log.consume is for --role all or write with --log.url".into());
         }
-        if self.leases_url.is_some() && !consumes {
-            return Err("--leases.url is for --role all or write with --log.url".into());
+        if self.leases_url.is_some() && !consumes && !(self.ha_tracker && self.log_url.is_some()) {
+            return Err("--leases.url is for --role all or write with --log.url, or with --ha-tracker".into());
         }
         if self.leases_url.is_some() && self.log_consume.is_some() {
             return Err(
                 "--log.consume and --leases.url exclude each other: with leases, writers claim partitions"
                     .into(),
+            );
+        }
+        if self.ha_tracker && (self.log_url.is_none() || self.leases_url.is_none()) {
+            return Err("--ha-tracker needs --log.url and --leases.url (the election is in etcd)".into());
+        }
+        if self.ha_tracker
+            && self.ha_tracker_failover_timeout.as_std() <= self.ha_tracker_update_timeout.as_std()
+        {
+            return Err(
+                "--ha-tracker.failover-timeout must be longer than --ha-tracker.update-timeout".into()
             );
         }
         if self.leases_ttl.as_std() < std::time::Duration::from_secs(2) {
@@ -551,6 +586,12 @@ impl Cli {
         Ok(out)
     }
 
+    /// The etcd endpoints of `--leases.url`.
+    fn leases_endpoints(&self) -> Vec<String> {
+        let urls = self.leases_url.as_deref().unwrap_or_default();
+        urls.split(',').map(|u| u.trim().to_string()).filter(|u| !u.is_empty()).collect()
+    }
+
     /// The ingest log's settings, with `--log.url`.
     pub fn log_settings(&self) -> Option<crate::log::LogSettings> {
         let url = self.log_url.clone()?;
@@ -563,13 +604,9 @@ impl Cli {
                 retention: self.log_retention.as_std(),
             },
             consume: match (self.role, &self.leases_url) {
-                (Role::All | Role::Write, Some(urls)) => {
+                (Role::All | Role::Write, Some(_)) => {
                     Some(crate::log::ingester::Ownership::Leased(crate::log::leases::LeaseConfig {
-                        endpoints: urls
-                            .split(',')
-                            .map(|u| u.trim().to_string())
-                            .filter(|u| !u.is_empty())
-                            .collect(),
+                        endpoints: self.leases_endpoints(),
                         ttl: self.leases_ttl.as_std(),
                         member: self.leases_member.clone().unwrap_or_else(default_member),
                     }))
@@ -579,6 +616,13 @@ impl Cli {
                 }
                 (Role::Query | Role::Distributor, _) => None,
             },
+            ha: self.ha_tracker.then(|| crate::log::ha::HaConfig {
+                endpoints: self.leases_endpoints(),
+                cluster_label: self.ha_tracker_cluster_label.clone(),
+                replica_label: self.ha_tracker_replica_label.clone(),
+                update_timeout: self.ha_tracker_update_timeout.as_std(),
+                failover_timeout: self.ha_tracker_failover_timeout.as_std(),
+            }),
         })
     }
 

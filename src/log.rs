@@ -11,13 +11,15 @@
 //! - [`ingester`]: the consuming loop of a writer in log mode, and its offsets file;
 //! - [`leases`]: which ingester consumes which partition, by etcd leases;
 //! - [`metrics`]: the `strata_log_*` families of `/metrics`;
-//! - [`consistency`]: strong reads (`X-Read-Consistency: strong`).
+//! - [`consistency`]: strong reads (`X-Read-Consistency: strong`);
+//! - [`ha`]: one replica of each Prometheus HA pair kept (`--ha-tracker`).
 //!
 //! The log is behind [`Log`] so that another engine (Kafka) can follow; see
 //! `docs/operations.md`, "Replicated ingest".
 
 pub mod consistency;
 pub mod distributor;
+pub mod ha;
 pub mod ingester;
 pub mod jetstream;
 pub mod leases;
@@ -37,6 +39,8 @@ pub struct LogSettings {
     /// The partitions this process consumes into its database; `None` for a distributor,
     /// which has none.
     pub consume: Option<ingester::Ownership>,
+    /// With `--ha-tracker`: how Prometheus HA pairs are told apart and elected.
+    pub ha: Option<ha::HaConfig>,
 }
 
 /// Why the log refused or failed an operation. Every one is worth retrying later: a write

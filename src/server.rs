@@ -32,6 +32,7 @@ use crate::auth::{AuthSettings, Authenticator};
 use crate::ingest::{line_protocol, remote_write};
 use crate::log::Log;
 use crate::log::distributor::Distributor;
+use crate::log::ha::HaTracker;
 use crate::log::ingester::{Ingester, Ownership};
 use crate::log::jetstream::{JetStreamConfig, JetStreamLog};
 use crate::shutdown::Signals;
@@ -212,7 +213,7 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
     };
 
     if distributor_only {
-        let settings = config.log.take().map(|l| l.jetstream);
+        let settings = config.log.take();
         return run_distributor(state, settings, signals, stop_serving, server).await;
     }
 
@@ -233,7 +234,8 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
         (None, Some(settings), Some(db)) => match connect_log(settings.jetstream.clone(), &mut signals).await
         {
             Ok(log) => {
-                state.set_distributor(Arc::new(Distributor::new(Arc::clone(&log))));
+                let ha = settings.ha.clone().map(|c| HaTracker::new(c, &settings.jetstream.prefix));
+                state.set_distributor(Arc::new(Distributor::new(Arc::clone(&log)).with_ha(ha)));
                 let ownership = settings.consume.unwrap_or(Ownership::Fixed(Vec::new()));
                 ingester = Some(
                     Ingester::start(log, Arc::clone(db), ownership, &dir, &settings.jetstream.prefix)
@@ -281,15 +283,16 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
 /// `--role distributor`: serves writes into the log until SIGTERM/SIGINT; no database.
 async fn run_distributor(
     state: Arc<AppState>,
-    settings: Option<JetStreamConfig>,
+    settings: Option<crate::log::LogSettings>,
     mut signals: Signals,
     stop_serving: oneshot::Sender<()>,
     server: JoinHandle<io::Result<()>>,
 ) -> Result<(), RunError> {
     let early_signal = match settings {
-        Some(settings) => match connect_log(settings, &mut signals).await {
+        Some(settings) => match connect_log(settings.jetstream.clone(), &mut signals).await {
             Ok(log) => {
-                state.set_distributor(Arc::new(Distributor::new(log)));
+                let ha = settings.ha.clone().map(|c| HaTracker::new(c, &settings.jetstream.prefix));
+                state.set_distributor(Arc::new(Distributor::new(log).with_ha(ha)));
                 info!("strata is ready");
                 None
             }

@@ -351,3 +351,30 @@ fn log_flags_name_the_roles_and_partitions_they_need() {
     assert!(parse(&["--log.partitions", "0"]).is_err());
     assert!(parse(&[]).unwrap().log_settings().is_none());
 }
+
+#[test]
+fn the_ha_tracker_needs_a_log_and_etcd() {
+    let err = parse(&["--ha-tracker"]).unwrap().check_role().unwrap_err();
+    assert!(err.contains("--leases.url"), "{err}");
+    let args = [
+        "--role",
+        "distributor",
+        "--log.url",
+        "nats://n:4222",
+        "--leases.url",
+        "http://e:2379",
+        "--ha-tracker",
+    ];
+    let cli = parse(&args).unwrap();
+    assert!(cli.check_role().is_ok());
+    let ha = cli.log_settings().unwrap().ha.unwrap();
+    assert_eq!((ha.cluster_label.as_str(), ha.replica_label.as_str()), ("cluster", "__replica__"));
+    assert_eq!((ha.update_timeout.as_secs(), ha.failover_timeout.as_secs()), (15, 30));
+    assert_eq!(ha.endpoints, ["http://e:2379"]);
+    let mut slow = args.to_vec();
+    slow.extend(["--ha-tracker.failover-timeout", "10s", "--ha-tracker.update-timeout", "10s"]);
+    assert!(parse(&slow).unwrap().check_role().unwrap_err().contains("longer"));
+    // Without --ha-tracker a distributor has no use for etcd.
+    let err = parse(&args[..6]).unwrap().check_role().unwrap_err();
+    assert!(err.contains("--leases.url is for"), "{err}");
+}

@@ -170,8 +170,25 @@ fn store_deferred<'s>(
                 "the ingest log (--log.url) is not connected yet; retry later".into(),
             ));
         };
-        let prepared = distributor.prepare(batch, body, metadata).map_err(ApiError::from)?;
-        return Ok(Deferred::Log(Arc::clone(distributor), prepared));
+        let replica = distributor.ha().and_then(|ha| {
+            crate::log::ha::replica_of(batch.iter().map(|(labels, _)| labels), ha.config()).map(|r| (ha, r))
+        });
+        let prepared = match replica {
+            None => distributor.prepare(batch, body, metadata),
+            Some((ha, (cluster, replica))) => {
+                let now = chrono::Utc::now().timestamp_millis();
+                let verdict = tokio::runtime::Handle::current()
+                    .block_on(ha.check(&cluster, &replica, now))
+                    .map_err(|e| ApiError::Unavailable(format!("{e}; retry later")))?;
+                if verdict == crate::log::ha::Verdict::Drop {
+                    // Another replica of the pair is elected: answered as stored, as Mimir does.
+                    crate::log::metrics::LOG_METRICS.ha_dropped(batch.sample_count() as u64);
+                    return Ok(Deferred::Nothing);
+                }
+                distributor.prepare_without(batch, &ha.config().replica_label, body, metadata)
+            }
+        };
+        return Ok(Deferred::Log(Arc::clone(distributor), prepared.map_err(ApiError::from)?));
     }
     let Some(db) = state.db() else {
         return Err(ApiError::Unavailable(

@@ -18,6 +18,7 @@ use remote::prw::{self, Version};
 use sha2::{Digest, Sha256};
 use storage::BatchRef;
 
+use super::ha::{HaTracker, without_label};
 use super::metrics::LOG_METRICS;
 use super::partition::{partition_of_raw, split};
 use super::{Log, LogError};
@@ -26,6 +27,8 @@ use remote::metadata::MetricMetadata;
 /// Publishes writes to the log.
 pub struct Distributor {
     log: Arc<dyn Log>,
+    /// With `--ha-tracker`: the elections of Prometheus HA pairs.
+    ha: Option<HaTracker>,
 }
 
 /// One partition's share of a request, ready to publish.
@@ -47,7 +50,35 @@ pub struct Prepared {
 impl Distributor {
     /// A distributor publishing to `log`.
     pub fn new(log: Arc<dyn Log>) -> Distributor {
-        Distributor { log }
+        Distributor { log, ha: None }
+    }
+
+    /// The same distributor keeping one replica of each Prometheus HA pair (`--ha-tracker`).
+    pub fn with_ha(self, ha: Option<HaTracker>) -> Distributor {
+        Distributor { ha, ..self }
+    }
+
+    /// The HA tracker, with `--ha-tracker`.
+    pub fn ha(&self) -> Option<&HaTracker> {
+        self.ha.as_ref()
+    }
+
+    /// [`Distributor::prepare`] for a kept HA replica's request: its series without the
+    /// replica label `label` (written as remote write 2.0).
+    pub fn prepare_without(
+        &self,
+        batch: &BatchRef<'_>,
+        label: &str,
+        body: &[u8],
+        metadata: &[MetricMetadata],
+    ) -> Result<Prepared, storage::Error> {
+        let (samples, histograms) = (batch.sample_count() as u64, batch.histogram_count() as u64);
+        let owned = without_label(batch.to_batch()?, label);
+        let raw = split(owned, self.log.partitions())
+            .into_iter()
+            .map(|(p, part)| (p, Version::V2, prw::encode_uncompressed(Version::V2, &part, metadata)))
+            .collect();
+        Ok(Prepared { parts: parts(raw, body)?, samples, histograms })
     }
 
     /// The log it publishes to.
@@ -70,8 +101,6 @@ impl Distributor {
         metadata: &[MetricMetadata],
     ) -> Result<Prepared, storage::Error> {
         let partitions = self.log.partitions();
-        let digest = Sha256::digest(body);
-        let request: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
         let (samples, histograms) = (batch.sample_count() as u64, batch.histogram_count() as u64);
         let raw: Vec<(u32, Version, Vec<u8>)> =
             if batch.has_histograms() || batch.has_starts() || !metadata.is_empty() {
@@ -103,20 +132,7 @@ impl Distributor {
                     .map(|(p, w)| (p as u32, Version::V1, w.finish()))
                     .collect()
             };
-        let mut parts = Vec::with_capacity(raw.len());
-        for (partition, version, bytes) in raw {
-            let compressed =
-                prw::compress(&bytes).map_err(|e| storage::Error::InvalidInput(e.to_string()))?;
-            let mut payload = Vec::with_capacity(compressed.len() + 1);
-            payload.push(version_byte(version));
-            payload.extend_from_slice(&compressed);
-            parts.push(Part {
-                partition,
-                id: format!("{request}-{partition}"),
-                payload: Bytes::from(payload),
-            });
-        }
-        Ok(Prepared { parts, samples, histograms })
+        Ok(Prepared { parts: parts(raw, body)?, samples, histograms })
     }
 
     /// Publishes every part at once; resolves when the log has acknowledged all of them, or
@@ -134,6 +150,22 @@ impl Distributor {
         try_join_all(prepared.parts.into_iter().map(publish)).await?;
         Ok(())
     }
+}
+
+/// Each partition's encoded share of the request `body` as a record: version byte, snappy
+/// block, and the message id (the body's digest and the partition).
+fn parts(raw: Vec<(u32, Version, Vec<u8>)>, body: &[u8]) -> Result<Vec<Part>, storage::Error> {
+    let digest = Sha256::digest(body);
+    let request: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let mut parts = Vec::with_capacity(raw.len());
+    for (partition, version, bytes) in raw {
+        let compressed = prw::compress(&bytes).map_err(|e| storage::Error::InvalidInput(e.to_string()))?;
+        let mut payload = Vec::with_capacity(compressed.len() + 1);
+        payload.push(version_byte(version));
+        payload.extend_from_slice(&compressed);
+        parts.push(Part { partition, id: format!("{request}-{partition}"), payload: Bytes::from(payload) });
+    }
+    Ok(parts)
 }
 
 /// The first byte of a record: the remote write version of the snappy block that follows

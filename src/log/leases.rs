@@ -44,13 +44,13 @@ pub struct LeaseConfig {
 /// etcd's v3 API through its JSON gateway (`POST /v3/<service>/<method>`, keys and values in
 /// base64, 64-bit integers as strings), which every etcd 3.4 and later serves on its client
 /// port. Calls block; [`Etcd::call`] runs them on tokio's blocking pool.
-struct Etcd {
+pub(super) struct Etcd {
     endpoints: Vec<String>,
     agent: ureq::Agent,
 }
 
 impl Etcd {
-    fn new(endpoints: Vec<String>, timeout: Duration) -> Etcd {
+    pub(super) fn new(endpoints: Vec<String>, timeout: Duration) -> Etcd {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .http_status_as_error(false)
@@ -60,7 +60,7 @@ impl Etcd {
     }
 
     /// `path` with `body` on the first endpoint that answers.
-    async fn call(self: &Arc<Self>, path: &'static str, body: Value) -> Result<Value, LogError> {
+    pub(super) async fn call(self: &Arc<Self>, path: &'static str, body: Value) -> Result<Value, LogError> {
         let etcd = Arc::clone(self);
         tokio::task::spawn_blocking(move || etcd.call_blocking(path, &body))
             .await
@@ -95,17 +95,17 @@ impl Etcd {
     }
 }
 
-fn b64(s: &str) -> String {
+pub(super) fn b64(s: &str) -> String {
     BASE64.encode(s)
 }
 
 /// A 64-bit integer of the gateway's answers (written as a string), 0 where absent.
-fn int(v: &Value) -> i64 {
+pub(super) fn int(v: &Value) -> i64 {
     v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_i64()).unwrap_or(0)
 }
 
 /// The keys and values of a range answer, decoded.
-fn kvs(answer: &Value) -> Vec<(String, String)> {
+pub(super) fn kvs(answer: &Value) -> Vec<(String, String)> {
     let text = |v: &Value| {
         let bytes = BASE64.decode(v.as_str().unwrap_or_default()).unwrap_or_default();
         String::from_utf8(bytes).unwrap_or_default()

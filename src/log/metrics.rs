@@ -13,6 +13,7 @@ pub struct LogMetrics {
     publish_failures: AtomicU64,
     skipped: AtomicU64,
     lease_losses: AtomicU64,
+    ha_dropped: AtomicU64,
     partitions: Mutex<BTreeMap<u32, Partition>>,
 }
 
@@ -36,6 +37,7 @@ pub static LOG_METRICS: LogMetrics = LogMetrics {
     publish_failures: AtomicU64::new(0),
     skipped: AtomicU64::new(0),
     lease_losses: AtomicU64::new(0),
+    ha_dropped: AtomicU64::new(0),
     partitions: Mutex::new(BTreeMap::new()),
 };
 
@@ -53,6 +55,11 @@ impl LogMetrics {
     /// A record skipped because it does not decode or storage refuses it whole.
     pub fn skipped(&self) {
         self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Samples of an HA replica that is not elected, dropped.
+    pub fn ha_dropped(&self, samples: u64) {
+        self.ha_dropped.fetch_add(samples, Ordering::Relaxed);
     }
 
     /// A lease lost (the member stopped consuming).
@@ -110,6 +117,12 @@ impl LogMetrics {
             Kind::Counter,
             "Leases lost: each time, this writer stopped consuming its partitions and joined again.",
             load(&self.lease_losses),
+        );
+        out.single(
+            "strata_log_ha_samples_dropped_total",
+            Kind::Counter,
+            "Samples of Prometheus HA replicas that were not elected, dropped (--ha-tracker).",
+            load(&self.ha_dropped),
         );
         let partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         let families: [Family; 3] = [

