@@ -46,9 +46,15 @@ impl JetStreamLog {
     /// Connects and makes sure every partition's stream exists with this layout (created if
     /// missing; an existing stream's other settings are left as they are).
     pub async fn open(config: JetStreamConfig) -> Result<JetStreamLog, LogError> {
+        let servers = config
+            .url
+            .split(',')
+            .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| LogError::Refused(format!("--log.url {}: {e}", config.url)))?;
         let client = async_nats::ConnectOptions::new()
             .connection_timeout(Duration::from_secs(5))
-            .connect(config.url.as_str())
+            .connect(servers)
             .await
             .map_err(|e| LogError::Unavailable(format!("cannot connect to {}: {e}", config.url)))?;
         let js = jetstream::new(client);
