@@ -76,7 +76,16 @@ pub async fn catch_up(log: &dyn Log, within: Duration) -> Result<(), LogError> {
     let held = LOG_METRICS.held_offsets();
     let mut targets = Vec::with_capacity(held.len());
     for &p in held.keys() {
-        targets.push((p, log.last_offset(p).await?));
+        // A log that lost a server answers again once its streams have leaders: retried until
+        // the deadline.
+        let target = loop {
+            match log.last_offset(p).await {
+                Ok(offset) => break offset,
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        targets.push((p, target));
     }
     loop {
         let now = LOG_METRICS.held_offsets();

