@@ -616,6 +616,7 @@ impl Cli {
                 }
                 (Role::Query | Role::Distributor, _) => None,
             },
+            future_window_ms: self.future_window.as_millis(),
             ha: self.ha_tracker.then(|| crate::log::ha::HaConfig {
                 endpoints: self.leases_endpoints(),
                 cluster_label: self.ha_tracker_cluster_label.clone(),

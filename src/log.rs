@@ -41,6 +41,9 @@ pub struct LogSettings {
     pub consume: Option<ingester::Ownership>,
     /// With `--ha-tracker`: how Prometheus HA pairs are told apart and elected.
     pub ha: Option<ha::HaConfig>,
+    /// `--future-window`: samples further ahead of the wall clock are refused by the
+    /// distributor, before the client is answered.
+    pub future_window_ms: i64,
 }
 
 /// Why the log refused or failed an operation. Every one is worth retrying later: a write

@@ -235,7 +235,11 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
         {
             Ok(log) => {
                 let ha = settings.ha.clone().map(|c| HaTracker::new(c, &settings.jetstream.prefix));
-                state.set_distributor(Arc::new(Distributor::new(Arc::clone(&log)).with_ha(ha)));
+                state.set_distributor(Arc::new(
+                    Distributor::new(Arc::clone(&log))
+                        .with_ha(ha)
+                        .with_future_window(settings.future_window_ms),
+                ));
                 let ownership = settings.consume.unwrap_or(Ownership::Fixed(Vec::new()));
                 ingester = Some(
                     Ingester::start(log, Arc::clone(db), ownership, &dir, &settings.jetstream.prefix)
@@ -292,7 +296,9 @@ async fn run_distributor(
         Some(settings) => match connect_log(settings.jetstream.clone(), &mut signals).await {
             Ok(log) => {
                 let ha = settings.ha.clone().map(|c| HaTracker::new(c, &settings.jetstream.prefix));
-                state.set_distributor(Arc::new(Distributor::new(log).with_ha(ha)));
+                state.set_distributor(Arc::new(
+                    Distributor::new(log).with_ha(ha).with_future_window(settings.future_window_ms),
+                ));
                 info!("strata is ready");
                 None
             }

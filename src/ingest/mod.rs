@@ -206,11 +206,19 @@ fn finish_store(pending: Deferred<'_>) -> Result<AppendOutcome, ApiError> {
         Deferred::Nothing => Ok(AppendOutcome::default()),
         Deferred::Db(p) => p.finish().map_err(ApiError::from),
         Deferred::Log(distributor, prepared) => {
-            let (appended, histograms_appended) = (prepared.samples, prepared.histograms);
-            tokio::runtime::Handle::current()
-                .block_on(distributor.publish(prepared))
-                .map_err(|e| ApiError::Unavailable(format!("{e}; retry later")))?;
-            Ok(AppendOutcome { appended, histograms_appended, ..AppendOutcome::default() })
+            let outcome = AppendOutcome {
+                appended: prepared.samples,
+                histograms_appended: prepared.histograms,
+                too_far_future: prepared.too_far_future,
+                first_rejected: prepared.first_rejected.clone(),
+                ..AppendOutcome::default()
+            };
+            if !prepared.is_empty() {
+                tokio::runtime::Handle::current()
+                    .block_on(distributor.publish(prepared))
+                    .map_err(|e| ApiError::Unavailable(format!("{e}; retry later")))?;
+            }
+            Ok(outcome)
         }
     }
 }

@@ -16,7 +16,7 @@ use axum::body::Bytes;
 use futures_util::future::try_join_all;
 use remote::prw::{self, Version};
 use sha2::{Digest, Sha256};
-use storage::BatchRef;
+use storage::{Batch, BatchRef, Labels, Sample};
 
 use super::ha::{HaTracker, without_label};
 use super::metrics::LOG_METRICS;
@@ -29,6 +29,9 @@ pub struct Distributor {
     log: Arc<dyn Log>,
     /// With `--ha-tracker`: the elections of Prometheus HA pairs.
     ha: Option<HaTracker>,
+    /// Samples further ahead of the wall clock are refused here (`--future-window`), as the
+    /// writer would refuse them after the client was answered.
+    future_window_ms: i64,
 }
 
 /// One partition's share of a request, ready to publish.
@@ -45,12 +48,40 @@ pub struct Prepared {
     pub samples: u64,
     /// Of `samples`, the native histogram samples.
     pub histograms: u64,
+    /// Samples refused as too far in the future, not in any part.
+    pub too_far_future: u64,
+    /// The first of them, for the answer's message.
+    pub first_rejected: Option<(Labels, Sample)>,
+}
+
+impl Prepared {
+    /// Whether no part is left to publish.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+}
+
+/// What [`future_filter`] left out of a request.
+#[derive(Default)]
+struct Refused {
+    count: u64,
+    first: Option<(Labels, Sample)>,
 }
 
 impl Distributor {
     /// A distributor publishing to `log`.
     pub fn new(log: Arc<dyn Log>) -> Distributor {
-        Distributor { log, ha: None }
+        Distributor { log, ha: None, future_window_ms: i64::MAX }
+    }
+
+    /// The same distributor refusing samples more than `ms` ahead of the wall clock.
+    pub fn with_future_window(self, ms: i64) -> Distributor {
+        Distributor { future_window_ms: ms, ..self }
+    }
+
+    /// The newest timestamp accepted now.
+    fn newest_accepted(&self) -> i64 {
+        chrono::Utc::now().timestamp_millis().saturating_add(self.future_window_ms)
     }
 
     /// The same distributor keeping one replica of each Prometheus HA pair (`--ha-tracker`).
@@ -72,13 +103,20 @@ impl Distributor {
         body: &[u8],
         metadata: &[MetricMetadata],
     ) -> Result<Prepared, storage::Error> {
-        let (samples, histograms) = (batch.sample_count() as u64, batch.histogram_count() as u64);
-        let owned = without_label(batch.to_batch()?, label);
+        let (owned, refused) = future_filter(without_label(batch.to_batch()?, label), self.newest_accepted());
+        let histograms = owned.histograms.iter().map(|(_, h)| h.len() as u64).sum();
+        let samples = owned.sample_count() as u64;
         let raw = split(owned, self.log.partitions())
             .into_iter()
             .map(|(p, part)| (p, Version::V2, prw::encode_uncompressed(Version::V2, &part, metadata)))
             .collect();
-        Ok(Prepared { parts: parts(raw, body)?, samples, histograms })
+        Ok(Prepared {
+            parts: parts(raw, body)?,
+            samples,
+            histograms,
+            too_far_future: refused.count,
+            first_rejected: refused.first,
+        })
     }
 
     /// The log it publishes to.
@@ -101,10 +139,16 @@ impl Distributor {
         metadata: &[MetricMetadata],
     ) -> Result<Prepared, storage::Error> {
         let partitions = self.log.partitions();
-        let (samples, histograms) = (batch.sample_count() as u64, batch.histogram_count() as u64);
+        let newest = self.newest_accepted();
+        let (mut samples, mut histograms) = (batch.sample_count() as u64, batch.histogram_count() as u64);
+        let mut refused = Refused::default();
         let raw: Vec<(u32, Version, Vec<u8>)> =
             if batch.has_histograms() || batch.has_starts() || !metadata.is_empty() {
-                split(batch.to_batch()?, partitions)
+                let (owned, r) = future_filter(batch.to_batch()?, newest);
+                refused = r;
+                histograms = owned.histograms.iter().map(|(_, h)| h.len() as u64).sum();
+                samples = owned.sample_count() as u64;
+                split(owned, partitions)
                     .into_iter()
                     .map(|(p, part)| (p, Version::V2, prw::encode_uncompressed(Version::V2, &part, metadata)))
                     .collect()
@@ -123,7 +167,23 @@ impl Distributor {
                         // The error storage gives, naming the series.
                         labels.to_str_pairs()?;
                     }
-                    writers[partition_of_raw(labels, partitions) as usize].series(labels, samples);
+                    let writer = &mut writers[partition_of_raw(labels, partitions) as usize];
+                    if samples.iter().all(|s| s.t <= newest) {
+                        writer.series(labels, samples);
+                        continue;
+                    }
+                    let kept: Vec<Sample> = samples.iter().copied().filter(|s| s.t <= newest).collect();
+                    let n = (samples.len() - kept.len()) as u64;
+                    if refused.first.is_none()
+                        && let (Ok(pairs), Some(s)) =
+                            (labels.to_str_pairs(), samples.iter().find(|s| s.t > newest))
+                    {
+                        refused.first = Some((Labels::from_pairs(&pairs), *s));
+                    }
+                    refused.count += n;
+                    if !kept.is_empty() {
+                        writer.series(labels, &kept);
+                    }
                 }
                 writers
                     .into_iter()
@@ -132,7 +192,13 @@ impl Distributor {
                     .map(|(p, w)| (p as u32, Version::V1, w.finish()))
                     .collect()
             };
-        Ok(Prepared { parts: parts(raw, body)?, samples, histograms })
+        Ok(Prepared {
+            parts: parts(raw, body)?,
+            samples: samples - refused.count.min(samples),
+            histograms,
+            too_far_future: refused.count,
+            first_rejected: refused.first,
+        })
     }
 
     /// Publishes every part at once; resolves when the log has acknowledged all of them, or
@@ -150,6 +216,30 @@ impl Distributor {
         try_join_all(prepared.parts.into_iter().map(publish)).await?;
         Ok(())
     }
+}
+
+/// `batch` without its samples (floats and histograms) after `newest`, and what was left out.
+fn future_filter(mut batch: Batch, newest: i64) -> (Batch, Refused) {
+    let mut refused = Refused::default();
+    for (labels, samples) in &mut batch.series {
+        if let Some(s) = samples.iter().find(|s| s.t > newest) {
+            refused.first.get_or_insert_with(|| (labels.clone(), *s));
+            let before = samples.len();
+            samples.retain(|s| s.t <= newest);
+            refused.count += (before - samples.len()) as u64;
+        }
+    }
+    for (labels, hists) in &mut batch.histograms {
+        if let Some(h) = hists.iter().find(|h| h.t > newest) {
+            refused.first.get_or_insert_with(|| (labels.clone(), Sample::new(h.t, f64::NAN)));
+            let before = hists.len();
+            hists.retain(|h| h.t <= newest);
+            refused.count += (before - hists.len()) as u64;
+        }
+    }
+    batch.series.retain(|(_, s)| !s.is_empty());
+    batch.histograms.retain(|(_, h)| !h.is_empty());
+    (batch, refused)
 }
 
 /// Each partition's encoded share of the request `body` as a record: version byte, snappy
@@ -183,5 +273,34 @@ pub fn payload_version(payload: &[u8]) -> Option<(Version, &[u8])> {
         (1, rest) => Some((Version::V1, rest)),
         (2, rest) => Some((Version::V2, rest)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use storage::{FloatHistogram, HistogramSample};
+
+    use super::*;
+
+    /// Samples and histograms after the newest accepted time are left out and counted, the
+    /// first named; series left empty go.
+    #[test]
+    fn samples_ahead_of_the_clock_are_left_out() {
+        let mut b = Batch::new();
+        b.push(Labels::from_pairs(&[("__name__", "a")]), vec![Sample::new(5, 1.0), Sample::new(20, 2.0)]);
+        b.push(Labels::from_pairs(&[("__name__", "b")]), vec![Sample::new(30, 3.0)]);
+        b.push_histograms(
+            Labels::from_pairs(&[("__name__", "h")]),
+            vec![HistogramSample { t: 40, h: FloatHistogram::default() }],
+        );
+        let (kept, refused) = future_filter(b, 10);
+        assert_eq!(refused.count, 3);
+        assert_eq!(
+            refused.first.map(|(l, s)| (l, s.t)),
+            Some((Labels::from_pairs(&[("__name__", "a")]), 20))
+        );
+        assert_eq!(kept.series.len(), 1);
+        assert_eq!(kept.series[0].1, vec![Sample::new(5, 1.0)]);
+        assert!(kept.histograms.is_empty());
     }
 }

@@ -228,6 +228,12 @@ fn acknowledged_writes_survive_an_ingester_kill_and_a_log_outage() {
         }
     }
     wait_for_counts(&ingester, at, 41.0);
+
+    // Samples too far ahead of the clock are refused by the distributor with the 400 a writer
+    // would answer, not acknowledged and then dropped by the writer.
+    let reply = distributor.post("/api/v1/write", &V1_HEADERS, &request_every(now + 3_600_000, 0, 1));
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert!(reply.body.contains("future"), "{}", reply.body);
 }
 
 /// A single-member etcd on loopback, its data in `dir`; its client URL.
