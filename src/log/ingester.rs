@@ -116,16 +116,18 @@ impl Ingester {
     /// Stops consuming (a member with leases gives its partitions up at once) and saves the
     /// offsets of everything appended.
     pub async fn stop(mut self) -> std::io::Result<()> {
-        let _ = self.stop.send(true);
-        // The coordinator leaves and ends; the other tasks never end by themselves.
-        let leave = async {
-            while let Some(done) = self.tasks.join_next().await {
-                if done.is_ok() {
-                    break;
+        // Only a coordinator (leases) listens; it leaves and ends, while the other tasks never
+        // end by themselves. Fixed partitions have nothing to give up.
+        if self.stop.send(true).is_ok() {
+            let leave = async {
+                while let Some(done) = self.tasks.join_next().await {
+                    if done.is_ok() {
+                        break;
+                    }
                 }
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(5), leave).await;
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(5), leave).await;
+        }
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
         let offsets = Arc::clone(&self.offsets);
