@@ -103,7 +103,17 @@ impl Distributor {
         body: &[u8],
         metadata: &[MetricMetadata],
     ) -> Result<Prepared, storage::Error> {
-        let (owned, refused) = future_filter(without_label(batch.to_batch()?, label), self.newest_accepted());
+        self.prepare_owned(without_label(batch.to_batch()?, label), body, metadata)
+    }
+
+    /// An owned batch as remote write 2.0 parts, its samples past the future window left out.
+    fn prepare_owned(
+        &self,
+        batch: Batch,
+        body: &[u8],
+        metadata: &[MetricMetadata],
+    ) -> Result<Prepared, storage::Error> {
+        let (owned, refused) = future_filter(batch, self.newest_accepted());
         let histograms = owned.histograms.iter().map(|(_, h)| h.len() as u64).sum();
         let samples = owned.sample_count() as u64;
         let raw = split(owned, self.log.partitions())
@@ -138,64 +148,49 @@ impl Distributor {
         body: &[u8],
         metadata: &[MetricMetadata],
     ) -> Result<Prepared, storage::Error> {
+        if batch.has_histograms() || batch.has_starts() || !metadata.is_empty() {
+            return self.prepare_owned(batch.to_batch()?, body, metadata);
+        }
         let partitions = self.log.partitions();
         let newest = self.newest_accepted();
-        let (mut samples, mut histograms) = (batch.sample_count() as u64, batch.histogram_count() as u64);
         let mut refused = Refused::default();
-        let raw: Vec<(u32, Version, Vec<u8>)> =
-            if batch.has_histograms() || batch.has_starts() || !metadata.is_empty() {
-                let (owned, r) = future_filter(batch.to_batch()?, newest);
-                refused = r;
-                histograms = owned.histograms.iter().map(|(_, h)| h.len() as u64).sum();
-                samples = owned.sample_count() as u64;
-                split(owned, partitions)
-                    .into_iter()
-                    .map(|(p, part)| (p, Version::V2, prw::encode_uncompressed(Version::V2, &part, metadata)))
-                    .collect()
-            } else {
-                // Room for each part's share of the request, so writing seldom moves a part.
-                let share = body.len().saturating_mul(4) / partitions as usize;
-                let mut writers: Vec<prw::V1Writer> =
-                    (0..partitions).map(|_| prw::V1Writer::with_capacity(share)).collect();
-                for (labels, samples) in batch.iter() {
-                    // Storage checks the labels of new series only; the log's consumers must
-                    // not meet a label that refuses its record there.
-                    if !labels
-                        .iter()
-                        .all(|(n, v)| std::str::from_utf8(n).is_ok() && std::str::from_utf8(v).is_ok())
-                    {
-                        // The error storage gives, naming the series.
-                        labels.to_str_pairs()?;
-                    }
-                    let writer = &mut writers[partition_of_raw(labels, partitions) as usize];
-                    if samples.iter().all(|s| s.t <= newest) {
-                        writer.series(labels, samples);
-                        continue;
-                    }
-                    let kept: Vec<Sample> = samples.iter().copied().filter(|s| s.t <= newest).collect();
-                    let n = (samples.len() - kept.len()) as u64;
-                    if refused.first.is_none()
-                        && let (Ok(pairs), Some(s)) =
-                            (labels.to_str_pairs(), samples.iter().find(|s| s.t > newest))
-                    {
-                        refused.first = Some((Labels::from_pairs(&pairs), *s));
-                    }
-                    refused.count += n;
-                    if !kept.is_empty() {
-                        writer.series(labels, &kept);
-                    }
-                }
-                writers
-                    .into_iter()
-                    .enumerate()
-                    .filter(|(_, w)| !w.is_empty())
-                    .map(|(p, w)| (p as u32, Version::V1, w.finish()))
-                    .collect()
-            };
+        // Room for each part's share of the request, so writing seldom moves a part.
+        let share = body.len().saturating_mul(4) / partitions as usize;
+        let mut writers: Vec<prw::V1Writer> =
+            (0..partitions).map(|_| prw::V1Writer::with_capacity(share)).collect();
+        for (labels, samples) in batch.iter() {
+            // Storage checks the labels of new series only; the log's consumers must not meet a
+            // label that refuses its record there.
+            if !labels.iter().all(|(n, v)| std::str::from_utf8(n).is_ok() && std::str::from_utf8(v).is_ok()) {
+                // The error storage gives, naming the series.
+                labels.to_str_pairs()?;
+            }
+            let writer = &mut writers[partition_of_raw(labels, partitions) as usize];
+            if samples.iter().all(|s| s.t <= newest) {
+                writer.series(labels, samples);
+                continue;
+            }
+            let kept: Vec<Sample> = samples.iter().copied().filter(|s| s.t <= newest).collect();
+            if refused.first.is_none()
+                && let (Ok(pairs), Some(s)) = (labels.to_str_pairs(), samples.iter().find(|s| s.t > newest))
+            {
+                refused.first = Some((Labels::from_pairs(&pairs), *s));
+            }
+            refused.count += (samples.len() - kept.len()) as u64;
+            if !kept.is_empty() {
+                writer.series(labels, &kept);
+            }
+        }
+        let raw = writers
+            .into_iter()
+            .enumerate()
+            .filter(|(_, w)| !w.is_empty())
+            .map(|(p, w)| (p as u32, Version::V1, w.finish()))
+            .collect();
         Ok(Prepared {
             parts: parts(raw, body)?,
-            samples: samples - refused.count.min(samples),
-            histograms,
+            samples: batch.sample_count() as u64 - refused.count,
+            histograms: 0,
             too_far_future: refused.count,
             first_rejected: refused.first,
         })
@@ -281,6 +276,47 @@ mod tests {
     use storage::{FloatHistogram, HistogramSample};
 
     use super::*;
+
+    /// A log that only counts partitions: enough to prepare parts.
+    struct Partitions(u32);
+
+    impl Log for Partitions {
+        fn partitions(&self) -> u32 {
+            self.0
+        }
+        fn publish(&self, _: u32, _: String, _: Bytes) -> crate::log::LogFuture<'_, ()> {
+            Box::pin(async { Err(LogError::Unavailable("not a log".into())) })
+        }
+        fn read_after(&self, _: u32, _: u64) -> crate::log::LogFuture<'_, crate::log::Records> {
+            Box::pin(async { Err(LogError::Unavailable("not a log".into())) })
+        }
+        fn last_offset(&self, _: u32) -> crate::log::LogFuture<'_, u64> {
+            Box::pin(async { Err(LogError::Unavailable("not a log".into())) })
+        }
+    }
+
+    /// Both encodings count what they keep once: the samples kept, the refused apart.
+    #[test]
+    fn kept_and_refused_samples_are_counted_once() {
+        let d = Distributor::new(Arc::new(Partitions(4))).with_future_window(0);
+        let far = chrono::Utc::now().timestamp_millis() + 3_600_000;
+        let mut batch = BatchRef::new();
+        batch.push([("__name__", "a"), ("i", "1")], [Sample::new(1_000, 1.0), Sample::new(far, 2.0)]);
+        batch.push([("__name__", "b")], [Sample::new(2_000, 3.0)]);
+        let metadata = [MetricMetadata {
+            metric_family_name: "a".into(),
+            metric_type: remote::metadata::MetricType::Gauge,
+            help: String::new(),
+            unit: String::new(),
+        }];
+        // Float series only: remote write 1.0; with metadata: 2.0.
+        for metadata in [&[][..], &metadata[..]] {
+            let p = d.prepare(&batch, b"body", metadata).unwrap();
+            assert_eq!((p.samples, p.too_far_future), (2, 1), "metadata: {}", metadata.len());
+            assert_eq!(p.first_rejected.as_ref().map(|(_, s)| s.t), Some(far));
+            assert!(!p.is_empty());
+        }
+    }
 
     /// Samples and histograms after the newest accepted time are left out and counted, the
     /// first named; series left empty go.
