@@ -261,7 +261,7 @@ fn render(state: &AppState) -> String {
         );
     }
     if state.log_mode() {
-        crate::log::metrics::LOG_METRICS.write_to(&mut out);
+        crate::log::metrics::LOG_METRICS.write_to(&mut out, state.log_offsets().map(|o| &**o));
     }
     if let Some(db) = state.db() {
         database::write_to(db, load(&metrics.histograms_rejected), &mut out);

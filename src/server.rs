@@ -241,10 +241,11 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
                         .with_future_window(settings.future_window_ms),
                 ));
                 let ownership = settings.consume.unwrap_or(Ownership::Fixed(Vec::new()));
-                ingester = Some(
+                let started =
                     Ingester::start(log, Arc::clone(db), ownership, &dir, &settings.jetstream.prefix)
-                        .map_err(RunError::LogOffsets)?,
-                );
+                        .map_err(RunError::LogOffsets)?;
+                state.set_log_offsets(Arc::clone(started.offsets()));
+                ingester = Some(started);
                 None
             }
             Err(signal) => Some(signal),

@@ -17,6 +17,7 @@ use crate::api::status::StatusInfo;
 use crate::influx::Databases;
 use crate::ingest::admission::WriteAdmission;
 use crate::log::distributor::Distributor;
+use crate::log::ingester::Offsets;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
 
@@ -44,6 +45,8 @@ pub struct AppState {
     /// `--log.url` is set: writes go to the log (and wait for it to connect), never straight
     /// to a database.
     log_mode: bool,
+    /// What this process consumes of the log, once its ingester started.
+    log_offsets: OnceLock<Arc<Offsets>>,
 }
 
 impl AppState {
@@ -86,6 +89,16 @@ impl AppState {
     /// Sends writes to the log from now on. Called once, when the log is connected.
     pub fn set_distributor(&self, distributor: Arc<Distributor>) {
         let _ = self.distributor.set(distributor);
+    }
+
+    /// Records what this process consumes of the log. Called once, when its ingester starts.
+    pub fn set_log_offsets(&self, offsets: Arc<Offsets>) {
+        let _ = self.log_offsets.set(offsets);
+    }
+
+    /// What this process consumes of the log, if it consumes it.
+    pub fn log_offsets(&self) -> Option<&Arc<Offsets>> {
+        self.log_offsets.get()
     }
 
     /// Where writes go instead of the database, when `--log.url` is set and the log connected.

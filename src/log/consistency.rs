@@ -16,7 +16,7 @@ use axum::http::HeaderName;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::metrics::LOG_METRICS;
+use super::ingester::Offsets;
 use super::{Log, LogError};
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -51,11 +51,11 @@ pub async fn strong_reads(State(state): State<Arc<AppState>>, request: Request, 
             Err(e) => Err(ApiError::Internal(format!("strong read: {e}"))),
         }
     } else if state.log_mode() && !state.is_distributor_only() {
-        match state.distributor() {
-            Some(d) => catch_up(d.log().as_ref(), CATCH_UP_MAX)
+        match (state.distributor(), state.log_offsets()) {
+            (Some(d), Some(offsets)) => catch_up(d.log().as_ref(), offsets, CATCH_UP_MAX)
                 .await
                 .map_err(|e| ApiError::Unavailable(format!("strong read: {e}"))),
-            None => Err(ApiError::Unavailable(
+            _ => Err(ApiError::Unavailable(
                 "strong read: the ingest log is not connected yet; retry later".into(),
             )),
         }
@@ -71,9 +71,9 @@ pub async fn strong_reads(State(state): State<Arc<AppState>>, request: Request, 
 
 /// Waits until every partition consumed here has been appended up to the offset its last
 /// record had when this was called.
-pub async fn catch_up(log: &dyn Log, within: Duration) -> Result<(), LogError> {
+pub async fn catch_up(log: &dyn Log, offsets: &Offsets, within: Duration) -> Result<(), LogError> {
     let deadline = Instant::now() + within;
-    let held = LOG_METRICS.held_offsets();
+    let held = offsets.held();
     let mut targets = Vec::with_capacity(held.len());
     for &p in held.keys() {
         // A log that lost a server answers again once its streams have leaders: retried until
@@ -88,7 +88,7 @@ pub async fn catch_up(log: &dyn Log, within: Duration) -> Result<(), LogError> {
         targets.push((p, target));
     }
     loop {
-        let now = LOG_METRICS.held_offsets();
+        let now = offsets.held();
         // A partition given up meanwhile is another writer's to catch up on.
         if targets.iter().all(|(p, target)| now.get(p).is_none_or(|&at| at >= *target)) {
             return Ok(());

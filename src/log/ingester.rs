@@ -4,7 +4,7 @@
 //! Per partition, one task reads the records after the last offset stored, takes what has
 //! arrived (up to [`RECORDS_PER_APPEND`] records) as one batch, appends it (one WAL record, one
 //! fsync), and only then counts the records as consumed. The offsets are saved to
-//! `log-offsets.json` in the data directory once a second and at shutdown
+//! `log-offsets.json` in the data directory once a second (when they moved) and at shutdown
 //! (`docs/format/log.md`). A crash therefore replays at most the records appended since
 //! the last save, and that is harmless: a sample is stored once per series and timestamp, so
 //! appending the same samples again changes no answer.
@@ -80,8 +80,7 @@ impl Ingester {
             Ownership::Fixed(partitions) => {
                 info!(?partitions, "consuming the ingest log");
                 for p in partitions {
-                    LOG_METRICS.held(p, true);
-                    LOG_METRICS.consumed(p, 0, offsets.get(p));
+                    offsets.hold(p, true);
                     let (log, db, offsets) = (Arc::clone(&log), Arc::clone(&db), Arc::clone(&offsets));
                     tasks.spawn(consume(log, db, p, offsets));
                 }
@@ -111,6 +110,11 @@ impl Ingester {
             }
         });
         Ok(Ingester { tasks, offsets, stop })
+    }
+
+    /// What it consumes: offsets and the partitions held.
+    pub fn offsets(&self) -> &Arc<Offsets> {
+        &self.offsets
     }
 
     /// Stops consuming (a member with leases gives its partitions up at once) and saves the
@@ -185,7 +189,7 @@ impl Coordinator {
             held.consumers.abort_all();
             LOG_METRICS.lease_lost();
             for &p in held.partitions.keys() {
-                LOG_METRICS.held(p, false);
+                self.offsets.hold(p, false);
             }
             warn!(partitions = ?held.partitions.keys().collect::<Vec<_>>(), "lease lost: stopped consuming");
             drop(membership);
@@ -208,7 +212,7 @@ impl Coordinator {
             let ours = owners.get(p).is_some_and(|o| o == me);
             if !ours {
                 consumer.abort();
-                LOG_METRICS.held(*p, false);
+                self.offsets.hold(*p, false);
                 warn!(partition = p, "partition claimed by another member: stopped consuming it");
             }
             ours
@@ -216,7 +220,8 @@ impl Coordinator {
         while held.partitions.len() > share {
             let Some((p, consumer)) = held.partitions.pop_last() else { break };
             consumer.abort();
-            LOG_METRICS.held(p, false);
+            self.offsets.hold(p, false);
+            held.recorded.remove(&p);
             membership.release(p).await?;
             info!(partition = p, members, "released partition to another member");
         }
@@ -230,11 +235,10 @@ impl Coordinator {
             let stored = membership.stored(p).await?;
             self.offsets.set(p, stored);
             let from = self.offsets.get(p);
-            LOG_METRICS.consumed(p, 0, from);
             let (log, db, offsets) = (Arc::clone(&self.log), Arc::clone(&self.db), Arc::clone(&self.offsets));
             let consumer = held.consumers.spawn(consume(log, db, p, offsets));
             held.partitions.insert(p, consumer);
-            LOG_METRICS.held(p, true);
+            self.offsets.hold(p, true);
             // Tests and operators read takeovers from this line; keep its wording.
             info!(partition = p, after = from, stored, "claimed partition");
         }
@@ -293,7 +297,7 @@ async fn consume(log: Arc<dyn Log>, db: Arc<Db>, p: u32, offsets: Arc<Offsets>) 
             if let Some(last) = good.last().map(|r| r.offset) {
                 let records = good.len() as u64;
                 append_records(&db, p, good).await;
-                LOG_METRICS.consumed(p, records, last);
+                LOG_METRICS.consumed(p, records);
                 offsets.set(p, last);
                 db.note_position(&offsets.source(p), last);
             }
@@ -384,26 +388,38 @@ pub fn source_name(log_name: &str, p: u32) -> String {
     format!("log:{log_name}/{p}")
 }
 
-/// The last offset appended, per partition, and the file they are saved in.
-struct Offsets {
+/// What this process consumes of the log: per partition, the offset of the last record
+/// appended (saved in [`OFFSETS_FILE`]) and whether it consumes the partition now. The one
+/// record of both: consumers move the offsets, the coordinator the holding, and strong reads
+/// (`super::consistency`) and `/metrics` read them.
+pub struct Offsets {
     path: PathBuf,
     log_name: String,
-    by_partition: Mutex<BTreeMap<u32, u64>>,
+    by_partition: Mutex<BTreeMap<u32, Consumed>>,
+    /// The offsets last written to the file, so an idle writer does not rewrite it.
+    saved: Mutex<BTreeMap<u32, u64>>,
+}
+
+/// One partition as this process consumes it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Consumed {
+    offset: u64,
+    held: bool,
 }
 
 impl Offsets {
     /// The offsets saved at `path` for the log `log_name`; none if the file is missing or
     /// names another log.
     fn load(path: PathBuf, log_name: &str) -> std::io::Result<Offsets> {
-        let mut by_partition = BTreeMap::new();
+        let mut saved = BTreeMap::new();
         match std::fs::read(&path) {
             Ok(bytes) => {
-                let saved: serde_json::Value = serde_json::from_slice(&bytes)
+                let file: serde_json::Value = serde_json::from_slice(&bytes)
                     .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
-                if saved["log"].as_str() == Some(log_name) {
-                    for (p, offset) in saved["offsets"].as_object().into_iter().flatten() {
+                if file["log"].as_str() == Some(log_name) {
+                    for (p, offset) in file["offsets"].as_object().into_iter().flatten() {
                         if let (Ok(p), Some(offset)) = (p.parse(), offset.as_u64()) {
-                            by_partition.insert(p, offset);
+                            saved.insert(p, offset);
                         }
                     }
                 } else {
@@ -413,7 +429,13 @@ impl Offsets {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        Ok(Offsets { path, log_name: log_name.to_owned(), by_partition: Mutex::new(by_partition) })
+        let by_partition = saved.iter().map(|(&p, &offset)| (p, Consumed { offset, held: false })).collect();
+        Ok(Offsets {
+            path,
+            log_name: log_name.to_owned(),
+            by_partition: Mutex::new(by_partition),
+            saved: Mutex::new(saved),
+        })
     }
 
     /// The name partition `p` has among the database's positions (docs/format/manifest.md).
@@ -422,20 +444,41 @@ impl Offsets {
     }
 
     fn get(&self, p: u32) -> u64 {
-        self.by_partition.lock().get(&p).copied().unwrap_or(0)
+        self.by_partition.lock().get(&p).map_or(0, |c| c.offset)
     }
 
     /// Raises partition `p`'s offset to `offset` (offsets never go back).
     fn set(&self, p: u32, offset: u64) {
         let mut by_partition = self.by_partition.lock();
         let at = by_partition.entry(p).or_default();
-        *at = (*at).max(offset);
+        at.offset = at.offset.max(offset);
     }
 
-    /// Writes the offsets to a temporary file, syncs it and renames it over the last one.
+    /// Marks partition `p` as consumed here from now on, or no longer.
+    fn hold(&self, p: u32, held: bool) {
+        self.by_partition.lock().entry(p).or_default().held = held;
+    }
+
+    /// The partitions consumed here now, each with the offset of its last record appended.
+    pub fn held(&self) -> BTreeMap<u32, u64> {
+        self.by_partition.lock().iter().filter(|(_, c)| c.held).map(|(&p, c)| (p, c.offset)).collect()
+    }
+
+    /// Every partition this process has an offset or a claim for: (partition, offset, held).
+    pub fn all(&self) -> Vec<(u32, u64, bool)> {
+        self.by_partition.lock().iter().map(|(&p, c)| (p, c.offset, c.held)).collect()
+    }
+
+    /// Writes the offsets to a temporary file, syncs it and renames it over the last one;
+    /// nothing if they have not moved since the last write.
     fn save(&self) -> std::io::Result<()> {
+        let now: BTreeMap<u32, u64> = self.by_partition.lock().iter().map(|(&p, c)| (p, c.offset)).collect();
+        let mut saved = self.saved.lock();
+        if *saved == now && self.path.exists() {
+            return Ok(());
+        }
         let offsets: serde_json::Map<String, serde_json::Value> =
-            self.by_partition.lock().iter().map(|(p, o)| (p.to_string(), (*o).into())).collect();
+            now.iter().map(|(p, o)| (p.to_string(), (*o).into())).collect();
         let text = serde_json::json!({ "log": self.log_name, "offsets": offsets }).to_string();
         let tmp = self.path.with_extension("json.tmp");
         let mut file = std::fs::File::create(&tmp)?;
@@ -445,6 +488,7 @@ impl Offsets {
         if let Some(dir) = self.path.parent() {
             std::fs::File::open(dir)?.sync_all()?;
         }
+        *saved = now;
         Ok(())
     }
 }
@@ -467,6 +511,13 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), r#"{"log":"a","offsets":{"0":7,"3":41}}"#);
         let again = Offsets::load(path.clone(), "a").unwrap();
         assert_eq!((again.get(0), again.get(3), again.get(1)), (7, 41, 0));
-        assert_eq!(Offsets::load(path, "b").unwrap().get(3), 0);
+        assert_eq!(Offsets::load(path.clone(), "b").unwrap().get(3), 0);
+        // Unmoved offsets are not written again; moved ones are.
+        std::fs::write(&path, "untouched").unwrap();
+        again.save().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "untouched");
+        again.set(1, 2);
+        again.save().unwrap();
+        assert!(std::fs::read_to_string(&path).unwrap().contains(r#""1":2"#));
     }
 }

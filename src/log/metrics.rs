@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::ingester::Offsets;
 use crate::metrics::exposition::{Exposition, Kind};
 
 /// The log's counters.
@@ -14,22 +15,9 @@ pub struct LogMetrics {
     skipped: AtomicU64,
     lease_losses: AtomicU64,
     ha_dropped: AtomicU64,
-    partitions: Mutex<BTreeMap<u32, Partition>>,
+    /// Records appended, by partition.
+    consumed: Mutex<BTreeMap<u32, u64>>,
 }
-
-/// One partition as this process consumes it.
-#[derive(Debug, Default, Clone, Copy)]
-struct Partition {
-    /// The offset of the last record appended.
-    offset: u64,
-    /// Records appended.
-    records: u64,
-    /// Whether this process consumes it now.
-    held: bool,
-}
-
-/// A per-partition family: name, kind, help, and its value of a partition.
-type Family = (&'static str, Kind, &'static str, fn(&Partition) -> u64);
 
 /// This process's.
 pub static LOG_METRICS: LogMetrics = LogMetrics {
@@ -38,7 +26,7 @@ pub static LOG_METRICS: LogMetrics = LogMetrics {
     skipped: AtomicU64::new(0),
     lease_losses: AtomicU64::new(0),
     ha_dropped: AtomicU64::new(0),
-    partitions: Mutex::new(BTreeMap::new()),
+    consumed: Mutex::new(BTreeMap::new()),
 };
 
 impl LogMetrics {
@@ -67,32 +55,15 @@ impl LogMetrics {
         self.lease_losses.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// `records` of partition `p`, up to `offset`, appended.
-    pub fn consumed(&self, p: u32, records: u64, offset: u64) {
-        self.with(p, |c| {
-            c.records += records;
-            c.offset = c.offset.max(offset);
-        });
+    /// `records` of partition `p` appended.
+    pub fn consumed(&self, p: u32, records: u64) {
+        let mut consumed = self.consumed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *consumed.entry(p).or_default() += records;
     }
 
-    /// Partition `p` consumed here from now on (`true`) or no longer.
-    pub fn held(&self, p: u32, held: bool) {
-        self.with(p, |c| c.held = held);
-    }
-
-    /// The partitions consumed here now, each with the offset of its last record appended.
-    pub fn held_offsets(&self) -> BTreeMap<u32, u64> {
-        let partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        partitions.iter().filter(|(_, c)| c.held).map(|(&p, c)| (p, c.offset)).collect()
-    }
-
-    fn with(&self, p: u32, f: impl FnOnce(&mut Partition)) {
-        let mut partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(partitions.entry(p).or_default());
-    }
-
-    /// Writes the `strata_log_*` families.
-    pub(crate) fn write_to(&self, out: &mut Exposition) {
+    /// Writes the `strata_log_*` families; the per-partition state of what this process
+    /// consumes comes from `offsets`.
+    pub(crate) fn write_to(&self, out: &mut Exposition, offsets: Option<&Offsets>) {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         out.single(
             "strata_log_records_published_total",
@@ -124,32 +95,32 @@ impl LogMetrics {
             "Samples of Prometheus HA replicas that were not elected, dropped (--ha-tracker).",
             load(&self.ha_dropped),
         );
-        let partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        let families: [Family; 3] = [
-            (
-                "strata_log_partition_held",
-                Kind::Gauge,
-                "1 for each partition of the ingest log this process consumes now.",
-                |c| u64::from(c.held),
-            ),
-            (
-                "strata_log_records_consumed_total",
-                Kind::Counter,
-                "Log records appended to the database, by partition.",
-                |c| c.records,
-            ),
-            (
-                "strata_log_consumed_offset",
-                Kind::Gauge,
-                "The offset of the last log record appended, by partition (the stream's sequence).",
-                |c| c.offset,
-            ),
-        ];
-        for (name, kind, help, value) in families {
-            out.family(name, kind, help);
-            for (p, c) in &partitions {
-                out.sample(name, &[("partition", &p.to_string())], value(c));
-            }
+        out.family(
+            "strata_log_records_consumed_total",
+            Kind::Counter,
+            "Log records appended to the database, by partition.",
+        );
+        let consumed = self.consumed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        for (p, n) in &consumed {
+            out.sample("strata_log_records_consumed_total", &[("partition", &p.to_string())], *n);
+        }
+        let Some(offsets) = offsets else { return };
+        let partitions = offsets.all();
+        out.family(
+            "strata_log_partition_held",
+            Kind::Gauge,
+            "1 for each partition of the ingest log this process consumes now.",
+        );
+        for (p, _, held) in &partitions {
+            out.sample("strata_log_partition_held", &[("partition", &p.to_string())], u64::from(*held));
+        }
+        out.family(
+            "strata_log_consumed_offset",
+            Kind::Gauge,
+            "The offset of the last log record appended, by partition (the stream's sequence).",
+        );
+        for (p, offset, _) in &partitions {
+            out.sample("strata_log_consumed_offset", &[("partition", &p.to_string())], *offset);
         }
     }
 }
