@@ -112,17 +112,30 @@ fn counts_with(strata: &Strata, at: f64, headers: &[(&str, &str)]) -> Vec<(Strin
     out
 }
 
-/// Waits until every series holds `want` samples, failing with what it holds after a guard.
-fn wait_for_counts(strata: &Strata, at: f64, want: f64) {
+/// The wall clock in milliseconds since the epoch.
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// Polls `done` every 200 ms until it holds, failing with `why()` after a minute (a guard
+/// against a hang, not a bound on how long anything should take).
+fn eventually(mut done: impl FnMut() -> bool, why: impl Fn() -> String) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let got = counts(strata, at);
-        if got.len() == SERIES && got.iter().all(|(_, c)| *c == want) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "wanted {want} samples per series, have {got:?}");
+    while !done() {
+        assert!(Instant::now() < deadline, "{}", why());
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Waits until every series holds `want` samples, failing with what it holds after a guard.
+fn wait_for_counts(strata: &Strata, at: f64, want: f64) {
+    eventually(
+        || {
+            let got = counts(strata, at);
+            got.len() == SERIES && got.iter().all(|(_, c)| *c == want)
+        },
+        || format!("wanted {want} samples per series, have {:?}", counts(strata, at)),
+    );
 }
 
 /// The sum of the samples of the `/metrics` family `name` (over its labels).
@@ -171,7 +184,7 @@ fn acknowledged_writes_survive_an_ingester_kill_and_a_log_outage() {
     let mut ingester = start(&ingester_dir, &log_args(&url));
     let distributor = start(&dir.path().join("distributor"), &distributor_args(&url, &[]));
 
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    let now = now_ms();
     let t0 = now - 600_000;
     let at = (t0 + 100_000) as f64 / 1000.0;
     let post = |i: i64| distributor.post("/api/v1/write", &V1_HEADERS, &request(t0, i)).status;
@@ -330,12 +343,11 @@ fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
     let distributor = start(&dir.path().join("distributor"), &distributor_args(&url, &[]));
 
     // Each writer takes a share: two partitions each once both are members.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(claimed(&a).len() == 2 && claimed(&b).len() == 2) {
-        assert!(Instant::now() < deadline, "a claimed {:?}, b {:?}", claimed(&a), claimed(&b));
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    eventually(
+        || claimed(&a).len() == 2 && claimed(&b).len() == 2,
+        || format!("a claimed {:?}, b {:?}", claimed(&a), claimed(&b)),
+    );
+    let now = now_ms();
     let t0 = now - 600_000;
     let at = (t0 + 100_000) as f64 / 1000.0;
     let post = |i: i64| distributor.post("/api/v1/write", &V1_HEADERS, &request(t0, i)).status;
@@ -343,22 +355,19 @@ fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
         assert_eq!(post(i), 204, "request {i}");
     }
     // Both consumed their share, and flushed and uploaded it (every 2 s).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (ca, cb) = (counts(&a, at), counts(&b, at));
-        if ca.len() + cb.len() == SERIES && ca.iter().chain(&cb).all(|(_, c)| *c == 30.0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "a holds {ca:?}, b {cb:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually(
+        || {
+            let (ca, cb) = (counts(&a, at), counts(&b, at));
+            ca.len() + cb.len() == SERIES && ca.iter().chain(&cb).all(|(_, c)| *c == 30.0)
+        },
+        || format!("a holds {:?}, b {:?}", counts(&a, at), counts(&b, at)),
+    );
     // ... and recorded how far the bucket holds each partition.
     let a_held = claimed(&a);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !a.log().contains("recorded stored offsets") || !b.log().contains("recorded stored offsets") {
-        assert!(Instant::now() < deadline, "no stored offsets recorded:\n{}\n{}", a.log(), b.log());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually(
+        || a.log().contains("recorded stored offsets") && b.log().contains("recorded stored offsets"),
+        || format!("no stored offsets recorded:\n{}\n{}", a.log(), b.log()),
+    );
 
     // a dies; writes go on; b takes a's partitions over once a's lease expires.
     let mut a = a;
@@ -390,17 +399,13 @@ fn a_dead_writers_partitions_are_taken_over_from_what_it_uploaded() {
         }
     }
     // b consumes a's partitions from where a's uploads end, up to the last request (value 59).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let answered_59 = || {
         let reply =
             b.get(&format!("/api/v1/query?query={}&time={at}", urlencode("last_over_time(m[1h]) == 59")));
         let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
-        if body["data"]["result"].as_array().map(Vec::len) == Some(SERIES) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "b holds {:?}", counts(&b, at));
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        body["data"]["result"].as_array().map(Vec::len) == Some(SERIES)
+    };
+    eventually(answered_59, || format!("b holds {:?}", counts(&b, at)));
     assert_eq!(metric_sum(&b, "strata_log_partition_held"), f64::from(PARTITIONS));
     // A strong read on a query node that reads b's recent data sees writes acknowledged just
     // before it: the node has b catch up with the log first. (b usually consumes them before
@@ -474,18 +479,13 @@ fn an_ha_pair_is_stored_once_and_fails_over() {
             .unwrap_or(0.0)
     };
     let mut first = replica("r1");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while newest() == 0.0 {
-        assert!(Instant::now() < deadline, "no samples from r1");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually(|| newest() > 0.0, || "no samples from r1".into());
     let second = replica("r2");
     // r2 sends too, and is dropped while r1 is elected.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while metric_sum(&distributor, "strata_log_ha_samples_dropped_total") == 0.0 {
-        assert!(Instant::now() < deadline, "nothing of r2 dropped");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually(
+        || metric_sum(&distributor, "strata_log_ha_samples_dropped_total") > 0.0,
+        || "nothing of r2 dropped".into(),
+    );
     // One copy, without the replica label.
     let up = query("up{job=\"strata\"}");
     assert_eq!(up.as_array().map(Vec::len), Some(1), "{up}");
@@ -493,12 +493,11 @@ fn an_ha_pair_is_stored_once_and_fails_over() {
     assert!(up[0]["metric"].get("__replica__").is_none(), "{up}");
     // r1 stops; r2 is elected once r1 has been silent for the failover timeout.
     first.terminate();
-    let stopped = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while newest() < stopped + 4.0 {
-        assert!(Instant::now() < deadline, "no samples from r2 after r1 stopped: newest {}", newest());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let stopped = now_ms() as f64 / 1000.0;
+    eventually(
+        || newest() >= stopped + 4.0,
+        || format!("no samples from r2 after r1 stopped: newest {}", newest()),
+    );
     let up = query("up{job=\"strata\"}");
     assert_eq!(up.as_array().map(Vec::len), Some(1), "{up}");
     drop(second);
@@ -620,7 +619,7 @@ fn acknowledged_writes_survive_kills_of_every_kind() {
 
     // The loader: request i writes one sample at t0 + i × 10 ms to every series (all within
     // the hour before now); retried until acknowledged, alternating distributors.
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    let now = now_ms();
     let t0 = now - 3_600_000;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let loader = {
@@ -692,14 +691,8 @@ fn acknowledged_writes_survive_kills_of_every_kind() {
     assert!(acked.len() > 10, "only {} requests acknowledged", acked.len());
 
     // Both writers catch up with the log (strong reads), then flush and upload on SIGTERM.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while metric_sum(&writers[0], "strata_log_partition_held")
-        + metric_sum(&writers[1], "strata_log_partition_held")
-        < 4.0
-    {
-        assert!(Instant::now() < deadline, "the partitions are not all held");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let held = |w: &Strata| metric_sum(w, "strata_log_partition_held");
+    eventually(|| held(&writers[0]) + held(&writers[1]) >= 4.0, || "the partitions are not all held".into());
     for w in &writers {
         let reply = w.get_with("/api/v1/status/buildinfo", &[("X-Read-Consistency", "strong")]);
         assert_eq!(reply.status, 200, "{}", reply.body);
