@@ -351,6 +351,14 @@ fn on(store: &Arc<FaultyStore>, url: &str) -> super::BucketOptions {
     }
 }
 
+/// The start of the hour `n` hours before now: data written from there spans one
+/// partition (up to an hour) whatever the time of the run, so a test counting requests per
+/// file does not see a second file when its samples would cross an hour or day boundary.
+fn hour_start_ago(n: i64) -> i64 {
+    let hour = 3_600_000;
+    (crate::clock::now_ms() - n * hour).div_euclid(hour) * hour
+}
+
 /// A writer on `memory://root/w` of `store` that has uploaded `b` in one flush, and a query
 /// node on `memory://root`, each on a directory of its own (returned with them).
 fn uploaded(store: &Arc<FaultyStore>, b: &crate::Batch) -> (crate::Db, crate::Db, [tempfile::TempDir; 2]) {
@@ -378,7 +386,7 @@ fn a_query_node_enters_the_rest_of_what_it_fetched_later() {
     use crate::query::Querier;
     use crate::{Batch, Labels, Matcher, Sample};
     let faulty = faulty();
-    let t0 = crate::clock::now_ms() - 2 * 3_600_000;
+    let t0 = hour_start_ago(2);
     let mut b = Batch::new();
     for h in 0..1000 {
         let samples = (0..10).map(|i| Sample::new(t0 + i * 1000, f64::from(h))).collect();
@@ -414,7 +422,7 @@ fn a_query_node_enters_the_rest_of_what_it_fetched_later() {
 fn a_query_node_counts_every_series_of_the_bucket() {
     use crate::{Batch, Labels, Sample};
     let faulty = faulty();
-    let t0 = crate::clock::now_ms() - 2 * 3_600_000;
+    let t0 = hour_start_ago(2);
     let mut b = Batch::new();
     for (metric, hosts) in [("m", 300), ("n", 200)] {
         for h in 0..hosts {
@@ -447,7 +455,7 @@ fn a_query_reads_a_cold_file_in_two_requests() {
     use crate::query::Querier;
     use crate::{Batch, Db, Labels, Matcher, Options, Sample};
     let faulty = faulty();
-    let t0 = crate::clock::now_ms() - 2 * 3_600_000;
+    let t0 = hour_start_ago(2);
     let mut b = Batch::new();
     let mut x = 1u64;
     for s in 0..100 {
