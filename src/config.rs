@@ -381,6 +381,12 @@ pub struct Cli {
     #[arg(long = "web.enable-admin-api")]
     pub web_enable_admin_api: bool,
 
+    /// Let a read name several tenants in X-Scope-OrgID (`a|b`, Mimir's tenant federation):
+    /// each series then carries its tenant in the label __tenant_id__. Off, such reads are
+    /// refused with 400. Writes always go to one tenant.
+    #[arg(long = "tenant.federation")]
+    pub tenant_federation: bool,
+
     /// Most samples one query of a remote-read request answered with raw samples may return;
     /// more is refused with 400. 0 means no limit. Streamed (chunked) answers are not limited.
     #[arg(long = "storage.remote.read-sample-limit", value_name = "N", default_value = "50000000")]
@@ -666,6 +672,7 @@ impl Cli {
                 frame_bytes_max: usize::try_from(self.remote_read_max_bytes_in_frame.0).unwrap_or(usize::MAX),
             },
             admin_api: self.web_enable_admin_api,
+            tenant_federation: self.tenant_federation,
             write_admission: crate::ingest::admission::WriteAdmission::new(
                 self.write_max_concurrency
                     .unwrap_or_else(crate::ingest::admission::WriteAdmission::default_concurrency),

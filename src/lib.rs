@@ -25,5 +25,6 @@ pub mod server;
 pub mod shutdown;
 pub mod size;
 pub mod state;
+pub mod tenant;
 pub mod tls;
 pub mod ui;

@@ -20,7 +20,10 @@ use remote::read::client::{RECORDS_HEADER, ReadSeries, records_header};
 use std::sync::Mutex;
 use storage::query::StartTimestamp;
 use storage::window_agg::{Extreme, Need, ScanStats, WindowAgg};
-use storage::{HistogramSample, Labels, Matcher, Querier, Sample, SeriesId, SeriesRef, Snapshot};
+use storage::{HistogramSample, Labels, Matcher, Querier, Sample, SeriesId, SeriesRef};
+
+use crate::tenant::Scope;
+use crate::tenant::scoped::Scoped;
 
 /// Ids of series only writers hold count down from here: a storage index never gets near.
 const WRITER_ONLY_IDS: SeriesId = SeriesId::MAX;
@@ -64,28 +67,32 @@ impl Writers {
     }
 
     /// The series every writer holds of `matchers` in `[mint, maxt]` that the bucket records
-    /// `records` (the header's value) do not list.
+    /// `records` (the header's value) do not list, of the tenants `tenant` (an `X-Scope-OrgID`
+    /// value; `None`: the default tenant) names, as they see them.
     fn read(
         &self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
         records: &str,
+        tenant: Option<&str>,
     ) -> storage::Result<Vec<ReadSeries>> {
         let body =
             remote::read::client::request(matchers, mint, maxt).map_err(|e| failed("", e.to_string()))?;
         let mut out = Vec::new();
         for url in &self.urls {
             let endpoint = format!("{}/api/v1/read", url.trim_end_matches('/'));
-            let response = self
+            let mut request = self
                 .agent
                 .post(&endpoint)
                 .header("Content-Type", "application/x-protobuf")
                 .header("Content-Encoding", "snappy")
                 .header("X-Prometheus-Remote-Read-Version", "0.1.0")
-                .header(RECORDS_HEADER, records)
-                .send(&body[..])
-                .map_err(|e| failed(url, e.to_string()))?;
+                .header(RECORDS_HEADER, records);
+            if let Some(tenant) = tenant {
+                request = request.header(crate::tenant::HEADER.as_str(), tenant);
+            }
+            let response = request.send(&body[..]).map_err(|e| failed(url, e.to_string()))?;
             let status = response.status().as_u16();
             let mut answer = Vec::new();
             response
@@ -106,18 +113,19 @@ impl Writers {
 }
 
 impl Writers {
-    /// Sends the admin request `path` (a deletion, say) with the form `body` to every writer,
+    /// Sends the admin request `path` (a deletion, say) with the form `body` for the tenants
+    /// `tenant` names (an `X-Scope-OrgID` value; `None`: the default tenant) to every writer,
     /// which applies it to its own prefix and answers once it is in the bucket. The first
     /// writer that does not answer 204: its URL and what went wrong.
-    pub fn forward_admin(&self, path: &str, body: &[u8]) -> Result<(), String> {
+    pub fn forward_admin(&self, path: &str, body: &[u8], tenant: Option<&str>) -> Result<(), String> {
         for url in &self.urls {
             let endpoint = format!("{}{path}", url.trim_end_matches('/'));
-            let response = self
-                .agent
-                .post(&endpoint)
-                .header("Content-Type", "application/x-www-form-urlencoded")
-                .send(body)
-                .map_err(|e| format!("writer {url}: {e}"))?;
+            let mut request =
+                self.agent.post(&endpoint).header("Content-Type", "application/x-www-form-urlencoded");
+            if let Some(tenant) = tenant {
+                request = request.header(crate::tenant::HEADER.as_str(), tenant);
+            }
+            let response = request.send(body).map_err(|e| format!("writer {url}: {e}"))?;
             let status = response.status().as_u16();
             if status != 204 {
                 let mut answer = String::new();
@@ -129,18 +137,23 @@ impl Writers {
     }
 
     /// The union of what every writer's `path` (`/api/v1/labels` or a label's values) answers
-    /// for `matchers` in `[mint, maxt]`: its whole data, a superset of what it has not uploaded.
+    /// for `matchers` in `[mint, maxt]` to the tenants `tenant` names: its whole data, a
+    /// superset of what it has not uploaded.
     fn strings(
         &self,
         path: &str,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
+        tenant: Option<&str>,
     ) -> storage::Result<Vec<String>> {
         let mut out = Vec::new();
         for url in &self.urls {
             let endpoint = format!("{}{path}", url.trim_end_matches('/'));
             let mut request = self.agent.get(&endpoint);
+            if let Some(tenant) = tenant {
+                request = request.header(crate::tenant::HEADER.as_str(), tenant);
+            }
             // An open end (the API's default range) is left out rather than sent as a time
             // far outside what a writer's API takes.
             for (param, t) in [("start", mint), ("end", maxt)] {
@@ -211,11 +224,13 @@ fn failed(url: &str, why: String) -> storage::Error {
 }
 
 /// The bucket's view with the writers' recent data merged in: the `Querier` of one query on a
-/// query node.
-pub struct WithWriters<'a> {
-    bucket: Snapshot,
+/// query node. Both sides are one scope's view: `bucket` scoped here, the writers by the
+/// `X-Scope-OrgID` header sent along (`tenant`), so series merge by the labels they show.
+pub struct WithWriters<'a, Q> {
+    bucket: Q,
     writers: &'a Writers,
     records: String,
+    tenant: Option<String>,
     read: Mutex<FromWriters>,
 }
 
@@ -230,14 +245,20 @@ struct FromWriters {
     data: HashMap<SeriesId, (Vec<Sample>, Vec<HistogramSample>)>,
 }
 
-impl<'a> WithWriters<'a> {
-    /// The query view of `bucket` (a query node's snapshot, which holds `records`) and
-    /// `writers`.
-    pub fn new(bucket: Snapshot, records: &[(u64, u64)], writers: &'a Writers) -> WithWriters<'a> {
+impl<'a, Q: Querier> WithWriters<'a, Q> {
+    /// The query view of `bucket` (a query node's snapshot, which holds `records`, as the
+    /// tenants of `tenant` see it) and `writers`.
+    pub fn new(
+        bucket: Q,
+        records: &[(u64, u64)],
+        writers: &'a Writers,
+        tenant: Option<String>,
+    ) -> WithWriters<'a, Q> {
         WithWriters {
             bucket,
             writers,
             records: records_header(records),
+            tenant,
             read: Mutex::new(FromWriters::default()),
         }
     }
@@ -320,10 +341,10 @@ fn merge_into<T: Clone>(out: &mut Vec<T>, from: usize, newer: Vec<T>, t: impl Fn
     }
 }
 
-impl Querier for WithWriters<'_> {
+impl<Q: Querier> Querier for WithWriters<'_, Q> {
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<SeriesRef>> {
         let mut selected = self.bucket.select(matchers, mint, maxt)?;
-        let recent = self.writers.read(matchers, mint, maxt, &self.records)?;
+        let recent = self.writers.read(matchers, mint, maxt, &self.records, self.tenant.as_deref())?;
         if recent.is_empty() {
             return Ok(selected);
         }
@@ -481,7 +502,7 @@ impl Querier for WithWriters<'_> {
 
     fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> storage::Result<Vec<String>> {
         let mut names = self.bucket.label_names(matchers, mint, maxt)?;
-        names.extend(self.writers.strings("/api/v1/labels", matchers, mint, maxt)?);
+        names.extend(self.writers.strings("/api/v1/labels", matchers, mint, maxt, self.tenant.as_deref())?);
         names.sort_unstable();
         names.dedup();
         Ok(names)
@@ -496,18 +517,19 @@ impl Querier for WithWriters<'_> {
     ) -> storage::Result<Vec<String>> {
         let mut values = self.bucket.label_values(name, matchers, mint, maxt)?;
         let path = format!("/api/v1/label/{}/values", label_path(name));
-        values.extend(self.writers.strings(&path, matchers, mint, maxt)?);
+        values.extend(self.writers.strings(&path, matchers, mint, maxt, self.tenant.as_deref())?);
         values.sort_unstable();
         values.dedup();
         Ok(values)
     }
 }
 
-/// The `Querier` of one query: the database's snapshot, with the writers' recent data merged
-/// in on a query node that has writers; and what it reads from the bucket.
+/// The `Querier` of one query: the database's snapshot as `scope` sees it, with the writers'
+/// recent data merged in on a query node that has writers; and what it reads from the bucket.
 pub fn querier<'a>(
     db: &storage::Db,
     writers: Option<&'a Arc<Writers>>,
+    scope: &Scope,
 ) -> (Box<dyn Querier + 'a>, storage::BucketReads) {
     // The records before the snapshot: a refresh in between then only gives the snapshot
     // newer files, whose data the writers also send (the merge keeps one copy). The other way
@@ -515,11 +537,12 @@ pub fn querier<'a>(
     let records = writers.is_some().then(|| db.followed_records());
     let snapshot = db.snapshot();
     let reads = snapshot.bucket_reads();
+    let scoped = Scoped::new(snapshot, scope.clone());
     match (writers, records) {
         (Some(w), Some(records)) if db.reads_only() => {
-            (Box::new(WithWriters::new(snapshot, &records, w)), reads)
+            (Box::new(WithWriters::new(scoped, &records, w, scope.header_value())), reads)
         }
-        _ => (Box::new(snapshot), reads),
+        _ => (Box::new(scoped), reads),
     }
 }
 

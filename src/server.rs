@@ -58,6 +58,8 @@ pub struct ServerConfig {
     pub remote_read: RemoteReadConfig,
     /// Whether the admin endpoints are enabled (`--web.enable-admin-api`).
     pub admin_api: bool,
+    /// Whether a read may name several tenants (`--tenant.federation`).
+    pub tenant_federation: bool,
     /// Write request slots (`--write-max-concurrency`, `--write-max-queue-duration`).
     pub write_admission: crate::ingest::admission::WriteAdmission,
     /// Longest time to read a request or keep an idle connection (`--web.read-timeout`).
@@ -198,6 +200,7 @@ pub async fn run(mut config: ServerConfig) -> Result<(), RunError> {
             .with_status(StatusInfo::new(config.status.clone()))
             .with_remote_read(RemoteReadService::new(config.remote_read.clone()))
             .with_admin_api(config.admin_api)
+            .with_tenant_federation(config.tenant_federation)
             .with_write_admission(config.write_admission.clone())
             .with_wal_replay(Arc::clone(&config.storage.wal_replay_progress))
             .with_writers(config.writers.take())

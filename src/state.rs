@@ -33,6 +33,8 @@ pub struct AppState {
     query: QueryService,
     remote_read: RemoteReadService,
     admin_api: bool,
+    /// `--tenant.federation`: a read may name several tenants.
+    tenant_federation: bool,
     status: StatusInfo,
     write_admission: WriteAdmission,
     wal_replay: Arc<ReplayProgress>,
@@ -129,6 +131,16 @@ impl AppState {
     /// The same state with the admin endpoints enabled or not (`--web.enable-admin-api`).
     pub fn with_admin_api(self, enabled: bool) -> Self {
         AppState { admin_api: enabled, ..self }
+    }
+
+    /// The same state with reads across tenants allowed or not (`--tenant.federation`).
+    pub fn with_tenant_federation(self, enabled: bool) -> Self {
+        AppState { tenant_federation: enabled, ..self }
+    }
+
+    /// Whether a read may name several tenants (`--tenant.federation`).
+    pub fn tenant_federation(&self) -> bool {
+        self.tenant_federation
     }
 
     /// Remote-read limits and the gate on concurrent remote reads.

@@ -37,6 +37,7 @@ use crate::api::respond::Success;
 use crate::api::{self, blocking};
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::tenant::Scope;
 
 /// The directory inside the data directory that snapshots are written to, as Prometheus.
 pub const SNAPSHOTS_DIR: &str = "snapshots";
@@ -73,9 +74,14 @@ where
 }
 
 /// `POST|PUT /api/v1/admin/tsdb/delete_series`.
-async fn delete_series(State(state): State<Arc<AppState>>, params: Params) -> Response {
+async fn delete_series(State(state): State<Arc<AppState>>, scope: Scope, params: Params) -> Response {
     gated(&state, async {
-        let sets = params.matcher_sets(true)?;
+        // Only the series of the request's tenants.
+        let sets = params
+            .matcher_sets(true)?
+            .iter()
+            .map(|set| scope.restrict(set))
+            .collect::<Result<Vec<_>, _>>()?;
         let start = params.time_or("start", MIN_TIME_MS)?;
         let end = params.time_or("end", MAX_TIME_MS)?;
         let db = api::db(&state)?;
@@ -84,7 +90,8 @@ async fn delete_series(State(state): State<Arc<AppState>>, params: Params) -> Re
                 .into_iter()
                 .flat_map(|name| params.all(name).into_iter().map(move |v| (name, v)))
                 .collect();
-            return forward(&state, db, "delete", "/api/v1/admin/tsdb/delete_series", &form).await;
+            let tenant = scope.header_value();
+            return forward(&state, db, "delete", "/api/v1/admin/tsdb/delete_series", &form, tenant).await;
         }
         blocking(move || {
             for matchers in &sets {
@@ -107,7 +114,7 @@ async fn clean_tombstones(State(state): State<Arc<AppState>>) -> Response {
         && db.reads_only()
         && state.admin_api_enabled()
     {
-        return forward(&state, db, "clean tombstones", "/api/v1/admin/tsdb/clean_tombstones", &[])
+        return forward(&state, db, "clean tombstones", "/api/v1/admin/tsdb/clean_tombstones", &[], None)
             .await
             .unwrap_or_else(IntoResponse::into_response);
     }
@@ -123,13 +130,14 @@ async fn forward(
     what: &'static str,
     path: &'static str,
     form: &[(&str, &str)],
+    tenant: Option<String>,
 ) -> Result<Response, ApiError> {
     let Some(writers) = state.writers().cloned() else {
         return Err(storage::Error::ReadOnly(what).into());
     };
     let body = serde_urlencoded::to_string(form).map_err(|e| ApiError::Internal(e.to_string()))?;
     blocking(move || {
-        writers.forward_admin(path, body.as_bytes()).map_err(ApiError::Unavailable)?;
+        writers.forward_admin(path, body.as_bytes(), tenant.as_deref()).map_err(ApiError::Unavailable)?;
         db.refresh_bucket()?;
         Ok(())
     })

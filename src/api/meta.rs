@@ -36,6 +36,7 @@ use crate::api::respond::{Success, json_bytes};
 use crate::api::{blocking, db};
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::tenant::Scope;
 
 /// The routes of this module. GET everywhere, form POST where Prometheus accepts it too
 /// (series, labels, exemplars; not label values, metadata or TSDB status).
@@ -67,7 +68,11 @@ fn warnings(truncated: bool) -> &'static [&'static str] {
 
 /// `GET|POST /api/v1/series`: the label sets of the series selected by the (required) `match[]`
 /// selectors that have data in `[start, end]`, sorted.
-async fn series(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+async fn series(
+    State(state): State<Arc<AppState>>,
+    scope: Scope,
+    params: Params,
+) -> Result<Response, ApiError> {
     if params.all("match[]").is_empty() {
         return Err(ApiError::BadData("no match[] parameter provided".into()));
     }
@@ -78,7 +83,7 @@ async fn series(State(state): State<Arc<AppState>>, params: Params) -> Result<Re
     let writers = state.writers().cloned();
     let (list, truncated) = blocking(move || {
         // On a query node with writers, their series not uploaded yet too.
-        let (querier, _) = crate::query_node::querier(&db, writers.as_ref());
+        let (querier, _) = crate::query_node::querier(&db, writers.as_ref(), &scope);
         let mut list: Vec<Labels> = Vec::new();
         for set in &sets {
             list.extend(querier.select(set, start, end)?.into_iter().map(|s| s.labels));
@@ -115,14 +120,18 @@ fn union(
 
 /// `GET|POST /api/v1/labels`: label names of the series with data in `[start, end]`, of those
 /// the optional `match[]` selectors select.
-async fn label_names(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+async fn label_names(
+    State(state): State<Arc<AppState>>,
+    scope: Scope,
+    params: Params,
+) -> Result<Response, ApiError> {
     let limit = params.limit()?;
     let (start, end) = params.time_range()?;
     let sets = params.matcher_sets(false)?;
     let db = db(&state)?;
     let writers = state.writers().cloned();
     let body = blocking(move || {
-        let (querier, _) = crate::query_node::querier(&db, writers.as_ref());
+        let (querier, _) = crate::query_node::querier(&db, writers.as_ref(), &scope);
         let mut names = union(&sets, |m| querier.label_names(m, start, end))?;
         let truncated = truncate(&mut names, limit);
         Ok(encode::strings(&names, warnings(truncated)))
@@ -136,6 +145,7 @@ async fn label_names(State(state): State<Arc<AppState>>, params: Params) -> Resu
 /// `U__`-escaped.
 async fn label_values(
     State(state): State<Arc<AppState>>,
+    scope: Scope,
     name: Result<Path<String>, PathRejection>,
     uri: Uri,
     params: Params,
@@ -159,7 +169,7 @@ async fn label_values(
     // Encoded on the blocking thread too: a high-cardinality label has 100k values or more,
     // whose strings are then also freed by the thread that allocated them (cheaper).
     let body = blocking(move || {
-        let (querier, _) = crate::query_node::querier(&db, writers.as_ref());
+        let (querier, _) = crate::query_node::querier(&db, writers.as_ref(), &scope);
         let mut values = union(&sets, |m| querier.label_values(&name, m, start, end))?;
         let truncated = truncate(&mut values, limit);
         Ok(encode::strings(&values, warnings(truncated)))
@@ -181,25 +191,36 @@ fn metadata_int(params: &Params, name: &str, default: i64) -> Result<i64, ApiErr
 /// write (strata scrapes no targets). `metric` picks one name; `limit` caps the number of names
 /// (negative: no cap; 0 gives `{}`, as in Prometheus); `limit_per_metric` caps the entries per
 /// name, and strata keeps one entry per name.
-async fn metadata(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+async fn metadata(
+    State(state): State<Arc<AppState>>,
+    scope: Scope,
+    params: Params,
+) -> Result<Response, ApiError> {
     let limit = metadata_int(&params, "limit", -1)?;
     // Validated only: strata keeps one entry per name, which any cap of 1 or more keeps, and
     // Prometheus ignores a cap of 0 or less.
     metadata_int(&params, "limit_per_metric", -1)?;
     let metric = params.get("metric");
     let mut data = serde_json::Map::new();
-    for m in state.metadata().all() {
+    for m in state.metadata().all(&scope.tenants()) {
         if metric.is_some_and(|name| name != m.metric_family_name) {
             continue;
-        }
-        if usize::try_from(limit).is_ok_and(|limit| data.len() >= limit) {
-            break;
         }
         let entry = serde_json::json!({
             "type": m.metric_type.as_str(),
             "help": m.help,
             "unit": m.unit,
         });
+        // A federated read's tenants may describe one metric differently: each description once.
+        if let Some(serde_json::Value::Array(known)) = data.get_mut(&m.metric_family_name) {
+            if !known.contains(&entry) {
+                known.push(entry);
+            }
+            continue;
+        }
+        if usize::try_from(limit).is_ok_and(|limit| data.len() >= limit) {
+            break;
+        }
         data.insert(m.metric_family_name, serde_json::Value::Array(vec![entry]));
     }
     Ok(Success::new(serde_json::Value::Object(data)).into_response())

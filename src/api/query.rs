@@ -35,6 +35,7 @@ use crate::api::params::{Params, parse_duration_ms, parse_time};
 use crate::api::respond::{Success, json_bytes};
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::tenant::Scope;
 
 /// Prometheus refuses range queries with more steps than this per series ("sufficient for 60s
 /// resolution for a week or 1h resolution for a year").
@@ -166,15 +167,23 @@ impl QueryRequest {
 }
 
 /// `GET|POST /api/v1/query`.
-async fn instant_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+async fn instant_query(
+    State(state): State<Arc<AppState>>,
+    scope: Scope,
+    params: Params,
+) -> Result<Response, ApiError> {
     let request = QueryRequest::instant(&params, chrono::Utc::now().timestamp_millis())?;
-    execute(&state, request).await
+    execute(&state, request, scope).await
 }
 
 /// `GET|POST /api/v1/query_range`.
-async fn range_query(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+async fn range_query(
+    State(state): State<Arc<AppState>>,
+    scope: Scope,
+    params: Params,
+) -> Result<Response, ApiError> {
     let request = QueryRequest::range(&params)?;
-    execute(&state, request).await
+    execute(&state, request, scope).await
 }
 
 /// The `lookback_delta` parameter (Prometheus 3), with Prometheus' message when it is bad.
@@ -190,8 +199,8 @@ fn lookback_delta(params: &Params) -> Result<Option<i64>, ApiError> {
 
 /// Waits for a slot, evaluates and encodes the answer: on this async runtime thread if the
 /// query turns out small and a spare thread is left ([`QueryService::try_inline`]), otherwise
-/// on the blocking pool.
-async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, ApiError> {
+/// on the blocking pool. The query sees the series of `scope`'s tenants.
+async fn execute(state: &AppState, request: QueryRequest, scope: Scope) -> Result<Response, ApiError> {
     let started = Instant::now();
     let service = state.query();
     let server_timeout = service.options().timeout;
@@ -216,7 +225,7 @@ async fn execute(state: &AppState, request: QueryRequest) -> Result<Response, Ap
     let run = move |db: &storage::Db, mut options: EngineOptions, request: &QueryRequest| {
         options.timeout = deadline.saturating_duration_since(Instant::now());
         let pool = options.parallel.clone();
-        let (result, bucket_reads) = evaluate(db, writers.as_ref(), options, request);
+        let (result, bucket_reads) = evaluate(db, writers.as_ref(), &scope, options, request);
         let (reads, bytes) = bucket_reads.get();
         let result = match result {
             Err(promql::Error::NotInline) => {
@@ -315,15 +324,16 @@ impl QueryPhases {
 }
 
 /// Runs the query against a snapshot of the database (and on a query node, its writers'
-/// recent data); also returns what it read from the bucket.
+/// recent data) as `scope` sees it; also returns what it read from the bucket.
 fn evaluate(
     db: &storage::Db,
     writers: Option<&Arc<crate::query_node::Writers>>,
+    scope: &Scope,
     options: EngineOptions,
     request: &QueryRequest,
 ) -> (Result<QueryResult, promql::Error>, storage::BucketReads) {
     let engine = Engine::new(options);
-    let (querier, reads) = crate::query_node::querier(db, writers);
+    let (querier, reads) = crate::query_node::querier(db, writers, scope);
     let result = match request.evaluation {
         Evaluation::Instant { time } => engine.instant(&*querier, &request.query, time),
         Evaluation::Range { start, end, step } => engine.range(&*querier, &request.query, start, end, step),

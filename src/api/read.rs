@@ -47,6 +47,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use crate::api;
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::tenant::Scope;
+use crate::tenant::scoped::Scoped;
 
 /// Prometheus' default `--storage.remote.read-sample-limit`.
 pub const DEFAULT_SAMPLE_LIMIT: usize = 50_000_000;
@@ -133,19 +135,26 @@ async fn read(
     answer(state, &headers, body).await.unwrap_or_else(ApiError::into_plain_response)
 }
 
+/// What a remote read reads: the database as the request's tenant scope sees it.
+type View = Scoped<Snapshot>;
+
 async fn answer(
     state: Arc<AppState>,
     headers: &axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let scope = Scope::from_headers(headers, state.tenant_federation())?;
     // A query node asking a writer for what it cannot read from the bucket yet.
     let unuploaded = headers
         .get(remote::read::client::RECORDS_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(remote::read::client::parse_records_header);
-    let view = move |db: &Db| match &unuploaded {
-        Some(records) => db.snapshot_unuploaded(records),
-        None => db.snapshot(),
+    let view = move |db: &Db| {
+        let snapshot = match &unuploaded {
+            Some(records) => db.snapshot_unuploaded(records),
+            None => db.snapshot(),
+        };
+        Scoped::new(snapshot, scope)
     };
     let permit = state.remote_read().enter().await?;
     let body = body.map_err(|e| body_error(e, state.limits()))?;
@@ -183,7 +192,7 @@ async fn answer(
 /// cases (no matchers selects nothing; matchers that all match the empty string select every
 /// series they match, which storage only allows with a non-empty matcher, hence the added
 /// `__name__=~".+"` that every stored series satisfies).
-fn select(snapshot: &Snapshot, query: &Query) -> Result<Vec<SeriesRef>, ApiError> {
+fn select(snapshot: &View, query: &Query) -> Result<Vec<SeriesRef>, ApiError> {
     let mut matchers = remote::read::matchers(&query.matchers).map_err(decode_error)?;
     if matchers.is_empty() || query.start_timestamp_ms > query.end_timestamp_ms {
         return Ok(Vec::new());
@@ -202,7 +211,7 @@ fn series_only(query: &Query) -> bool {
 
 /// The `SAMPLES` answer body.
 fn samples_response(
-    snapshot: &Snapshot,
+    snapshot: &View,
     request: &ReadRequest,
     sample_limit: usize,
 ) -> Result<Vec<u8>, ApiError> {
@@ -238,7 +247,7 @@ fn samples_response(
 /// Streams the `STREAMED_XOR_CHUNKS` answer. The first message decides the status: an error
 /// before any frame is answered as an error; after that, frames flow as they are produced.
 async fn stream_response(
-    snapshot: Snapshot,
+    snapshot: View,
     request: ReadRequest,
     frame_bytes_max: usize,
     permit: Option<OwnedSemaphorePermit>,
@@ -273,7 +282,7 @@ struct Disconnected;
 /// Reads every query's series in label order and sends their frames. Returns early, without
 /// error, when the receiver is gone.
 fn produce_frames(
-    snapshot: &Snapshot,
+    snapshot: &View,
     request: &ReadRequest,
     frame_bytes_max: usize,
     tx: &mpsc::Sender<Result<Bytes, ApiError>>,

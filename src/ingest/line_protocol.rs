@@ -17,6 +17,7 @@
 //! | new series over a cardinality limit (`--series-max`, ...) | 400 `partial write: ...` naming the limit, the metric and the line of the first refused series; the rest stored |
 //! | no `db` (1.x) or `bucket` (2.x), or an empty one | 400 `database is required` / `bucket is required`, nothing read |
 //! | unknown `precision` | 400 |
+//! | an invalid `X-Scope-OrgID` (tenant) header, or one naming several tenants | 400, nothing read |
 //! | unknown Content-Encoding | 415 |
 //! | body over `--write-body-bytes-max`, or decompressing past `--write-decoded-bytes-max` | 413 |
 //! | database opening, storage I/O failure, shutdown | 503 with `Retry-After` |
@@ -41,6 +42,7 @@ use crate::error::ApiError;
 use crate::influx::version_headers;
 use crate::metrics::Protocol;
 use crate::state::AppState;
+use crate::tenant::Scope;
 
 /// How many unparsable lines an error message lists; the rest are counted. A garbage body
 /// would otherwise produce an answer as large as itself.
@@ -120,6 +122,7 @@ async fn accept(
     };
     state.databases().insert(database);
 
+    let tenant = Scope::for_write(headers)?;
     let encoding = header(headers, CONTENT_ENCODING).map(str::to_owned);
     let limits = state.limits().clone();
     let body = body_or_error(body, &limits)?;
@@ -141,12 +144,12 @@ async fn accept(
             // Nothing parsed: InfluxDB answers the parse errors alone, without "partial write".
             return Err(ApiError::BadData(describe_line_errors(&parsed.errors, parsed.bad_lines)));
         }
-        let batch = guard_decoder(|| Ok(parsed.batch()))?;
-        let pending = store_deferred(&state, &batch, &body, &[])?;
+        let mut batch = guard_decoder(|| Ok(parsed.batch()))?;
+        let pending = store_deferred(&state, &mut batch, tenant.as_deref(), &body, &[])?;
         let refused_line = pending
             .outcome()
             .and_then(|o| o.first_rejected_series.as_ref())
-            .and_then(|r| line_of_series(&text, &r.labels, precision, now_ns, &limits));
+            .and_then(|r| line_of_series(&text, &r.labels, tenant.as_deref(), precision, now_ns, &limits));
         // The request's memory goes before the wait for the fsync, the batch first (it borrows
         // the others).
         drop(batch);
@@ -253,13 +256,16 @@ fn describe_line_errors(errors: &[LineError], bad_lines: u64) -> String {
 fn line_of_series(
     text: &[u8],
     labels: &storage::Labels,
+    tenant: Option<&str>,
     precision: Precision,
     now_ns: i64,
     limits: &remote::Limits,
 ) -> Option<usize> {
     text.split(|&b| b == b'\n').enumerate().find_map(|(i, line)| {
         let parsed = line::parse_ref(line, precision, now_ns, limits);
-        parsed.batch().iter().any(|(series, _)| series == *labels).then_some(i + 1)
+        let mut batch = parsed.batch();
+        batch.set_label(storage::TENANT_LABEL, tenant);
+        batch.iter().any(|(series, _)| series == *labels).then_some(i + 1)
     })
 }
 
@@ -282,9 +288,9 @@ mod tests {
         let text = b"cpu,host=a usage=1 1\n\n# comment\ncpu,host=b usage=2,idle=3 1\ncpu,host=b usage=4 2\n";
         let labels = storage::Labels::from_pairs(&[("__name__", "cpu_idle"), ("host", "b")]);
         let limits = remote::Limits::default();
-        assert_eq!(line_of_series(text, &labels, Precision::Ns, 0, &limits), Some(4));
+        assert_eq!(line_of_series(text, &labels, None, Precision::Ns, 0, &limits), Some(4));
         let absent = storage::Labels::from_pairs(&[("__name__", "cpu_idle"), ("host", "c")]);
-        assert_eq!(line_of_series(text, &absent, Precision::Ns, 0, &limits), None);
+        assert_eq!(line_of_series(text, &absent, None, Precision::Ns, 0, &limits), None);
     }
 
     #[test]

@@ -147,7 +147,9 @@ impl Deferred<'_> {
     }
 }
 
-/// Writes `batch` (decoded from `body`) to the WAL (on the calling blocking thread) without
+/// Stamps `tenant` (`None`: the default tenant) on every series of `batch` (decoded from
+/// `body`; a label of that name the client sent is replaced, see [`crate::tenant`]) and
+/// writes it to the WAL (on the calling blocking thread) without
 /// waiting for its fsync, or, with `--log.url`, splits and encodes it for the log; or returns
 /// the error to answer with: 503 while the database opens, the log is not connected or storage
 /// cannot write right now, 400 for input storage never accepts, 500 otherwise. The caller frees
@@ -155,15 +157,17 @@ impl Deferred<'_> {
 /// requests waiting for a shared fsync hold no more than what storage keeps of them. An empty
 /// batch is not sent to storage at all (a metadata-only remote-write request must not fail
 /// because of storage).
-fn store_deferred<'s>(
+fn store_deferred<'s, 'b>(
     state: &'s AppState,
-    batch: &BatchRef<'_>,
+    batch: &mut BatchRef<'b>,
+    tenant: Option<&'b str>,
     body: &[u8],
     metadata: &[remote::metadata::MetricMetadata],
 ) -> Result<Deferred<'s>, ApiError> {
     if batch.sample_count() == 0 {
         return Ok(Deferred::Nothing);
     }
+    batch.set_label(storage::TENANT_LABEL, tenant);
     if state.log_mode() {
         let Some(distributor) = state.distributor() else {
             return Err(ApiError::Unavailable(
@@ -174,18 +178,18 @@ fn store_deferred<'s>(
             crate::log::ha::replica_of(batch.iter().map(|(labels, _)| labels), ha.config()).map(|r| (ha, r))
         });
         let prepared = match replica {
-            None => distributor.prepare(batch, body, metadata),
+            None => distributor.prepare(batch, tenant, body, metadata),
             Some((ha, (cluster, replica))) => {
                 let now = chrono::Utc::now().timestamp_millis();
                 let verdict = tokio::runtime::Handle::current()
-                    .block_on(ha.check(&cluster, &replica, now))
+                    .block_on(ha.check(tenant, &cluster, &replica, now))
                     .map_err(|e| ApiError::Unavailable(format!("{e}; retry later")))?;
                 if verdict == crate::log::ha::Verdict::Drop {
                     // Another replica of the pair is elected: answered as stored, as Mimir does.
                     crate::log::metrics::LOG_METRICS.ha_dropped(batch.sample_count() as u64);
                     return Ok(Deferred::Nothing);
                 }
-                distributor.prepare_without(batch, &ha.config().replica_label, body, metadata)
+                distributor.prepare_without(batch, &ha.config().replica_label, tenant, body, metadata)
             }
         };
         return Ok(Deferred::Log(Arc::clone(distributor), prepared.map_err(ApiError::from)?));
@@ -261,7 +265,7 @@ fn rejected_samples_message(outcome: &AppendOutcome) -> Option<String> {
         outcome.appended
     );
     if let Some((labels, sample)) = &outcome.first_rejected {
-        let _ = write!(message, "; first rejected: {labels} @ {}", sample.t);
+        let _ = write!(message, "; first rejected: {} @ {}", shown(labels), sample.t);
     }
     if let Some(refused) = refused_series_message(outcome) {
         let _ = write!(message, "; {refused}");
@@ -298,8 +302,18 @@ fn refused_series_message(outcome: &AppendOutcome) -> Option<String> {
     if !others.is_empty() {
         let _ = write!(message, " (also {})", others.join(", "));
     }
-    let _ = write!(message, ", first refused: {}", first.labels);
+    let _ = write!(message, ", first refused: {}", shown(&first.labels));
     Some(message)
+}
+
+/// A series as its writer named it: without the tenant label the write path stamped on it.
+fn shown(labels: &storage::Labels) -> storage::Labels {
+    if labels.get(storage::TENANT_LABEL).is_none() {
+        return labels.clone();
+    }
+    storage::Labels::from_sorted(
+        labels.iter().filter(|l| &*l.name != storage::TENANT_LABEL).cloned().collect(),
+    )
 }
 
 #[cfg(test)]
@@ -402,10 +416,10 @@ mod tests {
         let state = AppState::new();
         let mut batch = BatchRef::new();
         batch.push([("__name__", "up")], [Sample::new(1, 1.0)]);
-        let err = store_deferred(&state, &batch, b"", &[]).err().unwrap();
+        let err = store_deferred(&state, &mut batch, None, b"", &[]).err().unwrap();
         assert_eq!(err.status().as_u16(), 503);
         // An empty batch never needs storage.
-        let empty = store_deferred(&state, &BatchRef::new(), b"", &[]).unwrap();
+        let empty = store_deferred(&state, &mut BatchRef::new(), None, b"", &[]).unwrap();
         assert!(matches!(empty, Deferred::Nothing));
         assert_eq!(finish_store(empty).unwrap(), AppendOutcome::default());
     }
@@ -417,7 +431,7 @@ mod tests {
         let state = AppState::new().with_log_mode(true);
         let mut batch = BatchRef::new();
         batch.push([("__name__", "up")], [Sample::new(1, 1.0)]);
-        let err = store_deferred(&state, &batch, b"", &[]).err().unwrap();
+        let err = store_deferred(&state, &mut batch, None, b"", &[]).err().unwrap();
         assert_eq!(err.status().as_u16(), 503);
         assert!(err.to_string().contains("--log.url"), "{err}");
     }

@@ -9,6 +9,7 @@
 //! | unknown Content-Type (`proto=`) or Content-Encoding | 415 |
 //! | body over `--write-body-bytes-max` or decoding past `--write-decoded-bytes-max` | 413 |
 //! | bad snappy, bad protobuf, invalid labels, a label limit exceeded, an invalid native histogram | 400, nothing stored |
+//! | an invalid `X-Scope-OrgID` (tenant) header, or one naming several tenants | 400, nothing stored |
 //! | samples too old or too far in the future | 400 naming the reason and the first rejected series; the rest stored |
 //! | new series over a cardinality limit (`--series-max`, ...) | 400 naming the limit, its value, the metric and the first refused series; the rest stored |
 //! | database opening, storage I/O failure, shutdown | 503 with `Retry-After` |
@@ -37,6 +38,7 @@ use super::{
 use crate::error::ApiError;
 use crate::metrics::Protocol;
 use crate::state::AppState;
+use crate::tenant::Scope;
 
 /// Float samples stored from a 2.0 request.
 pub const SAMPLES_WRITTEN: HeaderName = HeaderName::from_static("x-prometheus-remote-write-samples-written");
@@ -99,6 +101,7 @@ async fn accept(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(Written, Option<ApiError>), ApiError> {
     prw::check_encoding(header(headers, CONTENT_ENCODING)).map_err(decode_error)?;
+    let tenant = Scope::for_write(headers)?;
     let limits = state.limits().clone();
     let body = body_or_error(body, &limits)?;
     let state = Arc::clone(state);
@@ -116,7 +119,8 @@ async fn accept(
         metrics.count_exemplars_dropped(decoded.exemplars);
         // Metadata is kept only once storage has taken the batch: storage may still refuse the
         // whole request (a new series whose labels are not UTF-8), and then nothing is kept.
-        let pending = store_deferred(&state, &decoded.batch, &body, &decoded.metadata)?;
+        let pending =
+            store_deferred(&state, &mut decoded.batch, tenant.as_deref(), &body, &decoded.metadata)?;
         let (metadata, stale_histograms) = (std::mem::take(&mut decoded.metadata), decoded.stale_histograms);
         // The request's memory goes before the wait for the fsync, the batch first (it borrows
         // the buffer).
@@ -125,7 +129,7 @@ async fn accept(
         drop(body);
         drop(slot);
         let outcome = finish_store(pending)?;
-        state.metadata().update(metadata);
+        state.metadata().update(tenant.as_deref(), metadata);
         Ok((outcome, stale_histograms))
     })
     .await?;

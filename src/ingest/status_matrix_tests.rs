@@ -264,7 +264,7 @@ async fn metadata_is_kept_per_metric_name() {
     let body = prw::encode(Version::V1, &Batch::new(), std::slice::from_ref(&meta));
     let answer = server.send(prw_request(V1_CONTENT_TYPE, body)).await;
     assert_eq!(answer.status, StatusCode::NO_CONTENT, "{}", answer.body);
-    assert_eq!(server.state.metadata().get("http_requests_total"), Some(meta));
+    assert_eq!(server.state.metadata().get(None, "http_requests_total"), Some(meta));
 }
 
 #[tokio::test]
@@ -368,7 +368,7 @@ async fn invalid_utf8_labels_are_400_and_nothing_is_stored() {
         );
     }
     assert_eq!(server.stored(), vec![(known, vec![Sample::new(t - 1000, 1.0)])]);
-    assert_eq!(server.state.metadata().get("up"), None::<MetricMetadata>);
+    assert_eq!(server.state.metadata().get(None, "up"), None::<MetricMetadata>);
 }
 
 #[tokio::test]

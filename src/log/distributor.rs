@@ -100,16 +100,18 @@ impl Distributor {
         &self,
         batch: &BatchRef<'_>,
         label: &str,
+        tenant: Option<&str>,
         body: &[u8],
         metadata: &[MetricMetadata],
     ) -> Result<Prepared, storage::Error> {
-        self.prepare_owned(without_label(batch.to_batch()?, label), body, metadata)
+        self.prepare_owned(without_label(batch.to_batch()?, label), tenant, body, metadata)
     }
 
     /// An owned batch as remote write 2.0 parts, its samples past the future window left out.
     fn prepare_owned(
         &self,
         batch: Batch,
+        tenant: Option<&str>,
         body: &[u8],
         metadata: &[MetricMetadata],
     ) -> Result<Prepared, storage::Error> {
@@ -121,7 +123,7 @@ impl Distributor {
             .map(|(p, part)| (p, Version::V2, prw::encode_uncompressed(Version::V2, &part, metadata)))
             .collect();
         Ok(Prepared {
-            parts: parts(raw, body)?,
+            parts: parts(raw, tenant, body)?,
             samples,
             histograms,
             too_far_future: refused.count,
@@ -134,9 +136,9 @@ impl Distributor {
         &self.log
     }
 
-    /// Splits `batch` (decoded from `body`) into the log's partitions and encodes each part
-    /// (CPU work, for a blocking thread). `metadata` travels with the parts whose series it
-    /// describes. Fails with `storage::Error::InvalidLabels` if a label is not UTF-8, as
+    /// Splits `batch` (decoded from `body`, sent to `tenant`, whose label its series carry)
+    /// into the log's partitions and encodes each part (CPU work, for a blocking thread).
+    /// `metadata` travels with the parts whose series it describes. Fails with `storage::Error::InvalidLabels` if a label is not UTF-8, as
     /// appending it would.
     ///
     /// Float series are written straight from the decoded request as remote write 1.0
@@ -145,11 +147,12 @@ impl Distributor {
     pub fn prepare(
         &self,
         batch: &BatchRef<'_>,
+        tenant: Option<&str>,
         body: &[u8],
         metadata: &[MetricMetadata],
     ) -> Result<Prepared, storage::Error> {
         if batch.has_histograms() || batch.has_starts() || !metadata.is_empty() {
-            return self.prepare_owned(batch.to_batch()?, body, metadata);
+            return self.prepare_owned(batch.to_batch()?, tenant, body, metadata);
         }
         let partitions = self.log.partitions();
         let newest = self.newest_accepted();
@@ -188,7 +191,7 @@ impl Distributor {
             .map(|(p, w)| (p as u32, Version::V1, w.finish()))
             .collect();
         Ok(Prepared {
-            parts: parts(raw, body)?,
+            parts: parts(raw, tenant, body)?,
             samples: batch.sample_count() as u64 - refused.count,
             histograms: 0,
             too_far_future: refused.count,
@@ -237,10 +240,22 @@ fn future_filter(mut batch: Batch, newest: i64) -> (Batch, Refused) {
     (batch, refused)
 }
 
-/// Each partition's encoded share of the request `body` as a record: version byte, snappy
-/// block, and the message id (the body's digest and the partition).
-fn parts(raw: Vec<(u32, Version, Vec<u8>)>, body: &[u8]) -> Result<Vec<Part>, storage::Error> {
-    let digest = Sha256::digest(body);
+/// Each partition's encoded share of the request `body` to `tenant` as a record: version
+/// byte, snappy block, and the message id (the digest of the body and the tenant, and the
+/// partition: the same body sent to two tenants is two writes, not a retry).
+fn parts(
+    raw: Vec<(u32, Version, Vec<u8>)>,
+    tenant: Option<&str>,
+    body: &[u8],
+) -> Result<Vec<Part>, storage::Error> {
+    let mut hasher = Sha256::new();
+    hasher.update(body);
+    if let Some(tenant) = tenant {
+        // A tenant id holds no NUL: bodies with and without one cannot meet.
+        hasher.update([0]);
+        hasher.update(tenant.as_bytes());
+    }
+    let digest = hasher.finalize();
     let request: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     let mut parts = Vec::with_capacity(raw.len());
     for (partition, version, bytes) in raw {
@@ -311,11 +326,27 @@ mod tests {
         }];
         // Float series only: remote write 1.0; with metadata: 2.0.
         for metadata in [&[][..], &metadata[..]] {
-            let p = d.prepare(&batch, b"body", metadata).unwrap();
+            let p = d.prepare(&batch, None, b"body", metadata).unwrap();
             assert_eq!((p.samples, p.too_far_future), (2, 1), "metadata: {}", metadata.len());
             assert_eq!(p.first_rejected.as_ref().map(|(_, s)| s.t), Some(far));
             assert!(!p.is_empty());
         }
+    }
+
+    /// A retried request keeps its message ids; the same body sent to another tenant is
+    /// another write, with other ids (else the log would drop it as a retry).
+    #[test]
+    fn message_ids_name_the_body_and_the_tenant() {
+        let d = Distributor::new(Arc::new(Partitions(4)));
+        let mut batch = BatchRef::new();
+        batch.push([("__name__", "a")], [Sample::new(1_000, 1.0)]);
+        let ids = |tenant: Option<&str>| -> Vec<String> {
+            d.prepare(&batch, tenant, b"body", &[]).unwrap().parts.into_iter().map(|p| p.id).collect()
+        };
+        assert_eq!(ids(None), ids(None));
+        assert_eq!(ids(Some("a")), ids(Some("a")));
+        assert_ne!(ids(None), ids(Some("a")));
+        assert_ne!(ids(Some("a")), ids(Some("b")));
     }
 
     /// Samples and histograms after the newest accepted time are left out and counted, the

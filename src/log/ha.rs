@@ -3,7 +3,8 @@
 //! the same series; distributors keep one replica's samples at a time and fail over to the
 //! other when the elected one stops sending, as Cortex's and Mimir's HA tracker do.
 //!
-//! The election is one etcd key per cluster, `strata/<log name>/ha/<cluster>`, holding
+//! The election is one etcd key per cluster, `strata/<log name>/ha/<cluster>` (a tenant's:
+//! `strata/<log name>/tenants/<tenant>/ha/<cluster>`), holding
 //! `<replica> <milliseconds>`: the elected replica and when a distributor last saw it, written
 //! only by compare-and-swap on the key's revision, so distributors agree. A distributor
 //! refreshes the time at most every `--ha-tracker.update-timeout` while the elected replica
@@ -59,6 +60,7 @@ struct Elected {
 /// The elections, shared by the distributors of a log through etcd.
 pub struct HaTracker {
     etcd: Arc<Etcd>,
+    /// `strata/<log name>/`.
     root: String,
     config: HaConfig,
     cache: Mutex<HashMap<String, Elected>>,
@@ -71,7 +73,7 @@ impl HaTracker {
     /// A tracker for the log `log_name`.
     pub fn new(config: HaConfig, log_name: &str) -> HaTracker {
         let etcd = Arc::new(Etcd::new(config.endpoints.clone(), Duration::from_secs(5)));
-        HaTracker { etcd, root: format!("strata/{log_name}/ha/"), config, cache: Mutex::new(HashMap::new()) }
+        HaTracker { etcd, root: format!("strata/{log_name}/"), config, cache: Mutex::new(HashMap::new()) }
     }
 
     /// The settings.
@@ -79,11 +81,23 @@ impl HaTracker {
         &self.config
     }
 
-    /// Whether samples of `replica` of `cluster` are kept, at `now_ms`.
-    pub async fn check(&self, cluster: &str, replica: &str, now_ms: i64) -> Result<Verdict, LogError> {
+    /// Whether samples of `replica` of `cluster` of `tenant` (`None`: the default tenant;
+    /// each tenant's clusters are elected apart, as in Mimir) are kept, at `now_ms`.
+    pub async fn check(
+        &self,
+        tenant: Option<&str>,
+        cluster: &str,
+        replica: &str,
+        now_ms: i64,
+    ) -> Result<Verdict, LogError> {
         let update = i64::try_from(self.config.update_timeout.as_millis()).unwrap_or(i64::MAX);
         let failover = i64::try_from(self.config.failover_timeout.as_millis()).unwrap_or(i64::MAX);
-        if let Some(e) = self.cache.lock().get(cluster).cloned() {
+        // Tenant ids hold no `/`: a tenant's keys cannot meet the default tenant's.
+        let key = match tenant {
+            None => format!("{}ha/{cluster}", self.root),
+            Some(t) => format!("{}tenants/{t}/ha/{cluster}", self.root),
+        };
+        if let Some(e) = self.cache.lock().get(&key).cloned() {
             if e.replica == replica && now_ms - e.seen_ms < update {
                 return Ok(Verdict::Keep);
             }
@@ -91,7 +105,6 @@ impl HaTracker {
                 return Ok(Verdict::Drop);
             }
         }
-        let key = format!("{}{cluster}", self.root);
         for _ in 0..4 {
             let answer = self.etcd.call("/v3/kv/range", json!({ "key": b64(&key) })).await?;
             let current = kvs(&answer).into_iter().next().and_then(|(_, v)| {
@@ -109,7 +122,7 @@ impl HaTracker {
                 let (r, seen) = current.clone().unwrap_or_default();
                 self.cache
                     .lock()
-                    .insert(cluster.to_string(), Elected { replica: r, seen_ms: seen, read: Instant::now() });
+                    .insert(key.clone(), Elected { replica: r, seen_ms: seen, read: Instant::now() });
                 return Ok(verdict);
             }
             let compare = json!([{ "target": "MOD", "key": b64(&key), "result": "EQUAL", "modRevision": revision.to_string() }]);
@@ -121,7 +134,7 @@ impl HaTracker {
                     tracing::info!(cluster, replica, "HA tracker: elected replica");
                 }
                 let elected = Elected { replica: replica.to_string(), seen_ms: now_ms, read: Instant::now() };
-                self.cache.lock().insert(cluster.to_string(), elected);
+                self.cache.lock().insert(key.clone(), elected);
                 return Ok(Verdict::Keep);
             }
             // Another distributor wrote first: read again.

@@ -1,12 +1,14 @@
 //! Cardinality limits and the record of who creates series.
 //!
 //! A client that invents series without end (a request id or a timestamp in a label) would
-//! otherwise grow the index until memory runs out. Three limits, each off when 0:
+//! otherwise grow the index until memory runs out. Three limits, each off when 0, each counted
+//! per tenant (the value of [`TENANT_LABEL`]; series without it are the default tenant's), so
+//! that one tenant's explosion never refuses another's series:
 //!
-//! - `max_series`: live series in the index (those of partition files included);
-//! - `max_series_per_metric`: live series with one metric name (`__name__`); a series without
-//!   a metric name is not subject to it;
-//! - `max_new_series_per_day`: series created since 00:00 UTC. A UTC day, not a rolling 24 h
+//! - `max_series`: live series of the tenant in the index (those of partition files included);
+//! - `max_series_per_metric`: live series of the tenant with one metric name (`__name__`); a
+//!   series without a metric name is not subject to it;
+//! - `max_new_series_per_day`: series the tenant created since 00:00 UTC. A UTC day, not a rolling 24 h
 //!   window, so the count an operator sees in `/api/v1/status/tsdb` resets at a predictable
 //!   moment and needs one counter, not a timestamp per series. The count starts at 0 when the
 //!   process starts (series loaded from disk at startup are not new).
@@ -24,8 +26,8 @@
 //! removing series), which can only leave more room than was checked. Without limits, series
 //! are created as before, on the sharded index alone.
 //!
-//! Whatever the limits, series created and refused today are counted per metric name, so the
-//! metric behind a series explosion can be named (`/api/v1/status/tsdb`).
+//! Whatever the limits, series created and refused today are counted per tenant and metric
+//! name, so the metric behind a series explosion can be named (`/api/v1/status/tsdb`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,7 +38,7 @@ use crate::batch_ref::BatchRef;
 use crate::error::Result;
 use crate::index::{Index, Stat};
 use crate::labels_ref::{LabelPair, LabelsRef, RawLabels};
-use crate::types::{Labels, SeriesId};
+use crate::types::{Labels, SeriesId, TENANT_LABEL};
 
 /// Milliseconds in a UTC day.
 const DAY_MS: i64 = 86_400_000;
@@ -137,10 +139,14 @@ impl SeriesRejections {
     }
 
     fn add(&mut self, limit: SeriesLimit) {
+        self.add_n(limit, 1);
+    }
+
+    fn add_n(&mut self, limit: SeriesLimit, n: u64) {
         match limit {
-            SeriesLimit::MaxSeries => self.max_series += 1,
-            SeriesLimit::MaxSeriesPerMetric => self.max_series_per_metric += 1,
-            SeriesLimit::MaxNewSeriesPerDay => self.max_new_series_per_day += 1,
+            SeriesLimit::MaxSeries => self.max_series += n,
+            SeriesLimit::MaxSeriesPerMetric => self.max_series_per_metric += n,
+            SeriesLimit::MaxNewSeriesPerDay => self.max_new_series_per_day += n,
         }
     }
 }
@@ -171,7 +177,7 @@ pub struct CardinalityStats {
     pub created_today_by_metric: Vec<Stat>,
     /// The metric names whose new series were refused most today, largest first.
     pub rejected_today_by_metric: Vec<Stat>,
-    /// New series refused since the process started, per limit.
+    /// New series of these tenants refused since the process started, per limit.
     pub rejected_total: SeriesRejections,
 }
 
@@ -193,6 +199,13 @@ impl Tally {
         *self.by_metric.entry(key.to_owned()).or_default() += n;
     }
 
+    /// Adds `other`'s counts (a federated read's tenants, summed).
+    fn merge(&mut self, other: &Tally) {
+        for (metric, n) in &other.by_metric {
+            self.add(metric, *n);
+        }
+    }
+
     /// The `limit` largest entries, largest first, ties by name.
     fn top(&self, limit: usize) -> Vec<Stat> {
         let mut out: Vec<Stat> =
@@ -203,13 +216,22 @@ impl Tally {
     }
 }
 
-/// Today's tallies. Behind [`Cardinality::today`], whose lock also serialises limited creations.
+/// One tenant's tallies of a day.
+#[derive(Debug, Default)]
+struct TenantDay {
+    created: Tally,
+    rejected: Tally,
+}
+
+/// Today's tallies, per tenant (`""`: the default tenant), and refusals since the process
+/// started. Behind [`Cardinality::today`], whose lock also serialises limited creations.
 #[derive(Debug, Default)]
 struct Today {
     /// Days since the epoch (UTC) these tallies are for.
     day: i64,
-    created: Tally,
-    rejected: Tally,
+    tenants: HashMap<String, TenantDay>,
+    /// Refusals since the process started, per tenant.
+    rejected_total: HashMap<String, SeriesRejections>,
 }
 
 impl Today {
@@ -217,8 +239,15 @@ impl Today {
     fn roll(&mut self, now_ms: i64) {
         let day = now_ms.div_euclid(DAY_MS);
         if day != self.day {
-            *self = Today { day, ..Today::default() };
+            self.day = day;
+            self.tenants.clear();
         }
+    }
+
+    /// The tallies of `tenant` (a series' tenant label value, `""` for the default tenant).
+    fn tenant(&mut self, tenant: &str) -> &mut TenantDay {
+        // Called per series created: the key's allocation is small beside the series'.
+        self.tenants.entry(tenant.to_string()).or_default()
     }
 }
 
@@ -242,6 +271,11 @@ pub(crate) struct Cardinality {
 /// A series' metric name for the tallies (`""` if it has none).
 fn metric_of<'a>(labels: &LabelsRef<'a>) -> &'a str {
     labels.metric_name().unwrap_or("")
+}
+
+/// A series' tenant for the tallies (`""`: the default tenant).
+fn tenant_of<'a>(labels: &LabelsRef<'a>) -> &'a str {
+    labels.get(TENANT_LABEL).unwrap_or("")
 }
 
 impl Cardinality {
@@ -286,12 +320,12 @@ impl Cardinality {
             }
         }
         if !self.limits.any() {
-            let mut created: Vec<&str> = Vec::new();
+            let mut created: Vec<(&str, &str)> = Vec::new();
             for (i, hash, pairs) in &new {
                 let labels = LabelsRef::new_unchecked(pairs);
                 let (id, is_new) = index.get_or_create_hashed(*hash, labels);
                 if is_new {
-                    created.push(metric_of(&labels));
+                    created.push((tenant_of(&labels), metric_of(&labels)));
                 }
                 out.ids[*i] = Some(id);
             }
@@ -299,8 +333,8 @@ impl Cardinality {
                 out.created = created.len() as u64;
                 let mut today = self.today.lock();
                 today.roll(now_ms);
-                for metric in created {
-                    today.created.add(metric, 1);
+                for (tenant, metric) in created {
+                    today.tenant(tenant).created.add(metric, 1);
                 }
             }
             return Ok(out);
@@ -314,19 +348,21 @@ impl Cardinality {
                 out.ids[i] = Some(id);
                 continue;
             }
-            let metric = metric_of(&labels);
-            match self.refusal(index, metric, today.created.total) {
+            let (tenant, metric) = (tenant_of(&labels), metric_of(&labels));
+            let created_today = today.tenants.get(tenant).map_or(0, |t| t.created.total);
+            match self.refusal(index, tenant, metric, created_today) {
                 None => {
                     let (id, is_new) = index.get_or_create_hashed(hash, labels);
                     if is_new {
                         out.created += 1;
-                        today.created.add(metric, 1);
+                        today.tenant(tenant).created.add(metric, 1);
                     }
                     out.ids[i] = Some(id);
                 }
                 Some(limit) => {
                     out.rejected.add(limit);
-                    today.rejected.add(metric, 1);
+                    today.tenant(tenant).rejected.add(metric, 1);
+                    today.rejected_total.entry(tenant.to_string()).or_default().add(limit);
                     if out.first_rejected.is_none() {
                         out.first_rejected = Some(RejectedSeries {
                             labels: labels.to_labels(),
@@ -344,16 +380,24 @@ impl Cardinality {
         Ok(out)
     }
 
-    /// The first limit creating one more series of `metric` would exceed, if any. Called under
-    /// the `today` lock, with `created_today` read under it.
-    fn refusal(&self, index: &Index, metric: &str, created_today: u64) -> Option<SeriesLimit> {
+    /// The first limit creating one more series of `metric` for `tenant` (`""`: the default
+    /// tenant) would exceed, if any. Called under the `today` lock, with `created_today` (the
+    /// tenant's) read under it.
+    fn refusal(&self, index: &Index, tenant: &str, metric: &str, created_today: u64) -> Option<SeriesLimit> {
         let l = &self.limits;
-        if l.max_series > 0 && index.len() as u64 >= l.max_series {
+        let tenant = (!tenant.is_empty()).then_some(tenant);
+        // The database's count bounds the tenant's: only when it reaches a limit is the
+        // tenant's own counted.
+        if l.max_series > 0
+            && index.len() as u64 >= l.max_series
+            && index.tenant_series_count(tenant) as u64 >= l.max_series
+        {
             return Some(SeriesLimit::MaxSeries);
         }
         if l.max_series_per_metric > 0
             && !metric.is_empty()
             && index.metric_series_count(metric) as u64 >= l.max_series_per_metric
+            && index.tenant_metric_series_count(tenant, metric) as u64 >= l.max_series_per_metric
         {
             return Some(SeriesLimit::MaxSeriesPerMetric);
         }
@@ -373,18 +417,33 @@ impl Cardinality {
         }
     }
 
-    /// Today's tallies with the `limit` largest entries per list.
-    pub(crate) fn stats(&self, limit: usize, now_ms: i64) -> CardinalityStats {
+    /// Today's tallies of `tenants` (`None`: the default tenant) summed, with the `limit`
+    /// largest entries per list.
+    pub(crate) fn stats(&self, tenants: &[Option<&str>], limit: usize, now_ms: i64) -> CardinalityStats {
         let mut today = self.today.lock();
         today.roll(now_ms);
+        let (mut created, mut rejected) = (Tally::default(), Tally::default());
+        let mut rejected_total = SeriesRejections::default();
+        for tenant in tenants {
+            let tenant = tenant.unwrap_or_default();
+            if let Some(day) = today.tenants.get(tenant) {
+                created.merge(&day.created);
+                rejected.merge(&day.rejected);
+            }
+            if let Some(r) = today.rejected_total.get(tenant) {
+                for limit in SeriesLimit::ALL {
+                    rejected_total.add_n(limit, r.get(limit));
+                }
+            }
+        }
         CardinalityStats {
             limits: self.limits,
             day_start_ms: today.day.saturating_mul(DAY_MS),
-            created_today: today.created.total,
-            rejected_today: today.rejected.total,
-            created_today_by_metric: today.created.top(limit),
-            rejected_today_by_metric: today.rejected.top(limit),
-            rejected_total: self.rejected_total(),
+            created_today: created.total,
+            rejected_today: rejected.total,
+            created_today_by_metric: created.top(limit),
+            rejected_today_by_metric: rejected.top(limit),
+            rejected_total,
         }
     }
 }
@@ -413,14 +472,14 @@ mod tests {
         let (index, card) = (Index::new(), Cardinality::new(SeriesLimits::default()));
         let r = card.resolve(&index, &batch(&[("a", "1"), ("a", "2"), ("b", "1"), ("a", "1")]), T).unwrap();
         assert_eq!((created_ids(&r), r.created, r.rejected.total()), (4, 3, 0));
-        let s = card.stats(10, T);
+        let s = card.stats(&[None], 10, T);
         assert_eq!(s.created_today, 3);
         assert_eq!(
             s.created_today_by_metric,
             vec![Stat { name: "a".into(), value: 2 }, Stat { name: "b".into(), value: 1 }]
         );
         // The next UTC day starts from zero.
-        assert_eq!(card.stats(10, T + DAY_MS).created_today, 0);
+        assert_eq!(card.stats(&[None], 10, T + DAY_MS).created_today, 0);
     }
 
     #[test]
@@ -458,8 +517,43 @@ mod tests {
         // A new UTC day gives a new allowance.
         let r = card.resolve(&index, &batch(&[("a", "2")]), T + DAY_MS).unwrap();
         assert_eq!(created_ids(&r), 1);
-        let s = card.stats(10, T + DAY_MS);
+        let s = card.stats(&[None], 10, T + DAY_MS);
         assert_eq!((s.created_today, s.rejected_total.max_new_series_per_day), (1, 1));
+    }
+
+    /// Each limit counts one tenant's series: a tenant at its limit refuses its own new series
+    /// only, and the tallies of each tenant are its own.
+    #[test]
+    fn limits_and_tallies_are_per_tenant() {
+        fn of(tenant: &'static str, series: &[(&'static str, &'static str)]) -> BatchRef<'static> {
+            let mut b = BatchRef::new();
+            for &(name, host) in series {
+                b.push([("__name__", name), ("host", host), (TENANT_LABEL, tenant)], [Sample::new(T, 1.0)]);
+            }
+            b
+        }
+        for limits in [
+            SeriesLimits { max_series: 2, ..SeriesLimits::default() },
+            SeriesLimits { max_series_per_metric: 2, ..SeriesLimits::default() },
+            SeriesLimits { max_new_series_per_day: 2, ..SeriesLimits::default() },
+        ] {
+            let (index, card) = (Index::new(), Cardinality::new(limits));
+            let three = [("a", "1"), ("a", "2"), ("a", "3")];
+            // The default tenant ("" drops the label) and two others, three new series each.
+            for tenant in ["", "x", "y"] {
+                let r = card.resolve(&index, &of(tenant, &three), T).unwrap();
+                assert_eq!((r.created, r.rejected.total()), (2, 1), "{limits:?} tenant {tenant:?}");
+            }
+            assert_eq!(index.len(), 6);
+            for tenant in [None, Some("x"), Some("z")] {
+                let s = card.stats(&[tenant], 10, T);
+                let expected = if tenant == Some("z") { (0, 0) } else { (2, 1) };
+                assert_eq!((s.created_today, s.rejected_today), expected, "{limits:?} {tenant:?}");
+                assert_eq!(s.rejected_total.total(), expected.1);
+            }
+            let both = card.stats(&[Some("x"), Some("y")], 10, T);
+            assert_eq!(both.created_today_by_metric, vec![Stat { name: "a".into(), value: 4 }]);
+        }
     }
 
     #[test]
@@ -516,7 +610,7 @@ mod tests {
             for metric in ["even", "odd"] {
                 proptest::prop_assert!(index.metric_series_count(metric) as u64 <= per_metric);
             }
-            proptest::prop_assert_eq!(card.stats(5, T).created_today, created);
+            proptest::prop_assert_eq!(card.stats(&[None], 5, T).created_today, created);
         }
     }
 }

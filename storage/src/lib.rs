@@ -85,6 +85,6 @@ pub use query::{Querier, SeriesRef};
 pub use snapshot::{BlockView, BucketReads, Snapshot};
 pub use types::{
     Batch, CounterResetHint, FloatHistogram, HistogramSample, Label, Labels, METRIC_NAME, STALE_NAN_BITS,
-    Sample, SeriesId, is_stale, stale_nan,
+    Sample, SeriesId, TENANT_LABEL, is_stale, stale_nan,
 };
 pub use wal::{ReplayProgress, ReplayStatus, WalStats, WalSync};

@@ -14,7 +14,9 @@ pub use decode::{decode_group_extremes, decode_window_aggregates};
 /// A series picked by [`Querier::select`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeriesRef {
-    /// Runtime id, valid for the querier that returned it.
+    /// Runtime id, valid for the querier that returned it. A [`crate::Snapshot`] reads the
+    /// series by its id alone, so a layer above may hand it back with other labels (a tenant's
+    /// scope hides the tenant label).
     pub id: SeriesId,
     /// The series' labels.
     pub labels: Labels,

@@ -11,6 +11,7 @@ mod pruned;
 mod state;
 mod window;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -117,6 +118,28 @@ impl Snapshot {
 
     fn labels(&self, id: SeriesId) -> Option<Labels> {
         self.shared.index.labels(id)
+    }
+
+    /// `series` with its stored labels, which tombstones are matched against: a caller's
+    /// [`SeriesRef`] names the series by id, and its labels may have been changed for display
+    /// (a tenant's scope hides the tenant label). Looked up only while tombstones exist, the
+    /// only reader of labels on the read path.
+    fn stored<'s>(&self, series: &'s SeriesRef) -> Cow<'s, SeriesRef> {
+        if self.state.tombstones.is_empty() {
+            return Cow::Borrowed(series);
+        }
+        match self.labels(series.id) {
+            Some(labels) if labels != series.labels => Cow::Owned(SeriesRef { id: series.id, labels }),
+            _ => Cow::Borrowed(series),
+        }
+    }
+
+    /// [`Snapshot::stored`] for a group of series.
+    fn stored_group<'s>(&self, group: &'s [SeriesRef]) -> Cow<'s, [SeriesRef]> {
+        if self.state.tombstones.is_empty() {
+            return Cow::Borrowed(group);
+        }
+        Cow::Owned(group.iter().map(|s| self.stored(s).into_owned()).collect())
     }
 
     fn partitions_in(&self, mint: i64, maxt: i64) -> impl Iterator<Item = &Vec<Arc<LiveFile>>> {
@@ -227,6 +250,7 @@ impl Snapshot {
     /// whether each block's statistics are exact on their own (see [`BlockView`]). Samples in the
     /// heads are not blocks; read them with [`Querier::samples`] over the ranges not covered.
     pub fn blocks(&self, series: &SeriesRef, mint: i64, maxt: i64) -> Result<Vec<BlockView>> {
+        let series = &*self.stored(series);
         let s = &self.state;
         let mut all: Vec<(usize, BlockMeta)> = Vec::new();
         let mut tombstoned = Vec::new();
@@ -340,15 +364,17 @@ impl Snapshot {
         })
     }
 
-    /// Cardinality statistics of the live series (the `/api/v1/status/tsdb` lists), each list
-    /// the `limit` largest entries. Computed from the index, whatever the time range of the
-    /// series' data; on a query node, whose index holds only what queries selected, after
+    /// Cardinality statistics of the live series `matchers` select (all of them if empty; the
+    /// `/api/v1/status/tsdb` lists, scoped to a tenant), each list the `limit` largest
+    /// entries, the tenant label left out. Computed from the index, whatever the time range of
+    /// the series' data; on a query node, whose index holds only what queries selected, after
     /// every file's series have entered it (fetching the series tables not fetched yet, once:
     /// the next call finds them entered).
-    pub fn index_stats(&self, limit: usize) -> Result<IndexStats> {
+    pub fn index_stats(&self, limit: usize, matchers: &[Matcher]) -> Result<IndexStats> {
         self.counted(|| {
             self.open_files_for(&[&[]], i64::MIN, i64::MAX)?;
-            Ok(self.shared.index.stats(limit))
+            let of = (!matchers.is_empty()).then(|| self.shared.index.select(matchers));
+            Ok(self.shared.index.stats(limit, of.as_deref()))
         })
     }
 
@@ -403,6 +429,7 @@ impl Querier for Snapshot {
         out: &mut Vec<Sample>,
         stats: &mut ScanStats,
     ) -> Result<()> {
+        let series = &*self.stored(series);
         self.counted(|| {
             let from = out.len();
             self.read(series.id, &series.labels, mint, maxt, out, stats)?;
@@ -420,6 +447,7 @@ impl Querier for Snapshot {
         out: &mut Vec<Sample>,
         stats: &mut ScanStats,
     ) -> Result<()> {
+        let series = &*self.stored(series);
         self.counted(|| {
             let from = out.len();
             if !pruned::samples_pruned(self, series, mint, maxt, may_keep, out, stats)? {
@@ -438,6 +466,7 @@ impl Querier for Snapshot {
         out: &mut Vec<Sample>,
         stats: &mut ScanStats,
     ) -> Result<()> {
+        let series = &*self.stored(series);
         self.counted(|| {
             match latest::latest_without_reading(self, series, mint, maxt)? {
                 Some(latest::Latest::Stats(s)) => {
@@ -462,6 +491,7 @@ impl Querier for Snapshot {
         maxt: i64,
         out: &mut Vec<HistogramSample>,
     ) -> Result<()> {
+        let series = &*self.stored(series);
         self.counted(|| self.read_histograms(series.id, &series.labels, mint, maxt, out))
     }
 
@@ -472,6 +502,7 @@ impl Querier for Snapshot {
         maxt: i64,
         out: &mut Vec<StartTimestamp>,
     ) -> Result<()> {
+        let series = &*self.stored(series);
         self.counted(|| self.read_starts(series.id, &series.labels, mint, maxt, out))
     }
 
@@ -483,6 +514,7 @@ impl Querier for Snapshot {
         out: &mut Vec<WindowAgg>,
         stats: &mut ScanStats,
     ) -> Result<bool> {
+        let series = &*self.stored(series);
         self.counted(|| window::window_aggregates(self, series, windows, need, out, stats))
     }
 
@@ -494,6 +526,7 @@ impl Querier for Snapshot {
         out: &mut Vec<Option<f64>>,
         stats: &mut ScanStats,
     ) -> Result<bool> {
+        let group = &*self.stored_group(group);
         self.counted(|| extreme::group_extremes(self, group, windows, which, out, stats))
     }
 

@@ -13,6 +13,11 @@ pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
 /// The label that holds the metric name.
 pub const METRIC_NAME: &str = "__name__";
 
+/// The label that holds a series' tenant (the `X-Scope-OrgID` it was written with); series of
+/// the default tenant do not have it. The server stamps it on every write and hides it from
+/// reads, which it scopes to one tenant; storage counts series limits per tenant.
+pub const TENANT_LABEL: &str = "__tenant__";
+
 /// True if `v` is the Prometheus stale marker (compared by bits: other NaNs are ordinary values).
 #[inline]
 pub fn is_stale(v: f64) -> bool {

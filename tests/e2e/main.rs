@@ -28,4 +28,5 @@ mod remote_read;
 mod s3;
 mod server;
 mod slow_clients;
+mod tenants;
 mod ui_browser;

@@ -42,20 +42,23 @@ fn fixture() -> Fixture {
     db.append(&batch).unwrap();
     let state = Arc::new(AppState::new());
     state.set_db(Arc::new(db));
-    state.metadata().update(vec![
-        MetricMetadata {
-            metric_family_name: "up".into(),
-            metric_type: MetricType::Gauge,
-            help: "Whether the target is up.".into(),
-            unit: String::new(),
-        },
-        MetricMetadata {
-            metric_family_name: "http_requests_total".into(),
-            metric_type: MetricType::Counter,
-            help: "Requests.".into(),
-            unit: "requests".into(),
-        },
-    ]);
+    state.metadata().update(
+        None,
+        vec![
+            MetricMetadata {
+                metric_family_name: "up".into(),
+                metric_type: MetricType::Gauge,
+                help: "Whether the target is up.".into(),
+                unit: String::new(),
+            },
+            MetricMetadata {
+                metric_family_name: "http_requests_total".into(),
+                metric_type: MetricType::Counter,
+                help: "Requests.".into(),
+                unit: "requests".into(),
+            },
+        ],
+    );
     Fixture { state, _dir: dir }
 }
 

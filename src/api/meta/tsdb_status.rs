@@ -8,6 +8,9 @@
 //! `chunkCount` the chunks in the in-memory heads. The four lists are the `limit` (default 10)
 //! largest entries by count, largest first.
 //!
+//! With tenants, every number is the request's tenants' own (`X-Scope-OrgID`, see
+//! [`crate::tenant`]): their series, their creations and refusals, limits counted per tenant.
+//!
 //! Added fields (clients that know only Prometheus' ignore them) name who creates series:
 //! `seriesCreatedTodayByMetricName` and `seriesRejectedTodayByMetricName` (the metrics that
 //! created, or had refused by a cardinality limit, the most series since 00:00 UTC) and
@@ -25,6 +28,7 @@ use crate::api::respond::Success;
 use crate::api::{blocking, db};
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::tenant::Scope;
 
 /// Entries per list when `limit` is not given, as in Prometheus.
 const DEFAULT_LIMIT: usize = 10;
@@ -34,7 +38,11 @@ fn stats(list: Vec<Stat>) -> Value {
 }
 
 /// The handler.
-pub async fn tsdb_status(State(state): State<Arc<AppState>>, params: Params) -> Result<Response, ApiError> {
+pub async fn tsdb_status(
+    State(state): State<Arc<AppState>>,
+    scope: Scope,
+    params: Params,
+) -> Result<Response, ApiError> {
     let limit = match params.get("limit") {
         None => DEFAULT_LIMIT,
         Some(s) => s
@@ -46,10 +54,11 @@ pub async fn tsdb_status(State(state): State<Arc<AppState>>, params: Params) -> 
     let db = db(&state)?;
     let data = blocking(move || {
         let snapshot = db.snapshot();
-        let s = snapshot.index_stats(limit)?;
+        let s = snapshot.index_stats(limit, &[scope.matcher()])?;
         // Prometheus' values for an empty head.
         let (min_t, max_t) = snapshot.time_bounds().unwrap_or((i64::MAX, i64::MIN));
-        let c = db.cardinality_stats(limit);
+        let tenants = scope.tenants();
+        let c = db.cardinality_stats(&tenants, limit);
         Ok(json!({
             "headStats": {
                 "numSeries": s.series,

@@ -432,14 +432,14 @@ fn a_query_node_counts_every_series_of_the_bucket() {
     }
     let (w, q, _dirs) = uploaded(&faulty, &b);
     assert_eq!(q.series_count(), 0, "nothing entered before a query");
-    let stats = q.snapshot().index_stats(10).unwrap();
+    let stats = q.snapshot().index_stats(10, &[]).unwrap();
     assert_eq!(stats.series, 500);
     let by_metric: Vec<(String, u64)> =
         stats.series_by_metric_name.iter().map(|s| (s.name.clone(), s.value)).collect();
     assert_eq!(by_metric, vec![("m".to_string(), 300), ("n".to_string(), 200)]);
     let gets = || faulty.counts().get.load(std::sync::atomic::Ordering::Relaxed);
     let before = gets();
-    assert_eq!(q.snapshot().index_stats(10).unwrap().series, 500);
+    assert_eq!(q.snapshot().index_stats(10, &[]).unwrap().series, 500);
     assert_eq!(gets(), before, "the second call reads nothing");
     for db in [q, w] {
         db.close().unwrap();

@@ -857,10 +857,12 @@ impl Db {
         self.inner.cardinality.rejected_total()
     }
 
-    /// Who created series today and who was refused (the `limit` largest metrics of each), and
-    /// the limits in force: `/api/v1/status/tsdb`'s answer to "which metric is exploding?".
-    pub fn cardinality_stats(&self, limit: usize) -> CardinalityStats {
-        self.inner.cardinality.stats(limit, now_ms())
+    /// Who among `tenants` (values of [`crate::TENANT_LABEL`]; `None`: the default tenant)
+    /// created series today and who was refused (the `limit` largest metrics of each), and the
+    /// limits in force (each counted per tenant): `/api/v1/status/tsdb`'s answer to "which
+    /// metric is exploding?".
+    pub fn cardinality_stats(&self, tenants: &[Option<&str>], limit: usize) -> CardinalityStats {
+        self.inner.cardinality.stats(tenants, limit, now_ms())
     }
 
     /// WAL statistics (fsyncs, bytes, latency).

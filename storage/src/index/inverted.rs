@@ -336,6 +336,21 @@ impl InvertedIndex {
         }
     }
 
+    /// [`InvertedIndex::with_values`] for two names at once (the values of `a`, then of `b`,
+    /// read-locked in that order; writers never hold two names' locks, so this cannot wait on
+    /// one that waits on it).
+    pub(super) fn with_values_pair<R>(
+        &self,
+        a: &str,
+        b: &str,
+        f: impl FnOnce(Option<&ValueIndex>, Option<&ValueIndex>) -> R,
+    ) -> R {
+        let names = self.names.read();
+        let a = names.get(a).map(|v| v.read());
+        let b = names.get(b).map(|v| v.read());
+        f(a.as_deref(), b.as_deref())
+    }
+
     /// The ids of all live series.
     pub(super) fn all(&self) -> Vec<SeriesId> {
         self.all.read().clone()

@@ -73,6 +73,21 @@ pub(super) fn intersect(a: &[SeriesId], b: &[SeriesId]) -> Vec<SeriesId> {
     out
 }
 
+/// How many ids are in both lists.
+pub(super) fn intersect_count(a: &[SeriesId], b: &[SeriesId]) -> usize {
+    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    let (mut cursor, mut n) = (0, 0);
+    for &id in small {
+        cursor = gallop(large, cursor, id);
+        match large.get(cursor) {
+            None => break,
+            Some(&found) if found == id => n += 1,
+            Some(_) => {}
+        }
+    }
+    n
+}
+
 /// Appends the ids present in both lists to `out`.
 pub(super) fn intersect_into(a: &[SeriesId], b: &[SeriesId], out: &mut Vec<SeriesId>) {
     let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };

@@ -6,8 +6,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::Index;
-use crate::types::METRIC_NAME;
+use super::{Index, postings};
+use crate::types::{METRIC_NAME, SeriesId, TENANT_LABEL};
 
 /// One entry of a top list: a name (a metric name, a label name, or `name=value`) and its count.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,33 +78,49 @@ impl TopK {
 }
 
 impl Index {
-    /// Cardinality statistics with the `limit` largest entries of each list. Holds one name's
-    /// value-map lock at a time, for one pass over its values.
-    pub fn stats(&self, limit: usize) -> IndexStats {
+    /// Cardinality statistics with the `limit` largest entries of each list, over the series
+    /// `of` (sorted ids; `None`: every live series), the tenant label left out of the lists
+    /// (a tenant's page names no other tenant). Holds one name's value-map lock at a time, for
+    /// one pass over its values; a subset costs a walk of each value's postings against it.
+    pub fn stats(&self, limit: usize, of: Option<&[SeriesId]>) -> IndexStats {
+        let of = of.filter(|ids| ids.len() < self.len());
         let mut label_pairs = 0u64;
         let mut values_by_name = TopK::new(limit);
         let mut bytes_by_name = TopK::new(limit);
         let mut by_metric = TopK::new(limit);
         let mut pairs = TopK::new(limit);
         for name in self.postings.names() {
+            if name == TENANT_LABEL {
+                continue;
+            }
             self.postings.with_values(&name, |values| {
                 let Some(values) = values else { return };
-                let mut bytes = 0u64;
+                let (mut bytes, mut distinct) = (0u64, 0u64);
                 for (value, ids) in values.iter() {
-                    let series = ids.len() as u64;
+                    let series = match of {
+                        None => ids.len() as u64,
+                        Some(of) => postings::intersect_count(of, ids) as u64,
+                    };
+                    if series == 0 {
+                        continue;
+                    }
+                    distinct += 1;
                     bytes += value.len() as u64;
                     if name == METRIC_NAME {
                         by_metric.offer(series, || value.to_string());
                     }
                     pairs.offer(series, || format!("{name}={value}"));
                 }
-                label_pairs += values.value_count() as u64;
-                values_by_name.offer(values.value_count() as u64, || name.clone());
+                if distinct == 0 {
+                    return;
+                }
+                label_pairs += distinct;
+                values_by_name.offer(distinct, || name.clone());
                 bytes_by_name.offer(bytes, || name.clone());
             });
         }
         IndexStats {
-            series: self.len() as u64,
+            series: of.map_or(self.len(), <[_]>::len) as u64,
             label_pairs,
             series_by_metric_name: by_metric.into_stats(),
             values_by_label_name: values_by_name.into_stats(),

@@ -337,14 +337,39 @@ fn stats_rank_by_count_then_name() {
     use super::Stat;
     let stat = |name: &str, value: u64| Stat { name: name.into(), value };
     let index = sample_index();
-    let s = index.stats(2);
+    let s = index.stats(2, None);
     assert_eq!((s.series, s.label_pairs), (4, 7));
     assert_eq!(s.series_by_metric_name, vec![stat("up", 3), stat("down", 1)]);
     assert_eq!(s.values_by_label_name, vec![stat("instance", 3), stat("__name__", 2)]);
     assert_eq!(s.value_bytes_by_label_name, vec![stat("__name__", 6), stat("job", 6)]);
     assert_eq!(s.series_by_label_pair, vec![stat("__name__=up", 3), stat("job=api", 2)]);
-    assert!(index.stats(0).series_by_label_pair.is_empty());
-    assert_eq!(index.stats(100).series_by_label_pair.len(), 7);
+    assert!(index.stats(0, None).series_by_label_pair.is_empty());
+    assert_eq!(index.stats(100, None).series_by_label_pair.len(), 7);
+}
+
+/// Statistics of the series a matcher selects (a tenant's) are those of an index holding
+/// only them, without the tenant label.
+#[test]
+fn stats_of_a_subset_are_those_of_an_index_of_it() {
+    use crate::types::TENANT_LABEL;
+    let (all, only) = (Index::new(), [Index::new(), Index::new(), Index::new()]);
+    for i in 0..40u32 {
+        let tenant = ["", "a", "b"][(i % 3) as usize];
+        let metric = ["up", "down", "cpu", "mem", "x"][(i % 5) as usize];
+        let mut pairs = vec![("__name__", metric.to_string()), ("pod", format!("p{}", i % 7))];
+        if i % 2 == 0 {
+            pairs.push(("zone", format!("z{}", i % 4)));
+        }
+        only[(i % 3) as usize].get_or_create(&Labels::from_pairs(&pairs));
+        pairs.push((TENANT_LABEL, tenant.to_string()));
+        all.get_or_create(&Labels::from_pairs(&pairs));
+    }
+    for (k, tenant) in ["", "a", "b"].into_iter().enumerate() {
+        let ids = all.select(&[Matcher::equal(TENANT_LABEL, tenant), Matcher::new(MatchOp::Regex, "__name__", ".+").unwrap()]);
+        for limit in [1, 3, 100] {
+            assert_eq!(all.stats(limit, Some(&ids)), only[k].stats(limit, None), "tenant {tenant:?} limit {limit}");
+        }
+    }
 }
 
 #[test]

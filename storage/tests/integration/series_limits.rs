@@ -37,7 +37,7 @@ fn a_refused_series_is_not_stored_and_the_rest_of_the_batch_is() {
     assert_eq!(db.series_count(), 2);
     assert_eq!(db.counters().rejected_series_limit.load(std::sync::atomic::Ordering::Relaxed), 2);
     assert_eq!(db.series_rejected_total().max_series_per_metric, 1);
-    let stats = db.cardinality_stats(10);
+    let stats = db.cardinality_stats(&[None], 10);
     assert_eq!((stats.created_today, stats.rejected_today), (2, 1));
     assert_eq!(stats.rejected_today_by_metric[0].name, "a");
     db.close().unwrap();

@@ -94,6 +94,18 @@ impl Strata {
         strata
     }
 
+    /// Starts strata on `addr` with `data_dir` and `args`, and waits until it listens: a
+    /// restart on the address other servers know it by.
+    pub fn start_at(data_dir: &Path, addr: SocketAddr, args: &[&str]) -> Strata {
+        let mut all =
+            vec![OsString::from("--data-dir"), data_dir.into(), "--listen".into(), addr.to_string().into()];
+        all.extend(args.iter().map(OsString::from));
+        let mut strata = Strata::launch(all);
+        strata.wait_for_log(LISTENING);
+        strata.addr = addr;
+        strata
+    }
+
     /// Starts strata on `127.0.0.1:0` with `data_dir` without waiting for anything, for tests
     /// that expect it to fail early.
     pub fn spawn(data_dir: &Path, args: &[&str]) -> Strata {
