@@ -15,6 +15,7 @@ pub struct LogMetrics {
     skipped: AtomicU64,
     lease_losses: AtomicU64,
     ha_dropped: AtomicU64,
+    stalls: AtomicU64,
     /// Records appended, by partition.
     consumed: Mutex<BTreeMap<u32, u64>>,
 }
@@ -26,6 +27,7 @@ pub static LOG_METRICS: LogMetrics = LogMetrics {
     skipped: AtomicU64::new(0),
     lease_losses: AtomicU64::new(0),
     ha_dropped: AtomicU64::new(0),
+    stalls: AtomicU64::new(0),
     consumed: Mutex::new(BTreeMap::new()),
 };
 
@@ -53,6 +55,11 @@ impl LogMetrics {
     /// A lease lost (the member stopped consuming).
     pub fn lease_lost(&self) {
         self.lease_losses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A reading of a partition that stopped delivering behind the log, started again.
+    pub fn stalled(&self) {
+        self.stalls.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `records` of partition `p` appended.
@@ -94,6 +101,12 @@ impl LogMetrics {
             Kind::Counter,
             "Samples of Prometheus HA replicas that were not elected, dropped (--ha-tracker).",
             load(&self.ha_dropped),
+        );
+        out.single(
+            "strata_log_read_stalls_total",
+            Kind::Counter,
+            "Readings of a partition that stopped delivering while the log held more, started again.",
+            load(&self.stalls),
         );
         out.family(
             "strata_log_records_consumed_total",

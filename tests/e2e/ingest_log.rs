@@ -245,6 +245,18 @@ fn acknowledged_writes_survive_an_ingester_kill_and_a_log_outage() {
     let reply = distributor.post("/api/v1/write", &V1_HEADERS, &request_every(now + 3_600_000, 0, 1));
     assert_eq!(reply.status, 400, "{}", reply.body);
     assert!(reply.body.contains("future"), "{}", reply.body);
+
+    // A tenant's write goes through the log as its own: the body of request 0, which the log
+    // holds for the default tenant within its de-duplication window, is stored again for
+    // tenant a, and each tenant reads its own samples.
+    let tenant = [("X-Scope-OrgID", "a")];
+    let headers: Vec<(&str, &str)> = V1_HEADERS.iter().copied().chain(tenant).collect();
+    assert_eq!(distributor.post("/api/v1/write", &headers, &request(t0, 0)).status, 204);
+    eventually(
+        || counts_with(&ingester, at, &tenant).iter().filter(|(_, c)| *c == 1.0).count() == SERIES,
+        || format!("tenant a holds {:?}", counts_with(&ingester, at, &tenant)),
+    );
+    wait_for_counts(&ingester, at, 41.0);
 }
 
 /// `nats-server` and `etcd`, or `None` after [`skip_outside_ci`] said which is missing.
@@ -695,7 +707,15 @@ fn acknowledged_writes_survive_kills_of_every_kind() {
     eventually(|| held(&writers[0]) + held(&writers[1]) >= 4.0, || "the partitions are not all held".into());
     for w in &writers {
         let reply = w.get_with("/api/v1/status/buildinfo", &[("X-Read-Consistency", "strong")]);
-        assert_eq!(reply.status, 200, "{}", reply.body);
+        let log = w.log();
+        let tail: Vec<&str> = log.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect();
+        assert_eq!(
+            reply.status,
+            200,
+            "{}\n--- the writer's last log lines ---\n{}",
+            reply.body,
+            tail.join("\n")
+        );
     }
     for w in &mut writers {
         assert_eq!(w.terminate().code(), Some(0), "{}", w.log());
