@@ -157,18 +157,26 @@ impl Distributor {
         let partitions = self.log.partitions();
         let newest = self.newest_accepted();
         let mut refused = Refused::default();
-        // Room for each part's share of the request, so writing seldom moves a part.
-        let share = body.len().saturating_mul(4) / partitions as usize;
+        // Room for each part's share of the request (its labels, and a float and a timestamp
+        // per sample, with the fields' tags and lengths), so writing seldom moves a part.
+        let (pairs, label_bytes) = batch.label_size();
+        let bytes = label_bytes + pairs * 6 + batch.sample_count() * 20 + batch.len() * 4;
+        let share = bytes / partitions as usize + bytes / 16;
         let mut writers: Vec<prw::V1Writer> =
             (0..partitions).map(|_| prw::V1Writer::with_capacity(share)).collect();
         for (labels, samples) in batch.iter() {
+            let (partition, ascii) = partition_of_raw(labels, partitions);
             // Storage checks the labels of new series only; the log's consumers must not meet a
             // label that refuses its record there.
-            if !labels.iter().all(|(n, v)| std::str::from_utf8(n).is_ok() && std::str::from_utf8(v).is_ok()) {
+            if !ascii
+                && !labels
+                    .iter()
+                    .all(|(n, v)| std::str::from_utf8(n).is_ok() && std::str::from_utf8(v).is_ok())
+            {
                 // The error storage gives, naming the series.
                 labels.to_str_pairs()?;
             }
-            let writer = &mut writers[partition_of_raw(labels, partitions) as usize];
+            let writer = &mut writers[partition as usize];
             if samples.iter().all(|s| s.t <= newest) {
                 writer.series(labels, samples);
                 continue;

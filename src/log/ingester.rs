@@ -349,38 +349,96 @@ async fn append_records(db: &Arc<Db>, p: u32, records: Vec<Record>) {
     }
 }
 
+/// Decompressed bytes of log records appended at once, at most (unless one record is larger):
+/// large enough that appends (a WAL record and its fsync each) are few, small enough that the
+/// buffer they are decompressed into is kept from chunk to chunk.
+const APPEND_BYTES_MAX: usize = 16 << 20;
+
+/// Appends `records` in groups of at most [`APPEND_BYTES_MAX`] decompressed bytes.
+fn append_blocking(db: &Db, p: u32, records: &[Record]) -> storage::Result<()> {
+    let size = |r: &Record| payload_version(&r.payload).and_then(|(_, block)| snap_len(block)).unwrap_or(0);
+    let mut from = 0;
+    while from < records.len() {
+        let (mut to, mut bytes) = (from, 0);
+        while let Some(r) = records.get(to) {
+            let n = size(r);
+            if to > from && bytes + n > APPEND_BYTES_MAX {
+                break;
+            }
+            bytes += n;
+            to += 1;
+        }
+        append_group(db, p, &records[from..to])?;
+        from = to;
+    }
+    Ok(())
+}
+
+/// The decompressed length a snappy block declares, if it declares one.
+fn snap_len(block: &[u8]) -> Option<usize> {
+    prw::decompressed_len(block, &record_limits()).ok()
+}
+
+/// The limits a record is decoded with. Distributors encode what they decoded within the
+/// request limits, and a request may be split into fewer, larger parts than any sender's; the
+/// log's own message limit bounds a record.
+fn record_limits() -> remote::Limits {
+    remote::Limits { body_bytes_max: usize::MAX, decoded_bytes_max: usize::MAX, ..Default::default() }
+}
+
 /// Decodes `records` in place (label strings borrowed from the decompressed records, as the
 /// HTTP write path does) into one batch and appends it. A record that does not decode is
 /// skipped (logged and counted); so is one that storage refuses whole, appended alone to find
 /// it if the batch is refused.
-fn append_blocking(db: &Db, p: u32, records: &[Record]) -> storage::Result<()> {
-    // Distributors encode what they decoded within the request limits, and a request may be
-    // split into fewer, larger parts than any sender's; the log's own message limit bounds it.
-    let limits =
-        remote::Limits { body_bytes_max: usize::MAX, decoded_bytes_max: usize::MAX, ..Default::default() };
+fn append_group(db: &Db, p: u32, records: &[Record]) -> storage::Result<()> {
+    thread_local! {
+        /// The records' decompressed bytes, kept for the thread's next group: a fresh buffer
+        /// per group is mapped and zeroed again, page by page.
+        static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let mut buf = BUF.take();
+    let appended = append_decoded(db, p, records, &mut buf);
+    if buf.capacity() <= 2 * APPEND_BYTES_MAX {
+        BUF.set(buf);
+    }
+    appended
+}
+
+fn append_decoded(db: &Db, p: u32, records: &[Record], buf: &mut Vec<u8>) -> storage::Result<()> {
+    let limits = record_limits();
     let skip = |offset: u64, why: String| {
         LOG_METRICS.skipped();
         error!(partition = p, offset, "skipping a log record that does not decode: {why}");
     };
-    let mut raw = Vec::with_capacity(records.len());
+    let mut blocks = Vec::with_capacity(records.len());
     for record in records {
-        let Some((version, block)) = payload_version(&record.payload) else {
-            skip(record.offset, "unknown version byte".into());
-            continue;
-        };
-        match prw::decompress(block, &limits) {
-            Ok(bytes) => raw.push((record.offset, version, bytes)),
-            Err(e) => skip(record.offset, e.to_string()),
+        match payload_version(&record.payload) {
+            Some((version, block)) => blocks.push((record.offset, version, block)),
+            None => skip(record.offset, "unknown version byte".into()),
         }
     }
-    let mut decoded = Vec::with_capacity(raw.len());
-    for (offset, version, bytes) in &raw {
+    let payloads: Vec<&[u8]> = blocks.iter().map(|(_, _, block)| *block).collect();
+    let ranges = prw::decompress_many(&payloads, &limits, buf);
+    let buf: &[u8] = buf;
+    let mut decoded = Vec::with_capacity(blocks.len());
+    for ((offset, version, _), range) in blocks.iter().zip(ranges) {
+        let bytes = match range {
+            Ok(range) => buf.get(range).unwrap_or_default(),
+            Err(e) => {
+                skip(*offset, e.to_string());
+                continue;
+            }
+        };
         match prw::decode_ref(*version, bytes, &limits) {
             Ok(d) => decoded.push((*offset, d.batch)),
             Err(e) => skip(*offset, e.to_string()),
         }
     }
-    let mut batch = BatchRef::new();
+    // Sized once: growing it pair by pair would copy and fault in its pages again and again.
+    let (series, pairs, samples) = decoded
+        .iter()
+        .fold((0, 0, 0), |(s, p, n), (_, d)| (s + d.len(), p + d.label_size().0, n + d.sample_count()));
+    let mut batch = BatchRef::with_capacity(series, pairs, samples);
     for (_, d) in &decoded {
         batch.extend_from(d);
     }

@@ -16,9 +16,13 @@ pub fn partition_of(labels: &Labels, partitions: u32) -> u32 {
 }
 
 /// [`partition_of`] for the borrowed labels of a decoded request (sorted by name, as a
-/// `Labels` is).
-pub fn partition_of_raw(labels: RawLabels<'_>, partitions: u32) -> u32 {
-    of_pairs(labels.iter(), partitions)
+/// `Labels` is), and whether every label string is ASCII (so certainly UTF-8): the distributor
+/// checks the labels it forwards, and this pass reads them anyway.
+pub fn partition_of_raw(labels: RawLabels<'_>, partitions: u32) -> (u32, bool) {
+    let mut ascii = true;
+    let pairs = labels.iter().inspect(|(name, value)| ascii &= name.is_ascii() & value.is_ascii());
+    let partition = of_pairs(pairs, partitions);
+    (partition, ascii)
 }
 
 fn of_pairs<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>, partitions: u32) -> u32 {
@@ -96,7 +100,7 @@ mod tests {
         batch.push([("__name__", "m"), ("a", "1"), ("b", "2")], [Sample::new(1, 1.0)]);
         let (raw, _) = batch.iter().next().unwrap();
         for n in [1, 3, 16, 1000] {
-            assert_eq!(partition_of_raw(raw, n), partition_of(&a, n));
+            assert_eq!(partition_of_raw(raw, n).0, partition_of(&a, n));
         }
     }
 

@@ -121,7 +121,7 @@ impl<'a> BatchRef<'a> {
     pub fn set_label(&mut self, name: &'a str, value: Option<&'a str>) {
         let name = name.as_bytes();
         let value = value.filter(|v| !v.is_empty()).map(str::as_bytes);
-        if value.is_none() && !self.labels.iter().any(|(n, _)| *n == name) {
+        if value.is_none() && !self.has_label(name) {
             return;
         }
         let extra = if value.is_some() { self.ends.len() } else { 0 };
@@ -142,6 +142,23 @@ impl<'a> BatchRef<'a> {
             end.0 = labels.len();
         }
         self.labels = labels;
+    }
+
+    /// Whether any series has a label named `name`: a search in each series' sorted pairs.
+    fn has_label(&self, name: &[u8]) -> bool {
+        let mut from = 0;
+        self.ends.iter().any(|&(end, _)| {
+            let pairs = self.labels.get(from..end).unwrap_or_default();
+            from = end;
+            let at = pairs.partition_point(|(n, _)| name_less(n, name));
+            pairs.get(at).is_some_and(|(n, _)| *n == name)
+        })
+    }
+
+    /// The label pairs of every series, and their names' and values' bytes: what sizes an
+    /// encoding of the batch.
+    pub fn label_size(&self) -> (usize, usize) {
+        (self.labels.len(), self.labels.iter().map(|(n, v)| n.len() + v.len()).sum())
     }
 
     /// Number of series entries.

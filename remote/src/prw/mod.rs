@@ -235,6 +235,46 @@ pub fn decompress_into<'b>(body: &[u8], limits: &Limits, buf: &'b mut Vec<u8>) -
     Ok(buf.get(..n).unwrap_or_default())
 }
 
+/// The decompressed size of a snappy block (from its header), checked against `limits`.
+pub fn decompressed_len(body: &[u8], limits: &Limits) -> Result<usize> {
+    limits.check_body(body.len())?;
+    let len = snap::raw::decompress_len(body).map_err(|e| Error::Snappy(e.to_string()))?;
+    limits.check_decoded(len)?;
+    Ok(len)
+}
+
+/// [`decompress`] of several blocks into `buf`, one after the other, for a consumer that
+/// decodes many at once (the ingest log's): `buf` is reused from batch to batch and only the
+/// part that has to grow is zero-filled. Returns where each block's bytes are in `buf`, or why
+/// it does not decompress.
+pub fn decompress_many(
+    blocks: &[&[u8]],
+    limits: &Limits,
+    buf: &mut Vec<u8>,
+) -> Vec<Result<std::ops::Range<usize>>> {
+    let lens: Vec<Result<usize>> = blocks.iter().map(|b| decompressed_len(b, limits)).collect();
+    let total: usize = lens.iter().flatten().sum();
+    if buf.len() < total {
+        buf.resize(total, 0);
+    }
+    let mut at = 0;
+    let mut decoder = snap::raw::Decoder::new();
+    blocks
+        .iter()
+        .zip(lens)
+        .map(|(block, len)| {
+            let len = len?;
+            let out = buf
+                .get_mut(at..at + len)
+                .ok_or_else(|| Error::Snappy("decompression buffer too small".into()))?;
+            let n = decoder.decompress(block, out).map_err(|e| Error::Snappy(e.to_string()))?;
+            let range = at..at + n;
+            at += len;
+            Ok(range)
+        })
+        .collect()
+}
+
 /// Decodes an uncompressed protobuf request of `version` (what [`decode`] does after snappy)
 /// into owned data; for fuzzing and callers that decompress themselves.
 pub fn decode_uncompressed(version: Version, buf: &[u8], limits: &Limits) -> Result<Decoded> {
@@ -273,6 +313,21 @@ mod tests {
         assert_eq!(buf.capacity(), capacity, "no new allocation for a smaller body");
         assert!(decompress_into(b"\xff\xff\xff\xff\x0f", &limits, &mut buf).is_err());
         assert_eq!(decompress(&compress(&short), &limits).unwrap(), short);
+    }
+
+    #[test]
+    fn decompress_many_puts_each_block_after_the_last() {
+        let compress = |b: &[u8]| snap::raw::Encoder::new().compress_vec(b).unwrap();
+        let (a, b) = (vec![1u8; 3000], b"second".to_vec());
+        let blocks = [compress(&a), b"\xff\xff\xff\xff\x0f".to_vec(), compress(&b)];
+        let refs: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+        let mut buf = vec![9u8; 10];
+        let ranges = decompress_many(&refs, &Limits::default(), &mut buf);
+        assert_eq!(&buf[ranges[0].clone().unwrap()], &a[..]);
+        assert!(ranges[1].is_err(), "a block that does not decompress is named, the others kept");
+        assert_eq!(&buf[ranges[2].clone().unwrap()], &b[..]);
+        let small = Limits { decoded_bytes_max: 100, ..Limits::default() };
+        assert!(decompress_many(&refs[..1], &small, &mut buf)[0].is_err(), "limits apply per block");
     }
 
     #[test]
