@@ -530,7 +530,12 @@ fn sums_over_whole_blocks_fetch_no_block() {
     use crate::{Batch, Db, Labels, Matcher, Sample};
     const HOUR: i64 = 3_600_000;
     let faulty = faulty();
-    let base = (crate::clock::now_ms() / HOUR - 4) * HOUR;
+    // Two hours of data from four hours ago, moved back where they would cross midnight UTC:
+    // partitions are days, and a second file would add to the requests counted.
+    let mut base = (crate::clock::now_ms() / HOUR - 4) * HOUR;
+    if (base + 2 * HOUR) / (24 * HOUR) != base / (24 * HOUR) {
+        base -= 2 * HOUR;
+    }
     let mut b = Batch::new();
     let mut x = 1u64;
     for s in 0..300 {
