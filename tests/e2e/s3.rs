@@ -54,7 +54,7 @@ const PROGRAMS: &[(&str, &str)] = &[
 ];
 
 /// A running cluster with a bucket.
-struct Rgw {
+pub(crate) struct Rgw {
     /// `http://127.0.0.1:PORT`.
     endpoint: String,
     /// A file holding [`SECRET_KEY`], for `--storage.bucket-secret-access-key-file`.
@@ -69,7 +69,7 @@ struct Rgw {
 static RGW: OnceLock<Result<Rgw, String>> = OnceLock::new();
 
 /// The cluster, started on first use; `None` (after saying so) if Ceph is not installed.
-fn rgw(test: &str) -> Option<&'static Rgw> {
+pub(crate) fn rgw(test: &str) -> Option<&'static Rgw> {
     for (program, package) in PROGRAMS {
         peer(program, package, test)?;
     }
@@ -173,7 +173,7 @@ fn free_port_block() -> Result<u16, String> {
 
 impl Rgw {
     /// strata's flags for `s3://BUCKET/prefix` on this cluster.
-    fn args(&self, prefix: &str) -> Vec<String> {
+    pub(crate) fn args(&self, prefix: &str) -> Vec<String> {
         let url = format!("s3://{BUCKET}/{prefix}");
         [
             "--storage.bucket",
