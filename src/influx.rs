@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::tenant::Scope;
 
 /// The InfluxDB version strata answers as. Clients pick their protocol from it (a `1.` prefix
 /// means the 1.x API, which is the one strata implements).
@@ -29,25 +30,33 @@ pub const INFLUX_VERSION: &str = "1.8.10";
 const VERSION_HEADER: HeaderName = HeaderName::from_static("x-influxdb-version");
 const BUILD_HEADER: HeaderName = HeaderName::from_static("x-influxdb-build");
 
-/// The database names writers have created or written to, in name order.
+/// The database names writers have created or written to, per tenant (`""`: the default
+/// tenant), in name order.
 #[derive(Debug, Default)]
 pub struct Databases {
-    names: Mutex<BTreeSet<String>>,
+    names: Mutex<BTreeSet<(String, String)>>,
 }
 
 impl Databases {
-    /// Remembers `name`; returns whether it was new.
-    pub fn insert(&self, name: &str) -> bool {
+    /// Remembers `name` for `tenant` (`None`: the default tenant); returns whether it was new.
+    pub fn insert(&self, tenant: Option<&str>, name: &str) -> bool {
+        let key = (tenant.unwrap_or_default().to_owned(), name.to_owned());
         let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
-        if names.contains(name) {
+        if names.contains(&key) {
             return false;
         }
-        names.insert(name.to_owned())
+        names.insert(key)
     }
 
-    /// The names, sorted.
-    pub fn list(&self) -> Vec<String> {
-        self.names.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect()
+    /// The names of `tenants`, sorted, each once.
+    pub fn list(&self, tenants: &[Option<&str>]) -> Vec<String> {
+        let names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        let listed: BTreeSet<String> = names
+            .iter()
+            .filter(|(t, _)| tenants.iter().any(|want| want.unwrap_or_default() == t))
+            .map(|(_, n)| n.clone())
+            .collect();
+        listed.into_iter().collect()
     }
 }
 
@@ -94,16 +103,29 @@ pub async fn query(
         Ok(statements) => statements,
         Err(message) => return influx_error(ApiError::BadData(message)),
     };
+    // A tenant's databases are its own (X-Scope-OrgID; see `crate::tenant`).
+    let scope = match Scope::from_headers(&headers, state.tenant_federation()) {
+        Ok(scope) => scope,
+        Err(err) => return influx_error(err),
+    };
+    let tenant = match &scope {
+        Scope::One(t) => Some(t.as_str()),
+        _ => None,
+    };
     let results: Vec<Value> = statements
         .iter()
         .enumerate()
         .map(|(id, statement)| match statement {
+            Statement::CreateDatabase(_) if scope.is_federated() => {
+                json!({ "statement_id": id, "error": "a database is created for one tenant: X-Scope-OrgID names several" })
+            }
             Statement::CreateDatabase(name) => {
-                state.databases().insert(name);
+                state.databases().insert(tenant, name);
                 json!({ "statement_id": id })
             }
             Statement::ShowDatabases => {
-                let values: Vec<Value> = state.databases().list().into_iter().map(|n| json!([n])).collect();
+                let values: Vec<Value> =
+                    state.databases().list(&scope.tenants()).into_iter().map(|n| json!([n])).collect();
                 let mut series = json!({ "name": "databases", "columns": ["name"] });
                 // InfluxDB leaves `values` out when there are none.
                 if !values.is_empty() {
@@ -338,11 +360,16 @@ mod tests {
     }
 
     #[test]
-    fn databases_are_listed_sorted_once() {
+    fn databases_are_listed_sorted_once_per_tenant() {
         let dbs = Databases::default();
-        assert!(dbs.insert("b"));
-        assert!(dbs.insert("a"));
-        assert!(!dbs.insert("b"));
-        assert_eq!(dbs.list(), vec!["a".to_owned(), "b".to_owned()]);
+        assert!(dbs.insert(None, "b"));
+        assert!(dbs.insert(None, "a"));
+        assert!(!dbs.insert(None, "b"));
+        assert!(dbs.insert(Some("t"), "b"));
+        assert!(dbs.insert(Some("t"), "c"));
+        assert_eq!(dbs.list(&[None]), vec!["a".to_owned(), "b".to_owned()]);
+        assert_eq!(dbs.list(&[Some("t")]), vec!["b".to_owned(), "c".to_owned()]);
+        assert_eq!(dbs.list(&[None, Some("t")]), vec!["a".to_owned(), "b".to_owned(), "c".to_owned()]);
+        assert!(dbs.list(&[Some("u")]).is_empty());
     }
 }

@@ -120,9 +120,9 @@ async fn accept(
         (Api::V1, Some(p)) => Precision::parse_v1(p).map_err(decode_error)?,
         (Api::V2, Some(p)) => Precision::parse_v2(p).map_err(decode_error)?,
     };
-    state.databases().insert(database);
-
     let tenant = Scope::for_write(headers)?;
+    state.databases().insert(tenant.as_deref(), database);
+
     let encoding = header(headers, CONTENT_ENCODING).map(str::to_owned);
     let limits = state.limits().clone();
     let body = body_or_error(body, &limits)?;

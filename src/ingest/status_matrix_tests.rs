@@ -621,7 +621,7 @@ async fn line_protocol_is_204_and_stored() {
     let names: Vec<String> =
         server.stored().into_iter().map(|(l, _)| l.metric_name().unwrap_or_default().to_owned()).collect();
     assert_eq!(names, ["cpu_idle", "cpu_usage", "mem_used"]);
-    assert_eq!(server.state.databases().list(), ["telegraf"]);
+    assert_eq!(server.state.databases().list(&[None]), ["telegraf"]);
 }
 
 #[tokio::test]

@@ -171,6 +171,16 @@ fn each_tenant_sees_only_its_own_series_on_every_path() {
     assert_eq!(strings(&api(&strata, None, "/api/v1/label/job/values")), ["d1", "d2"]);
     assert_eq!(strings(&api(&strata, Some("b"), "/api/v1/labels")), ["__name__", "job"]);
 
+    // So are the InfluxDB databases it wrote to.
+    let databases = |tenant: Option<&str>| -> String {
+        let reply = strata.get_with("/query?q=SHOW+DATABASES", &org(tenant));
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let body: Value = serde_json::from_str(&reply.body).unwrap();
+        body["results"][0]["series"][0]["values"].to_string()
+    };
+    assert_eq!(databases(Some("b")), r#"[["x"]]"#);
+    assert_eq!(databases(None), "null");
+
     // Metadata is the tenant's own.
     assert_eq!(api(&strata, Some("a"), "/api/v1/metadata")["up"][0]["help"], "a's help");
     assert_eq!(api(&strata, None, "/api/v1/metadata"), serde_json::json!({}));
