@@ -58,29 +58,40 @@ impl JetStreamLog {
             .await
             .map_err(|e| LogError::Unavailable(format!("cannot connect to {}: {e}", config.url)))?;
         let js = jetstream::new(client);
+        // Checking the streams gets a shorter timeout than publishing: while a stream's leader
+        // is being elected again (a server restarting), its requests go unanswered, and with
+        // the default (5 s per request, then a retry a second later) a restarting writer took
+        // 11 s to be ready in the kill loop. Publish acks keep the default, which a loaded
+        // cluster may need.
+        let mut admin = js.clone();
+        admin.set_timeout(STREAM_CHECK_TIMEOUT);
         for p in 0..config.partitions {
-            js.get_or_create_stream(StreamConfig {
-                name: stream_name(&config.prefix, p),
-                subjects: vec![subject(&config.prefix, p)],
-                storage: StorageType::File,
-                num_replicas: config.replicas,
-                max_age: config.retention,
-                duplicate_window: Duration::from_secs(120),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| {
-                LogError::Refused(format!(
-                    "stream {} ({} replicas, --log.replicas): {e}",
-                    stream_name(&config.prefix, p),
-                    config.replicas
-                ))
-            })?;
+            admin
+                .get_or_create_stream(StreamConfig {
+                    name: stream_name(&config.prefix, p),
+                    subjects: vec![subject(&config.prefix, p)],
+                    storage: StorageType::File,
+                    num_replicas: config.replicas,
+                    max_age: config.retention,
+                    duplicate_window: Duration::from_secs(120),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| {
+                    LogError::Refused(format!(
+                        "stream {} ({} replicas, --log.replicas): {e}",
+                        stream_name(&config.prefix, p),
+                        config.replicas
+                    ))
+                })?;
         }
         info!(url = %config.url, partitions = config.partitions, replicas = config.replicas, "ingest log open");
         Ok(JetStreamLog { js, config })
     }
 }
+
+/// The timeout of the requests that check (and create) the streams at startup.
+const STREAM_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn stream_name(prefix: &str, partition: u32) -> String {
     format!("{prefix}-p{partition}")

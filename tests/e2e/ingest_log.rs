@@ -282,32 +282,8 @@ fn distributor_args(url: &str, extra: &[&str]) -> Vec<String> {
 
 /// A single-member etcd on loopback, its data in `dir`; its client URL.
 fn start_etcd(binary: &Path, dir: &Path) -> (Process, String) {
-    let (client, peer) = (free_port(), free_port());
-    let client_url = format!("http://127.0.0.1:{client}");
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    let data = dir.join("etcd");
-    let cluster = format!("default={peer_url}");
-    let args = [
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--listen-client-urls",
-        &client_url,
-        "--advertise-client-urls",
-        &client_url,
-        "--listen-peer-urls",
-        &peer_url,
-        "--initial-advertise-peer-urls",
-        &peer_url,
-        "--initial-cluster",
-        &cluster,
-    ];
-    let etcd = Process::spawn(binary, &args, &dir.join("etcd.log"));
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-    crate::common::process::wait_for(etcd.log(), "etcd to serve", || {
-        crate::common::process::get_text(&agent, &format!("{client_url}/health"))
-            .is_some_and(|(s, _)| s == 200)
-    });
-    (etcd, client_url)
+    let (mut members, url) = start_etcd_cluster(binary, dir, 1);
+    (members.remove(0), url)
 }
 
 /// The partitions `strata` has logged claiming, and when it logged the newest.
@@ -580,10 +556,10 @@ impl NatsCluster {
     }
 }
 
-/// A 3-member etcd cluster on loopback, data in `dir/etcd<k>`; its members and their client
-/// URLs, comma-separated as `--leases.url` takes them.
-fn start_etcd_cluster(binary: &Path, dir: &Path) -> (Vec<Process>, String) {
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+/// An etcd cluster of `size` members on loopback, data in `dir/etcd<k>`; its members and
+/// their client URLs, comma-separated as `--leases.url` takes them.
+fn start_etcd_cluster(binary: &Path, dir: &Path, size: usize) -> (Vec<Process>, String) {
+    let ports: Vec<(u16, u16)> = (0..size).map(|_| (free_port(), free_port())).collect();
     let cluster: Vec<String> =
         ports.iter().enumerate().map(|(k, (_, peer))| format!("e{k}=http://127.0.0.1:{peer}")).collect();
     let cluster = cluster.join(",");
@@ -676,7 +652,7 @@ fn acknowledged_writes_survive_kills_of_every_kind() {
     let kills: usize = std::env::var("STRATA_LOG_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
     let dir = tempfile::tempdir().unwrap();
     let mut nats = NatsCluster::start(&nats_bin, dir.path());
-    let (_etcd, etcd_url) = start_etcd_cluster(&etcd_bin, dir.path());
+    let (_etcd, etcd_url) = start_etcd_cluster(&etcd_bin, dir.path(), 3);
     let url = nats.url();
     // A prefix of its own in the shared RGW bucket, per writer; the query node reads them all.
     let run = format!("kills-{}", std::process::id());
