@@ -257,7 +257,11 @@ fn a_query_node_serves_every_writers_prefix_and_follows_their_commits() {
         store: Some(Arc::clone(&store)),
         ..super::BucketOptions::default()
     };
-    let t0 = crate::clock::now_ms() - 5 * 3_600_000;
+    // 01:00 UTC yesterday: the five hours written from there lie in one day, one partition,
+    // so that the files counted are the flushes' (from five hours ago they crossed midnight
+    // between 01:40 and 05:00 UTC, and a writer's data became two files).
+    let day = 24 * 3_600_000;
+    let t0 = (crate::clock::now_ms().div_euclid(day) - 1) * day + 3_600_000;
     let open = |dir: &std::path::Path, url: &str, follow: Option<Duration>| {
         Db::open(Options { bucket: Some(bucket(url)), follow, ..Options::new(dir) }).unwrap()
     };
