@@ -24,7 +24,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName};
 use std::sync::Arc;
-use storage::{MatchOp, Matcher, TENANT_LABEL};
+use storage::{Labels, MatchOp, Matcher, TENANT_LABEL};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -185,6 +185,14 @@ impl Scope {
         out.push(self.matcher());
         Ok(out)
     }
+}
+
+/// `labels` without the tenant label, as a tenant is shown its series.
+pub fn hidden(labels: Labels) -> Labels {
+    if labels.get(TENANT_LABEL).is_none() {
+        return labels;
+    }
+    Labels::from_sorted(labels.iter().filter(|l| &*l.name != TENANT_LABEL).cloned().collect())
 }
 
 /// `s` with the characters a tenant id may hold that mean something in a regex escaped.

@@ -189,7 +189,9 @@ fn store_deferred<'s, 'b>(
                     crate::log::metrics::LOG_METRICS.ha_dropped(batch.sample_count() as u64);
                     return Ok(Deferred::Nothing);
                 }
-                distributor.prepare_without(batch, &ha.config().replica_label, tenant, body, metadata)
+                // Kept without the replica label, so both replicas' series are one.
+                batch.remove_label(&ha.config().replica_label);
+                distributor.prepare(batch, tenant, body, metadata)
             }
         };
         return Ok(Deferred::Log(Arc::clone(distributor), prepared.map_err(ApiError::from)?));
@@ -265,7 +267,7 @@ fn rejected_samples_message(outcome: &AppendOutcome) -> Option<String> {
         outcome.appended
     );
     if let Some((labels, sample)) = &outcome.first_rejected {
-        let _ = write!(message, "; first rejected: {} @ {}", shown(labels), sample.t);
+        let _ = write!(message, "; first rejected: {} @ {}", crate::tenant::hidden(labels.clone()), sample.t);
     }
     if let Some(refused) = refused_series_message(outcome) {
         let _ = write!(message, "; {refused}");
@@ -302,18 +304,8 @@ fn refused_series_message(outcome: &AppendOutcome) -> Option<String> {
     if !others.is_empty() {
         let _ = write!(message, " (also {})", others.join(", "));
     }
-    let _ = write!(message, ", first refused: {}", shown(&first.labels));
+    let _ = write!(message, ", first refused: {}", crate::tenant::hidden(first.labels.clone()));
     Some(message)
-}
-
-/// A series as its writer named it: without the tenant label the write path stamped on it.
-fn shown(labels: &storage::Labels) -> storage::Labels {
-    if labels.get(storage::TENANT_LABEL).is_none() {
-        return labels.clone();
-    }
-    storage::Labels::from_sorted(
-        labels.iter().filter(|l| &*l.name != storage::TENANT_LABEL).cloned().collect(),
-    )
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use remote::prw::{self, Version};
 use sha2::{Digest, Sha256};
 use storage::{Batch, BatchRef, Labels, Sample};
 
-use super::ha::{HaTracker, without_label};
+use super::ha::HaTracker;
 use super::metrics::LOG_METRICS;
 use super::partition::{partition_of_raw, split};
 use super::{Log, LogError};
@@ -92,19 +92,6 @@ impl Distributor {
     /// The HA tracker, with `--ha-tracker`.
     pub fn ha(&self) -> Option<&HaTracker> {
         self.ha.as_ref()
-    }
-
-    /// [`Distributor::prepare`] for a kept HA replica's request: its series without the
-    /// replica label `label` (written as remote write 2.0).
-    pub fn prepare_without(
-        &self,
-        batch: &BatchRef<'_>,
-        label: &str,
-        tenant: Option<&str>,
-        body: &[u8],
-        metadata: &[MetricMetadata],
-    ) -> Result<Prepared, storage::Error> {
-        self.prepare_owned(without_label(batch.to_batch()?, label), tenant, body, metadata)
     }
 
     /// An owned batch as remote write 2.0 parts, its samples past the future window left out.

@@ -163,23 +163,9 @@ pub fn replica_of<'a>(
     None
 }
 
-/// `batch` without the label `name` (every series that has it).
-pub fn without_label(batch: storage::Batch, name: &str) -> storage::Batch {
-    let strip = |labels: storage::Labels| -> storage::Labels {
-        if labels.get(name).is_none() {
-            return labels;
-        }
-        storage::Labels::new(labels.iter().filter(|l| &*l.name != name).cloned().collect())
-    };
-    storage::Batch {
-        series: batch.series.into_iter().map(|(l, s)| (strip(l), s)).collect(),
-        histograms: batch.histograms.into_iter().map(|(l, h)| (strip(l), h)).collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use storage::{Batch, BatchRef, Labels, Sample};
+    use storage::{BatchRef, Labels, Sample};
 
     use super::*;
 
@@ -206,16 +192,15 @@ mod tests {
         assert_eq!(replica_of(plain.iter().map(|(l, _)| l), &config()), None);
     }
 
-    /// Only the replica label goes; series without it stay as they are.
+    /// Only the replica label goes (`BatchRef::remove_label`, as the distributor keeps a
+    /// replica's request); series without it stay as they are.
     #[test]
     fn the_replica_label_is_removed() {
-        let mut b = Batch::new();
-        b.push(
-            Labels::from_pairs(&[("__name__", "up"), ("__replica__", "r1"), ("cluster", "c")]),
-            vec![Sample::new(1, 1.0)],
-        );
-        b.push(Labels::from_pairs(&[("__name__", "x")]), vec![Sample::new(1, 1.0)]);
-        let out = without_label(b, "__replica__");
+        let mut b = BatchRef::new();
+        b.push([("__name__", "up"), ("__replica__", "r1"), ("cluster", "c")], [Sample::new(1, 1.0)]);
+        b.push([("__name__", "x")], [Sample::new(1, 1.0)]);
+        b.remove_label("__replica__");
+        let out = b.to_batch().unwrap();
         assert_eq!(out.series[0].0, Labels::from_pairs(&[("__name__", "up"), ("cluster", "c")]));
         assert_eq!(out.series[1].0, Labels::from_pairs(&[("__name__", "x")]));
     }

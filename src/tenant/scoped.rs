@@ -34,12 +34,7 @@ impl<Q: Querier> Scoped<Q> {
         match &self.scope {
             // Series of the default tenant have no tenant label to hide.
             Scope::Default => labels,
-            Scope::One(_) => {
-                if labels.get(TENANT_LABEL).is_none() {
-                    return labels;
-                }
-                Labels::from_sorted(labels.iter().filter(|l| &*l.name != TENANT_LABEL).cloned().collect())
-            }
+            Scope::One(_) => super::hidden(labels),
             Scope::Many(_) => {
                 let mut out = Vec::with_capacity(labels.len() + 1);
                 for l in labels.iter() {

@@ -115,16 +115,28 @@ impl<'a> BatchRef<'a> {
     }
 
     /// Gives every series the label `name` with `value`, replacing a pair of that name it
-    /// has; with `value` `None` (or empty), removes such pairs. How a request's tenant is
-    /// stamped on its series, and how a label a client may not set is taken off. Changes
-    /// nothing, at the cost of one pass over the names, when there is nothing to remove.
+    /// has; with `value` `None` (or empty), removes such pairs ([`BatchRef::remove_label`]).
+    /// How a request's tenant is stamped on its series, and how a label a client may not set
+    /// is taken off.
     pub fn set_label(&mut self, name: &'a str, value: Option<&'a str>) {
-        let name = name.as_bytes();
-        let value = value.filter(|v| !v.is_empty()).map(str::as_bytes);
-        if value.is_none() && !self.has_label(name) {
-            return;
+        match value.filter(|v| !v.is_empty()) {
+            None => self.remove_label(name),
+            Some(value) => self.rewrite(name.as_bytes(), Some((name.as_bytes(), value.as_bytes()))),
         }
-        let extra = if value.is_some() { self.ends.len() } else { 0 };
+    }
+
+    /// Removes the label `name` from every series that has it (an HA pair's replica label,
+    /// say). Changes nothing, at the cost of a search in each series' pairs, when none has it.
+    pub fn remove_label(&mut self, name: &str) {
+        if self.has_label(name.as_bytes()) {
+            self.rewrite(name.as_bytes(), None);
+        }
+    }
+
+    /// Rebuilds the pairs with each series' pair named `name` replaced by `pair` (which has
+    /// that name), or removed if `pair` is `None`.
+    fn rewrite(&mut self, name: &[u8], pair: Option<RawPair<'a>>) {
+        let extra = if pair.is_some() { self.ends.len() } else { 0 };
         let mut labels = Vec::with_capacity(self.labels.len() + extra);
         let mut from = 0;
         for end in &mut self.ends {
@@ -133,9 +145,7 @@ impl<'a> BatchRef<'a> {
             // Pairs follow the rules: sorted by name, so the label's place is found by search.
             let at = pairs.partition_point(|(n, _)| name_less(n, name));
             labels.extend_from_slice(&pairs[..at]);
-            if let Some(value) = value {
-                labels.push((name, value));
-            }
+            labels.extend(pair);
             let rest = pairs.get(at..).unwrap_or_default();
             let skip = usize::from(rest.first().is_some_and(|(n, _)| *n == name));
             labels.extend_from_slice(&rest[skip..]);
